@@ -1,0 +1,17 @@
+# worthit: is this vLLM optimisation worth it on my hardware?
+# Config + includes + rule all; the logic lives in src/worthit, the stages in workflow/rules.
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/serve.smk"
+include: "workflow/rules/kv.smk"
+include: "workflow/rules/loadtest.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+rule all:
+    input:
+        get_final_outputs(),
+    default_target: True

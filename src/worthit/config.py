@@ -1,0 +1,182 @@
+"""The study config: validation against config/schema.yaml, defaults, and the experiment grid.
+
+JSON Schema is the single description of the config (every key has a description and a default);
+this module fills the defaults in, turns schema violations into one-line errors that name the file,
+the key and the allowed values, checks what a schema cannot (cross-references), and derives the grid
+of variants x experiments x levels that the rules expand.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = ROOT / "config" / "schema.yaml"
+
+
+class ConfigError(ValueError):
+    """The study config is invalid; the message says where and what is allowed."""
+
+
+def _with_defaults(validator_class: Any) -> Any:
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Mapping[str, Any], instance: Any, schema: Any) -> Any:
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "$ref" in sub:
+                    sub = validator._resolver.lookup(sub["$ref"]).contents
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def load_schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _key(path: Any) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _allowed(err: jsonschema.ValidationError) -> str:
+    s = err.schema if isinstance(err.schema, dict) else {}
+    if err.validator == "enum":
+        return "allowed: " + ", ".join(map(str, s["enum"]))
+    if err.validator == "additionalProperties":
+        props = sorted((s.get("properties") or {}).keys())
+        return "allowed keys: " + ", ".join(props) if props else ""
+    if err.validator == "required":
+        return "add it to the file"
+    if err.validator in ("minimum", "exclusiveMinimum", "maximum", "type", "pattern", "minItems"):
+        desc = s.get("description", "")
+        return f"expected {err.validator} {err.validator_value!r}" + (f" ({desc})" if desc else "")
+    return s.get("description", "")
+
+
+def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
+    """Validate, fill defaults, check cross-references; return a new dict."""
+    cfg = copy.deepcopy(dict(config))
+    schema = load_schema()
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{source}: key '{_key(e.absolute_path)}': {e.message}"
+                 + (f" ({_allowed(e)})" if _allowed(e) else "") for e in errors[:10]]
+        raise ConfigError("invalid study config\n  " + "\n  ".join(lines))
+    models = sorted(cfg["models"])
+    for name, v in cfg["variants"].items():
+        if v["model"] not in cfg["models"]:
+            raise ConfigError(f"{source}: key 'variants.{name}.model': unknown model {v['model']!r} "
+                              f"(allowed: {', '.join(models)})")
+    base = cfg.get("baseline_variant")
+    if base is None:
+        cfg["baseline_variant"] = next(iter(cfg["variants"]))
+    elif base not in cfg["variants"]:
+        raise ConfigError(f"{source}: key 'baseline_variant': unknown variant {base!r} "
+                          f"(allowed: {', '.join(cfg['variants'])})")
+    return cfg
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return validate(raw, str(path))
+
+
+def config_hash(cfg: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    model: str
+    engine_args: dict[str, Any]
+    extra_args: list[str]
+    env: dict[str, str]
+    gpus: int
+    experiments: list[str]
+    description: str = ""
+
+    @property
+    def served_dtype(self) -> str | None:
+        d = self.engine_args.get("dtype")
+        return str(d) if d else None
+
+
+class Study:
+    """Typed access to a validated config and the grid the rules expand."""
+
+    def __init__(self, cfg: Mapping[str, Any], root: Path = ROOT) -> None:
+        self.cfg = cfg
+        self.root = root
+
+    @property
+    def name(self) -> str:
+        return str(self.cfg["study"])
+
+    def python(self, stage: str) -> str:
+        p = Path(self.cfg["envs"][f"{stage}_python"])
+        return str(p if p.is_absolute() or "/" not in str(p) else self.root / p)
+
+    def variant(self, name: str) -> Variant:
+        v = self.cfg["variants"][name]
+        serve = self.cfg["serve"]
+        return Variant(
+            name=name,
+            model=v["model"],
+            engine_args={**serve["engine_args"], **v["engine_args"]},
+            extra_args=list(v["extra_args"]),
+            env={k: str(x) for k, x in {**serve["env"], **v["env"]}.items()},
+            gpus=int(v["gpus"]),
+            experiments=list(v["experiments"]),
+            description=v.get("description", ""),
+        )
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.cfg["variants"])
+
+    def variants_with(self, experiment: str) -> list[str]:
+        return [v for v in self.variants if experiment in self.variant(v).experiments]
+
+    @property
+    def levels(self) -> list[int]:
+        return [int(c) for c in self.cfg["loadtest"]["levels"]]
+
+    def num_requests(self, concurrency: int) -> int:
+        n = self.cfg["loadtest"]["num_requests"]
+        return max(int(n["min"]), int(n["per_concurrency"]) * concurrency)
+
+    @property
+    def tokens_per_request(self) -> int:
+        lt = self.cfg["loadtest"]
+        return int(lt["prompt_tokens"]) + int(lt["output_tokens"])
+
+    def consumers(self, variant: str) -> Iterator[str]:
+        """The variant's measurements in the order they run on its server (one at a time)."""
+        exps = self.variant(variant).experiments
+        if "kv" in exps:
+            yield "kv"
+        if "loadtest" in exps:
+            yield from (f"load/conc~{c}" for c in self.levels)

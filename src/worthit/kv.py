@@ -1,0 +1,114 @@
+"""KV-cache capacity of a served variant: blocks from vLLM's /metrics, bytes from the model config.
+
+``vllm:cache_config_info`` is the only place vLLM exposes the block count; its labels carry
+``num_gpu_blocks`` (also on CPU), ``block_size`` and ``cache_dtype``. Bytes per token follow from the
+model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes per element.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+DTYPE_BYTES = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "int8": 1,
+}
+
+
+class MetricsError(RuntimeError):
+    """The server's /metrics lacks something worthit needs."""
+
+
+def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text -> {sample name: [(labels, value), ...]}."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    return out
+
+
+def counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Sum of each named sample over its label sets (missing names are left out)."""
+    parsed = parse_metrics(text)
+    return {n: sum(v for _, v in parsed[n]) for n in names if n in parsed}
+
+
+def cache_config(text: str) -> dict[str, str]:
+    """The labels of ``vllm:cache_config_info``."""
+    parsed = parse_metrics(text)
+    for name in ("vllm:cache_config_info", "vllm:cache_config_info_total"):
+        if parsed.get(name):
+            return parsed[name][0][0]
+    raise MetricsError(
+        "the server's /metrics has no vllm:cache_config_info; worthit reads the KV block count from it "
+        "(vLLM >= 0.6 exposes it; is this a vLLM server with metrics enabled?)"
+    )
+
+
+def model_shape(model_dir: str | Path) -> dict[str, int]:
+    """Layers, KV heads and head dim from a Hugging Face config.json."""
+    return model_shape_from(json.loads((Path(model_dir) / "config.json").read_text()))
+
+
+def model_shape_from(cfg: dict[str, Any]) -> dict[str, int]:
+    cfg = cfg.get("text_config", cfg)  # multimodal models keep the language model's config here
+    heads = int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
+    return {"layers": int(cfg["num_hidden_layers"]), "kv_heads": kv_heads, "head_dim": head_dim}
+
+
+def model_dtype(model_dir: str | Path) -> str:
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    return str(cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("text_config", {}).get("torch_dtype")
+               or "bfloat16")
+
+
+def kv_bytes_per_token(shape: Mapping[str, int], cache_dtype: str, model_dtype: str) -> int:
+    """Bytes of K and V for one token over all layers; ``auto`` means the model's compute dtype."""
+    dtype = model_dtype if cache_dtype in ("auto", "", None) else cache_dtype
+    if dtype not in DTYPE_BYTES:
+        raise MetricsError(f"unknown KV cache dtype {dtype!r}; known: {sorted(DTYPE_BYTES)}")
+    return 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * DTYPE_BYTES[dtype]
+
+
+def weight_bytes(model_dir: str | Path) -> int:
+    d = Path(model_dir)
+    return sum(p.stat().st_size for pat in ("*.safetensors", "*.bin", "*.gguf") for p in d.glob(pat))
+
+
+def kv_row(
+    variant: str,
+    metrics_text: str,
+    model_dir: str | Path,
+    served_dtype: str | None,
+    tokens_per_request: int,
+) -> dict[str, Any]:
+    """The ``kv_cache`` row of one variant."""
+    info = cache_config(metrics_text)
+    blocks = int(float(info["num_gpu_blocks"]))
+    block_size = int(float(info["block_size"]))
+    cache_dtype = info.get("cache_dtype", "auto")
+    dtype = served_dtype if served_dtype not in (None, "auto") else model_dtype(model_dir)
+    per_token = kv_bytes_per_token(model_shape(model_dir), cache_dtype, str(dtype))
+    kv_tokens = blocks * block_size
+    return {
+        "variant": variant,
+        "num_blocks": blocks,
+        "block_size_tokens": block_size,
+        "kv_tokens": kv_tokens,
+        "cache_dtype": cache_dtype,
+        "kv_bytes_per_token": per_token,
+        "kv_cache_gib": kv_tokens * per_token / 2**30,
+        "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
+        "tokens_per_request": tokens_per_request,
+        "critical_concurrency": kv_tokens / tokens_per_request if tokens_per_request else None,
+        "weight_bytes": weight_bytes(model_dir),
+    }

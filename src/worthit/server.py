@@ -1,0 +1,322 @@
+"""The vLLM server of one variant: command line, supervision, readiness.
+
+``supervise`` is what the Snakemake service job runs. It starts ``vllm serve`` in a session of its own
+on a free loopback port, writes the state file (the service output) that consumers read, forwards
+SIGTERM/SIGINT/SIGHUP to the server's whole process group, and kills it if Snakemake itself goes away.
+When the server dies on its own (OOM, unsupported flag), the supervisor records the exit and stays up
+until its group ends, so consumers record the failure as a result instead of the study crashing.
+
+Consumers call :func:`wait_ready`: it waits for the state file and ``/health`` against a deadline and
+raises :class:`ServerFailed` with the server log's tail if the process died. This module imports only
+the standard library: it runs in whatever environment the rule gives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+TERM_GRACE_S = 20.0
+
+
+class ServerFailed(RuntimeError):
+    """The server did not become ready: ``reason`` says why, ``log_tail`` shows its last lines."""
+
+    def __init__(self, reason: str, log_tail: str = "") -> None:
+        super().__init__(reason + (f"\n--- server log (tail) ---\n{log_tail}" if log_tail else ""))
+        self.reason = reason
+        self.log_tail = log_tail
+
+
+def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
+    """Engine arguments -> ``vllm serve`` flags, verbatim.
+
+    ``{"max-model-len": 2048}`` -> ``--max-model-len 2048``; ``True`` -> the bare flag; ``False`` or
+    ``None`` -> left out (so a variant can drop a default); dicts and lists -> JSON (e.g.
+    ``--speculative-config``). ``extra`` is appended as given.
+    """
+    flags: list[str] = []
+    for key, value in (args or {}).items():
+        flag = "--" + str(key).lstrip("-").replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, (dict, list)):
+            flags += [flag, json.dumps(value, separators=(",", ":"))]
+        else:
+            flags += [flag, str(value)]
+    return flags + list(extra)
+
+
+def serve_command(python: str, model_dir: str, served_name: str, port: int,
+                  args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
+    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
+            "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
+            *engine_flags(args, extra)]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: str | os.PathLike[str], lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64_000))
+            return "\n".join(fh.read().decode(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class ServerState:
+    """What the service output holds: everything a consumer needs to reach the server."""
+
+    variant: str
+    url: str
+    port: int
+    pid: int
+    supervisor_pid: int
+    log: str
+    model_dir: str
+    served_model_name: str
+    command: list[str]
+    started_at: float
+    gpus: str | None = None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ServerState:
+        return cls(**json.loads(Path(path).read_text()))
+
+
+def _exit_path(state_path: str | os.PathLike[str]) -> Path:
+    return Path(str(state_path) + ".exit")
+
+
+def _set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """In the child: die with the supervisor (Linux; a no-op elsewhere)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+
+
+def _claim_gpus(count: int, lock_dir: Path) -> tuple[str | None, list[Any]]:
+    """Pick ``count`` free GPUs by holding one lock file per device (Snakemake hands out no device ids).
+
+    Returns (CUDA_VISIBLE_DEVICES value, open lock handles). Leaves things alone where a scheduler
+    (SLURM) or the user already set CUDA_VISIBLE_DEVICES, or where there is no NVIDIA GPU.
+    """
+    if count <= 0 or "CUDA_VISIBLE_DEVICES" in os.environ or not shutil.which("nvidia-smi"):
+        return os.environ.get("CUDA_VISIBLE_DEVICES"), []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, []
+    total = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + 24 * 3600
+    while True:
+        held: list[Any] = []
+        ids: list[int] = []
+        for i in range(total):
+            fh = open(lock_dir / f"gpu{i}.lock", "w")  # noqa: SIM115 - held for the server's life
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                continue
+            held.append(fh)
+            ids.append(i)
+            if len(ids) == count:
+                return ",".join(map(str, ids)), held
+        for fh in held:
+            fh.close()
+        if time.monotonic() > deadline or total < count:
+            raise ServerFailed(f"needs {count} GPU(s); this machine has {total} and none are free")
+        time.sleep(5)
+
+
+def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, python: str,
+              args: Mapping[str, Any] | None, extra: Sequence[str], env: Mapping[str, str],
+              gpus: int = 0) -> int:
+    """Run the server until told to stop; return 0 after a clean stop."""
+    state_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    _exit_path(state_path).unlink(missing_ok=True)
+    stopping = False
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    parent = os.getppid()
+    cuda, locks = _claim_gpus(gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")))
+    port = free_port()
+    cmd = serve_command(python, model_dir, variant, port, args, extra)
+    child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    if cuda is not None:
+        child_env["CUDA_VISIBLE_DEVICES"] = cuda
+    with open(log_path, "ab") as log:
+        log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=child_env, start_new_session=True, preexec_fn=_set_pdeathsig)
+    state = ServerState(variant=variant, url=f"http://127.0.0.1:{port}", port=port, pid=proc.pid,
+                        supervisor_pid=os.getpid(), log=str(log_path), model_dir=model_dir,
+                        served_model_name=variant, command=cmd, started_at=time.time(), gpus=cuda)
+    tmp = state_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=1))
+    os.replace(tmp, state_path)
+
+    returncode: int | None = None
+    while not stopping:
+        if returncode is None:
+            returncode = proc.poll()
+            if returncode is not None:
+                _exit_path(state_path).write_text(json.dumps({"returncode": returncode, "at": time.time()}))
+                with open(log_path, "ab") as log:
+                    log.write(f"[worthit] server exited with code {returncode}\n".encode())
+        if os.getppid() != parent:  # Snakemake went away without telling us
+            break
+        time.sleep(0.25)
+    stop_process_group(proc)
+    for fh in locks:
+        fh.close()
+    shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
+    return 0
+
+
+def stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the server's process group, then SIGKILL whatever is left after the grace period."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    # vLLM's engine processes share the group; the API process may be gone while they linger.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):  # a zombie is dead for our purposes
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback only
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+
+
+def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
+               poll_s: float = 1.0) -> ServerState:
+    """Block until the server answers /health; raise :class:`ServerFailed` when it cannot."""
+    deadline = time.monotonic() + timeout_s
+    state_path = Path(state_path)
+    while not state_path.exists():
+        if time.monotonic() > deadline:
+            raise ServerFailed(f"no server state file {state_path} after {timeout_s:.0f}s "
+                               "(did the serve job start?)")
+        time.sleep(poll_s)
+    state = ServerState.load(state_path)
+    while True:
+        exit_file = _exit_path(state_path)
+        if exit_file.exists() or not _alive(state.pid):
+            rc = json.loads(exit_file.read_text())["returncode"] if exit_file.exists() else "unknown"
+            raise ServerFailed(f"vLLM server for variant '{state.variant}' exited (code {rc}) before "
+                               "it became ready", log_tail(state.log))
+        try:
+            status, _ = http_get(state.url + "/health", timeout=5)
+            if status == 200:
+                return state
+        except (OSError, urllib.error.URLError):
+            pass
+        if time.monotonic() > deadline:
+            raise ServerFailed(f"vLLM server for variant '{state.variant}' not ready after "
+                               f"{timeout_s:.0f}s", log_tail(state.log))
+        time.sleep(poll_s)
+
+
+@contextlib.contextmanager
+def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: float = 0.5) -> Iterator[None]:
+    """Hold the server for one measurement: measurements of a variant never overlap, and run in
+    ``index`` order among those waiting.
+
+    Snakemake starts every consumer of a service group at once, so ordering through inputs is not
+    possible. Each consumer registers a ticket (index + pid) and takes an exclusive lock when no live
+    ticket with a lower index is waiting. Tickets of dead processes are ignored, so a crashed
+    consumer never blocks the others.
+    """
+    qdir = Path(str(state_path) + ".queue")
+    qdir.mkdir(parents=True, exist_ok=True)
+    ticket = qdir / f"{index:04d}-{os.getpid()}-{name.replace('/', '_')}"
+    ticket.write_text(name)
+    lock = open(qdir / "lock", "w")  # noqa: SIM115 - closed in finally
+    try:
+        while True:
+            earlier = [t for t in qdir.iterdir() if t.name[:4].isdigit() and t != ticket
+                       and int(t.name[:4]) < index and _alive(int(t.name.split("-")[1]))]
+            if not earlier:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    pass
+            time.sleep(poll_s)
+        yield
+    finally:
+        ticket.unlink(missing_ok=True)
+        lock.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m worthit.server",
+                                description="Supervise one variant's vLLM server (the serve rule).")
+    p.add_argument("--state", required=True, type=Path, help="state file to write (service output)")
+    p.add_argument("--log", required=True, type=Path, help="server log")
+    p.add_argument("--spec", required=True, help="JSON: variant, model_dir or manifest, python, args, extra, env, gpus")
+    ns = p.parse_args(argv)
+    spec = json.loads(ns.spec)
+    model_dir = spec.get("model_dir") or json.loads(Path(spec["manifest"]).read_text())["model_dir"]
+    return supervise(ns.state, ns.log, spec["variant"], model_dir, spec["python"],
+                     spec.get("args"), spec.get("extra", []), spec.get("env", {}), int(spec.get("gpus", 0)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

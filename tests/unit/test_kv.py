@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from worthit import kv
+
+METRICS = '''# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",num_gpu_blocks="5306"} 1.0
+# HELP vllm:prefix_cache_hits_total Prefix cache hits
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 120.0
+vllm:prefix_cache_hits_total{engine="1",model_name="m"} 30.0
+'''
+
+QWEN7B = {"num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+          "hidden_size": 3584, "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture
+def qwen_dir(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(QWEN7B))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 1000)
+    return tmp_path
+
+
+def test_qwen7b_bf16_kv_bytes_per_token_is_57344():
+    # 2 (K,V) x 28 layers x 4 KV heads x 128 head dim x 2 bytes
+    assert kv.kv_bytes_per_token(kv.model_shape_from(QWEN7B), "auto", "bfloat16") == 57344
+
+
+def test_fp8_cache_halves_bytes_per_token_of_bf16():
+    shape = kv.model_shape_from(QWEN7B)
+    assert kv.kv_bytes_per_token(shape, "fp8", "bfloat16") * 2 == kv.kv_bytes_per_token(shape, "auto", "bfloat16")
+
+
+def test_study_baseline_row_reproduces_its_kv_capacity(qwen_dir):
+    # the study: 5,306 blocks = 4.6 GB (GiB: 4.64), critical concurrency ~88 at 512+448 tokens... here ~1000
+    row = kv.kv_row("bf16", METRICS, qwen_dir, "bfloat16", tokens_per_request=1000)
+    assert row["num_blocks"] == 5306 and row["block_size_tokens"] == 16
+    assert row["kv_tokens"] == 84896
+    assert row["kv_cache_gib"] == pytest.approx(84896 * 57344 / 2**30)
+    assert row["critical_concurrency"] == pytest.approx(84.896)
+    assert row["prefix_caching"] is True and row["weight_bytes"] == 1000
+
+
+def test_counters_sum_over_label_sets():
+    assert kv.counters(METRICS, ("vllm:prefix_cache_hits_total", "absent")) == {"vllm:prefix_cache_hits_total": 150.0}
+
+
+def test_missing_cache_config_names_the_metric():
+    with pytest.raises(kv.MetricsError, match="vllm:cache_config_info"):
+        kv.cache_config("# nothing here\n")
+
+
+def test_unknown_cache_dtype_lists_known_ones():
+    with pytest.raises(kv.MetricsError, match="known:"):
+        kv.kv_bytes_per_token(kv.model_shape_from(QWEN7B), "int3", "bfloat16")

@@ -1,0 +1,18 @@
+# aggregate: every variant's KV and load levels -> summary.parquet + summary.md (rebuilt only when a result changes).
+
+
+rule aggregate:
+    input:
+        kv=expand(VARIANT_DIR + "/kv.parquet", variant=STUDY.variants_with("kv")),
+        load=expand(
+            VARIANT_DIR + "/load/conc~{c}.parquet",
+            variant=STUDY.variants_with("loadtest"),
+            c=STUDY.levels,
+        ),
+    output:
+        parquet=report(RESULTS + "/summary.parquet", category="Summary"),
+        md=report(RESULTS + "/summary.md", category="Summary", caption="../report/summary.rst"),
+    log:
+        RESULTS + "/logs/aggregate.log",
+    script:
+        "../scripts/aggregate.py"

@@ -1,0 +1,52 @@
+# Config validation, the study grid and the path helpers every stage uses.
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from worthit.config import ConfigError, Study, validate  # noqa: E402
+
+_config_source = ", ".join(str(p) for p in workflow.configfiles) or "config"
+try:
+    config = validate(config, _config_source)
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
+
+STUDY = Study(config, Path(workflow.basedir))
+RESULTS = f"results/{STUDY.name}"
+VARIANT_DIR = RESULTS + "/variant~{variant}"
+
+
+wildcard_constraints:
+    study=STUDY.name,
+    variant="|".join(STUDY.variants),
+    model="|".join(config["models"]),
+    c=r"\d+",
+
+
+def manifest_path(model):
+    return f"resources/models/{model}/manifest.json"
+
+
+def get_manifest(wildcards):
+    return manifest_path(STUDY.variant(wildcards.variant).model)
+
+
+def get_serve_spec(wildcards):
+    v = STUDY.variant(wildcards.variant)
+    return json.dumps(
+        {
+            "variant": v.name,
+            "manifest": manifest_path(v.model),
+            "python": STUDY.python("serve"),
+            "args": v.engine_args,
+            "extra": v.extra_args,
+            "env": v.env,
+            "gpus": v.gpus,
+        }
+    )
+
+
+def get_final_outputs():
+    return [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]

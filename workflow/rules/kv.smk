@@ -1,0 +1,16 @@
+# measure_kv: KV blocks, KV tokens and GiB, critical concurrency, from the running server's /metrics.
+
+
+rule measure_kv:
+    input:
+        server=VARIANT_DIR + "/server.json",
+        manifest=get_manifest,
+    output:
+        kv=VARIANT_DIR + "/kv.parquet",
+    log:
+        RESULTS + "/logs/kv/{variant}.log",
+    group:
+        "serve"
+    threads: 0
+    script:
+        "../scripts/measure_kv.py"

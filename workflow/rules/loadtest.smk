@@ -1,0 +1,17 @@
+# loadtest: one job per concurrency level, one row per request; levels of a variant take turns on its server
+# (worthit.server.turn), so they never overlap and forcing one does not rerun the others.
+
+
+rule loadtest:
+    input:
+        server=VARIANT_DIR + "/server.json",
+        manifest=get_manifest,
+    output:
+        requests=VARIANT_DIR + "/load/conc~{c}.parquet",
+    log:
+        RESULTS + "/logs/loadtest/{variant}/conc~{c}.log",
+    group:
+        "serve"
+    threads: 0
+    script:
+        "../scripts/loadtest.py"

@@ -1,0 +1,25 @@
+"""Adapter: aggregate rule -> worthit.aggregate."""
+from pathlib import Path
+
+from worthit.aggregate import summary_rows, write_summary
+from worthit.config import Study, config_hash
+from worthit.metrics import Slo
+from worthit.provenance import stamp
+from worthit.stages import setup_logging
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+setup_logging(sm.log[0])
+study = Study(sm.config)
+
+
+def variant_of(path: str) -> str:
+    return next(p.split("~", 1)[1] for p in Path(path).parts if p.startswith("variant~"))
+
+
+kv = {variant_of(p): p for p in sm.input.kv}
+load: dict[str, list[str]] = {}
+for p in sm.input.load:
+    load.setdefault(variant_of(p), []).append(p)
+rows = summary_rows(kv, load, Slo(**sm.config["slo"]))
+write_summary(rows, sm.output.parquet, sm.output.md, study.name,
+              stamp(config_hash=config_hash(sm.config)))

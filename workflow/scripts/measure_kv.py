@@ -1,0 +1,7 @@
+"""Adapter: measure_kv rule -> worthit.stages.measure_kv."""
+from worthit.config import Study
+from worthit.stages import measure_kv, setup_logging
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+setup_logging(sm.log[0])
+measure_kv(Study(sm.config), sm.wildcards.variant, sm.input.server, sm.input.manifest, sm.output.kv)
