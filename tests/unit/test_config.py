@@ -1,0 +1,79 @@
+import pytest
+
+from worthit.config import ConfigError, Study, load, validate
+from worthit.server import engine_flags
+
+MIN = {"models": {"m": {"source": "hf:Qwen/Qwen2.5-7B-Instruct"}}, "variants": {"a": {"model": "m"}}}
+
+
+def test_defaults_are_filled_in_from_the_schema():
+    cfg = validate(MIN)
+    assert cfg["loadtest"]["levels"] == [1, 4, 16]
+    assert cfg["loadtest"]["num_requests"] == {"min": 8, "per_concurrency": 2}
+    assert cfg["variants"]["a"]["gpus"] == 1 and cfg["baseline_variant"] == "a"
+    assert cfg["envs"]["serve_python"].endswith("serve/bin/python")
+
+
+def test_unknown_key_names_file_key_and_allowed_keys():
+    with pytest.raises(ConfigError) as e:
+        validate({**MIN, "loadtest": {"level": [1]}}, "study.yaml")
+    msg = str(e.value)
+    assert "study.yaml" in msg and "'loadtest'" in msg and "levels" in msg
+
+
+def test_bad_enum_lists_allowed_values():
+    with pytest.raises(ConfigError, match="allowed: completions, chat"):
+        validate({**MIN, "loadtest": {"endpoint": "grpc"}}, "s.yaml")
+
+
+def test_bad_level_names_the_index():
+    with pytest.raises(ConfigError, match=r"loadtest.levels\[1\]"):
+        validate({**MIN, "loadtest": {"levels": [1, 0]}}, "s.yaml")
+
+
+def test_variant_naming_an_unknown_model_lists_known_models():
+    with pytest.raises(ConfigError, match="variants.a.model.*allowed: m"):
+        validate({"models": MIN["models"], "variants": {"a": {"model": "x"}}})
+
+
+def test_unknown_baseline_variant_is_refused():
+    with pytest.raises(ConfigError, match="baseline_variant"):
+        validate({**MIN, "baseline_variant": "zz"})
+
+
+def test_invalid_yaml_names_the_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("models: [\n")
+    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+        load(p)
+
+
+def test_the_shipped_default_study_is_valid():
+    from tests.conftest import ROOT
+
+    cfg = load(ROOT / "config" / "config.yaml")
+    assert {"baseline", "no_prefix_cache"} <= set(cfg["variants"])
+
+
+def test_variant_engine_args_override_serve_defaults_and_false_drops_a_flag():
+    cfg = validate({**MIN, "serve": {"engine_args": {"dtype": "float32", "enforce-eager": True}},
+                    "variants": {"a": {"model": "m", "engine_args": {"enforce-eager": False, "max-num-seqs": 16}}}})
+    v = Study(cfg).variant("a")
+    assert engine_flags(v.engine_args) == ["--dtype", "float32", "--max-num-seqs", "16"]
+
+
+def test_engine_flags_pass_mappings_as_json_and_true_as_bare_flag():
+    flags = engine_flags({"speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
+                          "enable_prefix_caching": True})
+    assert flags == ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
+                     "--enable-prefix-caching"]
+
+
+def test_requests_per_level_scale_with_concurrency():
+    s = Study(validate({**MIN, "loadtest": {"num_requests": {"min": 8, "per_concurrency": 2}}}))
+    assert [s.num_requests(c) for c in (1, 4, 16)] == [8, 8, 32]
+
+
+def test_consumers_run_kv_first_then_levels_in_order():
+    s = Study(validate({**MIN, "loadtest": {"levels": [16, 1]}}))
+    assert list(s.consumers("a")) == ["kv", "load/conc~16", "load/conc~1"]

@@ -1,0 +1,115 @@
+"""The real workflow on real vLLM (CPU): results, failures as results, and no server outliving its group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, run_snakemake, study_config
+from worthit import schemas
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def processes_in(workdir: Path) -> list[str]:
+    """Processes whose working directory is ``workdir`` (servers and jobs the run started)."""
+    found = []
+    target = str(workdir.resolve())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == target:
+                found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160])
+        except OSError:
+            continue
+    return found
+
+
+def wait_gone(workdir: Path, timeout_s: float = 60) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := processes_in(workdir)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left
+
+
+def test_study_runs_end_to_end_and_leaves_no_server(tmp_path, model_dir):
+    cfg = study_config(model_dir)
+    cfg["variants"]["broken"] = {"model": "smol", "engine_args": {"no-such-flag-for-vllm": True}}
+    run_snakemake(tmp_path, cfg)
+    base = tmp_path / "results/t/variant~base"
+    kv = schemas.read(base / "kv.parquet", schemas.KV_CACHE)
+    assert kv.ok and kv.table.column("num_blocks")[0].as_py() > 0
+    for c in (1, 2):
+        res = schemas.read(base / f"load/conc~{c}.parquet", schemas.LOAD_REQUESTS)
+        rows = res.table.to_pylist()
+        assert len(rows) == 3 and all(r["success"] for r in rows), rows
+        assert all(r["output_tokens"] == 8 and r["prompt_tokens"] == 32 for r in rows)
+        assert res.metadata["n_warmup"] == 1 and res.metadata["vllm_version"]
+    # a server that cannot start is a recorded failure with its log tail, not a crashed study
+    broken = schemas.read(tmp_path / "results/t/variant~broken/kv.parquet", schemas.KV_CACHE)
+    assert broken.status == "failed" and "exited" in broken.reason
+    assert "no-such-flag" in broken.log_tail
+    summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()
+    assert set(summary["variant"]) == {"base", "broken"}
+    assert (summary.loc[summary.variant == "broken", "status"] == "failed").all()
+    assert "Failed or not applicable" in (tmp_path / "results/t/summary.md").read_text()
+    assert wait_gone(tmp_path) == []
+
+
+def test_summary_rebuilds_only_when_a_result_changes(tmp_path, model_dir):
+    cfg = study_config(model_dir, loadtest={"prompt_tokens": 16, "output_tokens": 4, "levels": [1, 2],
+                                            "num_requests": {"min": 2, "per_concurrency": 1},
+                                            "warmup_requests": 0})
+    run_snakemake(tmp_path, cfg)
+    summary = tmp_path / "results/t/summary.parquet"
+    level2 = tmp_path / "results/t/variant~base/load/conc~2.parquet"
+    before, level2_before = summary.stat().st_mtime_ns, level2.stat().st_mtime_ns
+    dry = run_snakemake(tmp_path, cfg, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    # forcing one level reruns that level and the summary, not the other level
+    run_snakemake(tmp_path, cfg, "--forcerun", "results/t/variant~base/load/conc~1.parquet")
+    assert summary.stat().st_mtime_ns > before
+    assert level2.stat().st_mtime_ns == level2_before
+    assert wait_gone(tmp_path) == []
+
+
+def test_failing_consumer_stops_the_server(tmp_path, model_dir):
+    cfg = study_config(model_dir)
+    # a file where the level's output folder must go: the load-test job fails for real
+    out = tmp_path / "results/t/variant~base"
+    out.mkdir(parents=True)
+    (out / "load").write_text("not a folder")
+    proc = run_snakemake(tmp_path, cfg, check=False)
+    assert proc.returncode != 0
+    assert wait_gone(tmp_path) == [], "a vLLM server outlived its failed group"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_snakemake_stops_the_server(tmp_path, model_dir, sig):
+    cfg = study_config(model_dir, loadtest={"prompt_tokens": 32, "output_tokens": 64, "levels": [1],
+                                            "num_requests": {"min": 50, "per_concurrency": 1}})
+    cfgfile = tmp_path / "study.yaml"
+    cfgfile.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                             "--configfile", str(cfgfile), "--cores", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "results/t/logs/loadtest/base/conc~1.log"
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and "request 1/" in log.read_text():
+            break
+        time.sleep(1)
+    assert proc.poll() is None, "snakemake ended before the load test started"
+    assert any("vllm" in p for p in processes_in(tmp_path))
+    proc.send_signal(sig)
+    proc.communicate(timeout=120)
+    assert wait_gone(tmp_path) == [], f"processes left after {sig.name} to snakemake"
+    assert not (tmp_path / "results/t/variant~base/load/conc~1.parquet").exists()
