@@ -8,7 +8,9 @@ until its group ends, so consumers record the failure as a result instead of the
 
 Consumers call :func:`wait_ready`: it waits for the state file and ``/health`` against a deadline and
 raises :class:`ServerFailed` with the server log's tail if the process died. This module imports only
-the standard library: it runs in whatever environment the rule gives it.
+the standard library (and :mod:`worthit.gating`, which does too): it runs in whatever environment
+the rule gives it. Before starting, the hardware gate may refuse a variant (e.g. fp8 KV below sm_89): the
+server never starts and consumers record ``not_applicable`` with the reason.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from worthit import gating
 
 TERM_GRACE_S = 20.0
 
@@ -38,10 +42,11 @@ TERM_GRACE_S = 20.0
 class ServerFailed(RuntimeError):
     """The server did not become ready: ``reason`` says why, ``log_tail`` shows its last lines."""
 
-    def __init__(self, reason: str, log_tail: str = "") -> None:
+    def __init__(self, reason: str, log_tail: str = "", status: str = "failed") -> None:
         super().__init__(reason + (f"\n--- server log (tail) ---\n{log_tail}" if log_tail else ""))
         self.reason = reason
         self.log_tail = log_tail
+        self.status = status  # "failed", or "not_applicable" when the hardware gate refused the variant
 
 
 def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
@@ -157,8 +162,12 @@ def _claim_gpus(count: int, lock_dir: Path) -> tuple[str | None, list[Any]]:
 
 def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, python: str,
               args: Mapping[str, Any] | None, extra: Sequence[str], env: Mapping[str, str],
-              gpus: int = 0) -> int:
-    """Run the server until told to stop; return 0 after a clean stop."""
+              gpus: int = 0, devices: Sequence[gating.Gpu] | None = None) -> int:
+    """Run the server until told to stop; return 0 after a clean stop.
+
+    ``devices`` are the GPUs the hardware gate judges (None: ask nvidia-smi about the claimed ones).
+    A variant the gate refuses is never started: the exit file says ``not_applicable`` and why.
+    """
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     _exit_path(state_path).unlink(missing_ok=True)
@@ -178,6 +187,10 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
     child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
     if cuda is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = cuda
+    refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices)
+    if refused:
+        return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks,
+                       lambda: stopping, parent)
     with open(log_path, "ab") as log:
         log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
         log.flush()
@@ -202,6 +215,28 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
             break
         time.sleep(0.25)
     stop_process_group(proc)
+    for fh in locks:
+        fh.close()
+    shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
+    return 0
+
+
+def _refuse(state_path: Path, log_path: Path, variant: str, model_dir: str, cmd: list[str], port: int,
+            reason: str, locks: list[Any], stopping: Callable[[], bool], parent: int,
+            status: str = "not_applicable") -> int:
+    """Do not start the server; tell consumers why (exit file, then state) and wait for the group's end."""
+    with open(log_path, "ab") as log:
+        log.write(f"[worthit] {time.strftime('%F %T')} not starting the server: {reason}\n".encode())
+    _exit_path(state_path).write_text(json.dumps({"returncode": None, "status": status, "reason": reason,
+                                                  "at": time.time()}))
+    state = ServerState(variant=variant, url=f"http://127.0.0.1:{port}", port=port, pid=os.getpid(),
+                        supervisor_pid=os.getpid(), log=str(log_path), model_dir=model_dir,
+                        served_model_name=variant, command=cmd, started_at=time.time())
+    tmp = state_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=1))
+    os.replace(tmp, state_path)
+    while not stopping() and os.getppid() == parent:
+        time.sleep(0.25)
     for fh in locks:
         fh.close()
     shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
@@ -244,23 +279,34 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
         return e.code, ""
 
 
+def _live_state(state_path: Path) -> ServerState | None:
+    """The state a running supervisor wrote, or None for a placeholder or a dead run's leftover."""
+    try:
+        data = json.loads(state_path.read_text() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not data or not _alive(int(data.get("supervisor_pid", -1))):
+        return None
+    return ServerState(**data)
+
+
 def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
                poll_s: float = 1.0) -> ServerState:
     """Block until the server answers /health; raise :class:`ServerFailed` when it cannot."""
     deadline = time.monotonic() + timeout_s
     state_path = Path(state_path)
-    while not state_path.exists():
+    while (state := _live_state(state_path)) is None:
         if time.monotonic() > deadline:
-            raise ServerFailed(f"no server state file {state_path} after {timeout_s:.0f}s "
-                               "(did the serve job start?)")
+            raise ServerFailed(f"no running server for {state_path} after {timeout_s:.0f}s "
+                               "(did the serve job start? see its log)")
         time.sleep(poll_s)
-    state = ServerState.load(state_path)
     while True:
         exit_file = _exit_path(state_path)
         if exit_file.exists() or not _alive(state.pid):
-            rc = json.loads(exit_file.read_text())["returncode"] if exit_file.exists() else "unknown"
-            raise ServerFailed(f"vLLM server for variant '{state.variant}' exited (code {rc}) before "
-                               "it became ready", log_tail(state.log))
+            info = json.loads(exit_file.read_text()) if exit_file.exists() else {}
+            reason = info.get("reason") or (f"vLLM server for variant '{state.variant}' exited "
+                                            f"(code {info.get('returncode', 'unknown')}) before it became ready")
+            raise ServerFailed(reason, log_tail(state.log))
         try:
             status, _ = http_get(state.url + "/health", timeout=5)
             if status == 200:

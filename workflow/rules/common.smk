@@ -14,6 +14,8 @@ except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
 STUDY = Study(config, Path(workflow.basedir))
+# The workflow env's interpreter, spelled the same however Snakemake was started (a changed param reruns jobs).
+WORKFLOW_PYTHON = str(Path(sys.prefix) / "bin" / "python")
 RESULTS = f"results/{STUDY.name}"
 VARIANT_DIR = RESULTS + "/variant~{variant}"
 
@@ -23,6 +25,23 @@ wildcard_constraints:
     variant="|".join(STUDY.variants),
     model="|".join(config["models"]),
     c=r"\d+",
+
+
+def _service_placeholders():
+    """Leave an (empty) server state file for every variant on disk.
+
+    Snakemake deletes service outputs when their group ends, and a consumer whose input comes from a
+    job that reruns is rerun too unless that input is ancient() *and exists*. Without this, forcing one
+    load level would restart the server and then rerun every measurement of the variant. The
+    supervisor overwrites the placeholder when it starts; consumers wait for a live supervisor."""
+    for v in STUDY.variants:
+        p = Path(RESULTS) / f"variant~{v}" / "server.json"
+        if not p.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("{}")
+
+
+_service_placeholders()
 
 
 def manifest_path(model):

@@ -3,7 +3,7 @@
 
 rule measure_kv:
     input:
-        server=VARIANT_DIR + "/server.json",
+        server=ancient(VARIANT_DIR + "/server.json"),
         manifest=get_manifest,
     output:
         kv=VARIANT_DIR + "/kv.parquet",

@@ -4,7 +4,7 @@
 
 rule loadtest:
     input:
-        server=VARIANT_DIR + "/server.json",
+        server=ancient(VARIANT_DIR + "/server.json"),
         manifest=get_manifest,
     output:
         requests=VARIANT_DIR + "/load/conc~{c}.parquet",

@@ -1,5 +1,7 @@
 # serve_variant: the variant's vLLM server as a Snakemake service job. Its consumers (KV, load levels,
 # prefix lengths, accuracy) share its group, so the server lives exactly while they run.
+# Consumers take the state file as ancient(server.json): a restarted server must not make every other
+# measurement of the variant out of date.
 
 
 rule serve_variant:
@@ -9,7 +11,7 @@ rule serve_variant:
         state=service(VARIANT_DIR + "/server.json"),
     params:
         spec=get_serve_spec,
-        python=sys.executable,
+        python=WORKFLOW_PYTHON,
     log:
         RESULTS + "/logs/serve/{variant}.log",
     group:
