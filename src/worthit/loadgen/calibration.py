@@ -1,0 +1,363 @@
+"""A synthetic OpenAI-compatible SSE server with deterministic timing, to measure the load generator.
+
+It exists only to calibrate ``worthit.loadgen`` (and ``vllm bench serve``) against a server whose true
+TTFT and inter-chunk latency are known; it is never a stand-in for vLLM in stage tests.
+
+Timing: chunk ``j`` of a request is due at ``arrival + ttft + j * itl`` (an absolute schedule, so a late
+chunk never delays the next one). One scheduler per process writes every due chunk of every stream
+straight to its transport (chunked transfer framing), instead of one sleeping coroutine per stream: at
+256 streams x 200 chunks/s that is the difference between keeping up and falling behind. asyncio's timers
+round up to whole milliseconds (epoll), so the scheduler sleeps until ~1 ms before the next due chunk and
+spins the rest. What the server actually did (first and last write per request) is kept and served at
+``GET /stats``, so a client's error can be split from the server's own lateness.
+
+Per-request behaviour can be overridden with a ``calibration`` object in the request body (used by the
+tests): ``ttft_ms``, ``itl_ms``, ``tokens_per_chunk``, ``empty_chunks`` (an empty-text chunk before every
+content chunk), ``usage`` (``"final"``: usage-only final chunk as vLLM sends it, ``"none"``: no usage),
+``fail`` (``"http500"``, ``"stream_error"``: an error event mid-stream, ``"truncate"``: the connection is
+cut mid-stream, ``"no_content"``: a stream without any content chunk).
+
+Run: ``python -m worthit.loadgen.calibration --port 8123 --ttft-ms 50 --itl-ms 5 [--workers 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import heapq
+import itertools
+import json
+import math
+import multiprocessing as mp
+import os
+import signal
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aiohttp import web
+
+SPIN_S = 0.0012  # asyncio timers fire up to 1 ms late; sleep precisely for the last stretch
+BATCH_S = 0.00005  # chunks due within this window of now are written in the same pass
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What the server does for one request."""
+
+    ttft_ms: float = 50.0
+    itl_ms: float = 5.0
+    tokens_per_chunk: int = 1
+    empty_chunks: bool = False
+    usage: str = "final"
+    fail: str | None = None
+
+    def chunks(self, output_tokens: int) -> list[int]:
+        """Tokens carried by each content chunk."""
+        k = max(1, self.tokens_per_chunk)
+        full, rest = divmod(max(0, output_tokens), k)
+        return [k] * full + ([rest] if rest else [])
+
+    def true_ttft_ms(self) -> float:
+        return self.ttft_ms
+
+    def true_tpot_ms(self, output_tokens: int) -> float | None:
+        """(E2E - TTFT) / (tokens - 1) as a perfect client would measure it."""
+        n_chunks = len(self.chunks(output_tokens))
+        if output_tokens < 2:
+            return None
+        return (n_chunks - 1) * self.itl_ms / (output_tokens - 1)
+
+    def override(self, body: dict[str, Any]) -> Timing:
+        extra = body.get("calibration") or {}
+        allowed = {f for f in self.__dataclass_fields__}
+        unknown = set(extra) - allowed
+        if unknown:
+            raise ValueError(f"calibration: unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+        return replace(self, **extra) if extra else self
+
+
+@dataclass(eq=False)
+class _Stream:
+    transport: asyncio.Transport
+    frames: list[bytes]  # fully framed HTTP chunks, one per scheduled write
+    times: list[float]  # perf_counter due time of each frame
+    done: asyncio.Future[None]
+    arrival: float
+    content_from: int = 0  # index of the first frame that carries content
+    next: int = 0
+    first_write: float | None = None
+    last_write: float | None = None
+    max_late_s: float = 0.0
+
+
+def _frame(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+class Scheduler:
+    """Writes every stream's due chunks; one per process."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, _Stream]] = []  # (due time, tie-breaker, stream)
+        self.seq = itertools.count()
+        self.waiter: asyncio.Future[None] | None = None
+        self.records: list[tuple[float, float, float, int, float]] = []  # ttft_s, e2e_s, late_s, tokens, t
+
+    def add(self, s: _Stream) -> None:
+        heapq.heappush(self.heap, (s.times[0], next(self.seq), s))
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        clock = time.perf_counter
+        heap = self.heap
+
+        def wake(fut: asyncio.Future[None]) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        while True:
+            now = clock()
+            wait = heap[0][0] - now if heap else None
+            if wait is None or wait > SPIN_S:
+                # Sleep until shortly before the next chunk is due, or until a new stream arrives.
+                self.waiter = fut = loop.create_future()
+                timer = loop.call_later(wait - SPIN_S, wake, fut) if wait is not None else None
+                await fut
+                self.waiter = None
+                if timer is not None:
+                    timer.cancel()
+                continue
+            if wait > 1e-4:  # the last stretch: timers are millisecond-coarse, time.sleep is not
+                time.sleep(wait)
+                now = clock()
+            while heap[0][0] > now:
+                now = clock()
+            horizon = now + BATCH_S
+            pop, push, seq = heapq.heappop, heapq.heappush, self.seq
+            while heap and heap[0][0] <= horizon:
+                s = pop(heap)[2]
+                if s.transport.is_closing():
+                    if not s.done.done():
+                        s.done.set_result(None)
+                    continue
+                s.transport.write(s.frames[s.next])
+                t = clock()
+                s.max_late_s = max(s.max_late_s, t - s.times[s.next])
+                if s.next == s.content_from:
+                    s.first_write = t
+                s.last_write = t
+                s.next += 1
+                if s.next < len(s.frames):
+                    push(heap, (s.times[s.next], next(seq), s))
+                elif not s.done.done():
+                    s.done.set_result(None)
+            # Let the loop read sockets and accept new requests between passes.
+            await asyncio.sleep(0)
+
+
+class CalibrationServer:
+    def __init__(self, timing: Timing, model: str = "calibration") -> None:
+        self.timing = timing
+        self.model = model
+        self.sched: Scheduler | None = None
+        self.ids = itertools.count()
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/completions", self.handle)
+        app.router.add_post("/v1/chat/completions", self.handle)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/stats", self.stats)
+        app.router.add_post("/stats/reset", self.reset)
+        app.router.add_get("/metrics", self.metrics)
+        app.on_startup.append(self._start)
+        return app
+
+    async def _start(self, app: web.Application) -> None:
+        self.sched = Scheduler()
+        app["scheduler_task"] = asyncio.get_running_loop().create_task(self.sched.run())
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        n = len(self.sched.records) if self.sched else 0
+        return web.Response(text=f"# calibration server\ncalibration:requests_total {n}\n")
+
+    async def reset(self, request: web.Request) -> web.Response:
+        assert self.sched is not None
+        self.sched.records.clear()
+        return web.json_response({"ok": True, "pid": os.getpid()})
+
+    async def stats(self, request: web.Request) -> web.Response:
+        """What this process actually did: TTFT, TPOT and lateness per request, summarised."""
+        assert self.sched is not None
+        recs = self.sched.records
+        ttft = sorted(r[0] * 1e3 for r in recs)
+        tpot = sorted((r[1] - r[0]) * 1e3 / (r[3] - 1) for r in recs if r[3] > 1)
+        late = sorted(r[2] * 1e3 for r in recs)
+
+        def pct(v: Sequence[float], q: float) -> float | None:
+            if not v:
+                return None
+            k = (len(v) - 1) * q / 100
+            lo, hi = math.floor(k), math.ceil(k)
+            return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+        return web.json_response({
+            "pid": os.getpid(), "n": len(recs),
+            "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
+            "tpot_ms": {"p50": pct(tpot, 50), "p99": pct(tpot, 99)},
+            "max_late_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": late[-1] if late else None},
+        })
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        arrival = time.perf_counter()
+        assert self.sched is not None
+        try:
+            body = await request.json()
+            timing = self.timing.override(body)
+            n = int(body.get("max_tokens") or 16)
+        except (ValueError, TypeError) as e:
+            return web.json_response({"error": {"message": str(e), "type": "BadRequestError"}}, status=400)
+        if timing.fail == "http500":
+            return web.json_response({"error": {"message": "calibration: injected failure"}}, status=500)
+        chat = request.path.endswith("/chat/completions")
+        prompt = body.get("prompt") if not chat else body.get("messages")
+        prompt_tokens = (len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], int)
+                         else len(json.dumps(prompt).split()))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        rid = f"cmpl-{os.getpid()}-{next(self.ids)}"
+
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        writer = resp._payload_writer  # headers go out now, not with the first chunk (as uvicorn does)
+        if writer is not None and hasattr(writer, "send_headers"):
+            writer.send_headers()
+        transport = request.transport
+        assert transport is not None
+
+        def chunk(text: str, finish: str | None) -> dict[str, Any]:
+            if chat:
+                choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                                          "finish_reason": finish}
+                return {"id": rid, "object": "chat.completion.chunk", "created": 0, "model": self.model,
+                        "choices": [choice]}
+            return {"id": rid, "object": "text_completion", "created": 0, "model": self.model,
+                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                                 "stop_reason": None}]}
+
+        sizes = timing.chunks(n)
+        if timing.fail == "no_content":
+            sizes = []
+        frames: list[bytes] = []
+        times: list[float] = []
+        t_first = arrival + timing.ttft_ms / 1e3
+        empty = _event(chunk("", None))
+        if timing.empty_chunks:  # an empty chunk right away, like chat's role chunk, before any content
+            frames.append(_frame(empty))
+            times.append(arrival)
+        content_from = len(frames)
+        cache: dict[tuple[int, bool, bool], bytes] = {}  # chunks repeat: encode and frame each kind once
+        for j, k in enumerate(sizes):
+            key = (k, j == len(sizes) - 1, timing.empty_chunks and j > 0)
+            frame = cache.get(key)
+            if frame is None:
+                data = _event(chunk(" tok" * k, "length" if key[1] else None))
+                frame = cache[key] = _frame(empty + data if key[2] else data)
+            frames.append(frame)
+            times.append(t_first + j * timing.itl_ms / 1e3)
+        tail = b""
+        if timing.fail == "stream_error":
+            tail += _event({"error": {"message": "calibration: injected error", "code": 500}})
+        elif include_usage and timing.usage == "final":
+            tail += _event({"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                            "created": 0, "model": self.model, "choices": [],
+                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
+                                      "total_tokens": prompt_tokens + n}})
+        tail += b"data: [DONE]\n\n"
+        if timing.fail == "truncate":
+            # Cut the connection halfway through the content.
+            frames = frames[: max(1, len(frames) // 2)]
+            times = times[: len(frames)]
+        elif frames:
+            frames[-1] = _frame(frames[-1][frames[-1].index(b"\r\n") + 2:-2] + tail)
+        else:
+            frames, times = [_frame(tail)], [t_first]
+        stream = _Stream(transport, frames, times, asyncio.get_running_loop().create_future(), arrival,
+                         content_from=content_from)
+        self.sched.add(stream)
+        await stream.done
+        if timing.fail == "truncate":
+            transport.close()
+            return resp
+        if stream.first_write is not None and stream.last_write is not None and sizes:
+            self.sched.records.append((stream.first_write - arrival, stream.last_write - arrival,
+                                       stream.max_late_s, n, arrival))
+        await resp.write_eof()
+        return resp
+
+
+def _serve(host: str, port: int, timing: Timing, model: str, reuse_port: bool,
+           sock: socket.socket | None = None) -> None:
+    server = CalibrationServer(timing, model)
+    web.run_app(server.app(), host=None if sock else host, port=None if sock else port, sock=sock,
+                reuse_port=reuse_port if not sock else None, print=None, access_log=None,
+                handle_signals=True)
+
+
+def serve(host: str, port: int, timing: Timing, model: str = "calibration", workers: int = 1) -> None:
+    """Serve in the foreground; with ``workers`` > 1, that many processes share the port (SO_REUSEPORT)."""
+    if workers <= 1:
+        _serve(host, port, timing, model, reuse_port=False)
+        return
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_serve, args=(host, port, timing, model, True), daemon=True)
+             for _ in range(workers)]
+    for p in procs:
+        p.start()
+
+    def stop(*_: object) -> None:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for p in procs:
+        p.join()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m worthit.loadgen.calibration", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8123)
+    ap.add_argument("--ttft-ms", type=float, default=50.0)
+    ap.add_argument("--itl-ms", type=float, default=5.0, help="interval between content chunks")
+    ap.add_argument("--tokens-per-chunk", type=int, default=1)
+    ap.add_argument("--empty-chunks", action="store_true",
+                    help="an empty-text chunk before each content chunk")
+    ap.add_argument("--usage", choices=("final", "none"), default="final")
+    ap.add_argument("--model", default="calibration")
+    ap.add_argument("--workers", type=int, default=1, help="processes sharing the port via SO_REUSEPORT")
+    a = ap.parse_args(argv)
+    timing = Timing(a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_chunks, a.usage)
+    serve(a.host, a.port, timing, a.model, a.workers)
+
+
+if __name__ == "__main__":
+    main()
