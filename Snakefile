@@ -9,6 +9,7 @@ include: "workflow/rules/serve.smk"
 include: "workflow/rules/kv.smk"
 include: "workflow/rules/loadtest.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -306,7 +306,8 @@ def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
             info = json.loads(exit_file.read_text()) if exit_file.exists() else {}
             reason = info.get("reason") or (f"vLLM server for variant '{state.variant}' exited "
                                             f"(code {info.get('returncode', 'unknown')}) before it became ready")
-            raise ServerFailed(reason, log_tail(state.log))
+            # "status" is set when the supervisor refused to start (hardware gate, manifest gate)
+            raise ServerFailed(reason, log_tail(state.log), status=info.get("status") or "failed")
         try:
             status, _ = http_get(state.url + "/health", timeout=5)
             if status == 200:

@@ -62,8 +62,8 @@ def _consume(study: Study, variant: str, consumer: str, out: str, table: schemas
             wait_ready(state_path, 30)  # it may have died while we waited for our turn
             rows, extra = body(state)
     except ServerFailed as e:
-        log.error("server not available: %s", e.reason)
-        schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, metadata=meta)
+        log.error("server not available (%s): %s", e.status, e.reason)
+        schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
         return
     schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
 

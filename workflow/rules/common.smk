@@ -68,4 +68,4 @@ def get_serve_spec(wildcards):
 
 
 def get_final_outputs():
-    return [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
+    return [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md", f"{RESULTS}/report.html"]

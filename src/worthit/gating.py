@@ -1,0 +1,95 @@
+"""Hardware gating: decide, before a server starts, whether a variant can run on this machine at all.
+
+A variant that needs a feature the hardware lacks is *not applicable* here, which is a result in its
+own right (the study's "FP8 KV cache: not applicable on Ampere"), not a failure to debug. The rules are
+pure functions of the engine arguments and the devices; :func:`detect_gpus` asks ``nvidia-smi``.
+This module imports only the standard library: the server supervisor runs it in any environment.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# FP8 KV cache on CUDA needs FP8 hardware support: Ada (sm_89) or Hopper (sm_90) and newer.
+FP8_KV_DTYPES = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"})
+FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One CUDA device as ``nvidia-smi`` describes it."""
+
+    index: str
+    name: str
+    compute_cap: str  # "8.6"
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        major, _, minor = self.compute_cap.strip().partition(".")
+        return int(major), int(minor or 0)
+
+    @property
+    def sm(self) -> str:
+        major, minor = self.capability
+        return f"sm_{major}{minor}"
+
+
+def parse_nvidia_smi(text: str) -> list[Gpu]:
+    """``nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader`` -> devices."""
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[0].isdigit():
+            gpus.append(Gpu(parts[0], ", ".join(parts[1:-1]), parts[-1]))
+    return gpus
+
+
+def detect_gpus(visible: str | None = None) -> list[Gpu]:
+    """The CUDA devices the server will use: all of them, or those named in ``visible``
+    (a CUDA_VISIBLE_DEVICES value of indices). An empty list means no NVIDIA GPU (CPU, or no driver)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = parse_nvidia_smi(out.stdout)
+    if visible is not None and visible.strip():
+        wanted = [v.strip() for v in visible.split(",")]
+        if all(w.isdigit() for w in wanted):
+            gpus = [g for g in gpus if g.index in wanted]
+    return gpus
+
+
+def _arg(args: Mapping[str, Any], name: str) -> Any:
+    """An engine argument by its flag name, however the config spells it (dashes or underscores)."""
+    for key, value in args.items():
+        if str(key).lstrip("-").replace("_", "-") == name:
+            return value
+    return None
+
+
+def kv_cache_dtype_gate(kv_cache_dtype: str | None, gpus: Sequence[Gpu]) -> str | None:
+    """Why this KV-cache dtype cannot run on these devices, or None when it can.
+
+    No GPUs means a CPU server: vLLM's CPU backend stores fp8 KV itself, so nothing is gated there.
+    """
+    if not kv_cache_dtype or str(kv_cache_dtype) not in FP8_KV_DTYPES:
+        return None
+    for gpu in gpus:
+        if gpu.capability < FP8_MIN_COMPUTE_CAPABILITY:
+            need = ".".join(map(str, FP8_MIN_COMPUTE_CAPABILITY))
+            return (f"not applicable: {gpu.name} is {gpu.sm}; --kv-cache-dtype {kv_cache_dtype} "
+                    f"needs compute capability >= {need} (Ada, Hopper or newer)")
+    return None
+
+
+def not_applicable(engine_args: Mapping[str, Any] | None, gpus: Sequence[Gpu]) -> str | None:
+    """Every hardware rule over a variant's engine arguments: the first reason it cannot run, or None."""
+    args = engine_args or {}
+    return kv_cache_dtype_gate(_arg(args, "kv-cache-dtype"), gpus)

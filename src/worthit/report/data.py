@@ -1,0 +1,178 @@
+"""Reading a study's results for the report: every Parquet file through the schema module.
+
+Files are grouped by variant (the ``variant~NAME`` folder of their path) and by the table named in
+their metadata, so experiments added later (new tables in :mod:`worthit.schemas`) arrive here without
+a change; a file of an unknown table is kept raw and listed, never an error. Failed and
+not-applicable results keep their reason and log tail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from worthit import schemas
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One result file read back."""
+
+    path: str
+    variant: str | None
+    experiment: str  # the path below the variant folder without .parquet, e.g. load/conc~4
+    table: str
+    status: str
+    reason: str
+    log_tail: str
+    metadata: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == schemas.STATUS_OK
+
+
+@dataclass
+class VariantResults:
+    name: str
+    files: list[Loaded] = field(default_factory=list)
+
+    def of(self, table: str) -> list[Loaded]:
+        return [f for f in self.files if f.table == table]
+
+    def failures(self) -> list[Loaded]:
+        return [f for f in self.files if not f.ok]
+
+    @property
+    def kv(self) -> dict[str, Any] | None:
+        for f in self.of(schemas.KV_CACHE.name):
+            if f.ok and f.rows:
+                return f.rows[0]
+        return None
+
+    def levels(self) -> dict[int, list[Loaded]]:
+        """Load levels by concurrency; several files for one level are repeats."""
+        out: dict[int, list[Loaded]] = {}
+        for f in self.of(schemas.LOAD_REQUESTS.name):
+            c = f.metadata.get("concurrency")
+            if c is None and f.rows:
+                c = f.rows[0].get("concurrency")
+            if c is None:
+                continue
+            out.setdefault(int(c), []).append(f)
+        return dict(sorted(out.items()))
+
+    def provenance(self) -> dict[str, Any]:
+        for f in self.files:
+            if f.metadata.get("model") or f.metadata.get("engine_args"):
+                return f.metadata
+        return self.files[0].metadata if self.files else {}
+
+    @property
+    def status(self) -> tuple[str, str]:
+        """ok unless every result failed; then the first failure's status and reason."""
+        if not self.files or any(f.ok for f in self.files):
+            return schemas.STATUS_OK, ""
+        first = self.files[0]
+        return first.status, first.reason
+
+
+@dataclass
+class StudyResults:
+    variants: dict[str, VariantResults]
+    summary: Loaded | None = None
+    aggregates: dict[str, Loaded] = field(default_factory=dict)  # study-level tables by name
+
+    def variant(self, name: str) -> VariantResults:
+        return self.variants.setdefault(name, VariantResults(name))
+
+    def all_files(self) -> list[Loaded]:
+        return [f for v in self.variants.values() for f in v.files]
+
+
+def _variant_and_experiment(path: Path) -> tuple[str | None, str]:
+    parts = path.with_suffix("").parts
+    for i, p in enumerate(parts):
+        if p.startswith("variant~"):
+            return p.split("~", 1)[1], "/".join(parts[i + 1 :])
+    return None, path.stem
+
+
+def read_result(path: str | os.PathLike[str]) -> Loaded:
+    path = Path(path)
+    meta = {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()}
+    name = meta.get(f"{schemas.META_PREFIX}table", "")
+    variant, experiment = _variant_and_experiment(path)
+    if name in schemas.TABLES:
+        res = schemas.read(path, schemas.TABLES[name])
+        rows = res.table.to_pylist()
+        return Loaded(
+            str(path),
+            variant or res.metadata.get("variant"),
+            experiment,
+            name,
+            res.status,
+            res.reason,
+            res.log_tail,
+            res.metadata,
+            rows,
+        )
+    arrow = pq.read_table(path)  # a table this version does not define: keep it raw
+    decoded = {k[len(schemas.META_PREFIX) :]: v for k, v in meta.items() if k.startswith(schemas.META_PREFIX)}
+    return Loaded(
+        str(path),
+        variant,
+        experiment,
+        name or "unknown",
+        str(decoded.get("status", "ok")),
+        str(decoded.get("reason", "")),
+        str(decoded.get("log_tail", "")),
+        decoded,
+        arrow.to_pylist(),
+    )
+
+
+def load(
+    paths: Iterable[str | os.PathLike[str]],
+    summary: str | os.PathLike[str] | None = None,
+    variants: Iterable[str] = (),
+) -> StudyResults:
+    """Read result files (any order) and the aggregate summary into one :class:`StudyResults`."""
+    study = StudyResults({v: VariantResults(v) for v in variants})
+    for p in paths:
+        f = read_result(p)
+        if f.variant is None:
+            study.aggregates[f.table] = f
+            continue
+        study.variant(f.variant).files.append(f)
+    if summary is not None and Path(summary).exists():
+        study.summary = read_result(summary)
+        study.aggregates[study.summary.table] = study.summary
+    return study
+
+
+def load_dir(results_dir: str | os.PathLike[str], variants: Iterable[str] = ()) -> StudyResults:
+    """Every Parquet file below ``results/<study>/variant~*/`` (tests, ad-hoc use)."""
+    root = Path(results_dir)
+    paths = sorted(root.glob("variant~*/**/*.parquet"))
+    paths += [p for p in sorted(root.glob("*.parquet")) if p.name != "summary.parquet"]
+    summary = root / "summary.parquet"
+    return load(paths, summary if summary.exists() else None, variants)
+
+
+def engine_args_of(
+    cfg: Mapping[str, Any], variant: str, results: VariantResults | None = None
+) -> dict[str, Any]:
+    """The variant's engine arguments from the config (serve defaults + variant), else from provenance."""
+    if variant in (cfg.get("variants") or {}):
+        serve = dict((cfg.get("serve") or {}).get("engine_args") or {})
+        return {**serve, **dict(cfg["variants"][variant].get("engine_args") or {})}
+    if results is not None:
+        return dict(results.provenance().get("engine_args") or {})
+    return {}

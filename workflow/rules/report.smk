@@ -1,0 +1,69 @@
+# report: every result -> the study's tables and verdicts (decide_study), figures (plot_study) and one
+# self-contained HTML page (render_report). Inputs are the measured results and the aggregate tables,
+# so Snakemake rebuilds the report only when a result changes.
+REPORT_DIR = RESULTS + "/report"
+REPORT_TABLES = ["verdicts", "deployments", "comparison", "experiments", "capability", "capacity", "levels"]
+
+
+def get_report_results(wildcards):
+    """Every measurement of every variant (kv, load levels, prefix lengths, accuracy, ...)."""
+    return [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)]
+
+
+def get_report_aggregates(wildcards):
+    """Study-level tables other stages write (summary, prefix_summary, specdec_summary, ...)."""
+    mine = {"decide_study", "plot_study", "render_report"}
+    outs = {
+        str(o)
+        for r in workflow.rules
+        if r.name not in mine
+        for o in r.output
+        if str(o).startswith(RESULTS + "/") and str(o).endswith(".parquet") and "{" not in str(o)
+    }
+    return sorted(o for o in outs if "/variant~" not in o)
+
+
+rule decide_study:
+    input:
+        results=get_report_results,
+        aggregates=get_report_aggregates,
+    output:
+        parquet=expand(REPORT_DIR + "/{table}.parquet", table=REPORT_TABLES),
+        csv=expand(REPORT_DIR + "/{table}.csv", table=REPORT_TABLES[1:]),
+        verdicts=report(REPORT_DIR + "/verdicts.csv", category="Report", caption="../report/verdicts.rst"),
+        md=report(REPORT_DIR + "/tables.md", category="Report", caption="../report/tables.rst"),
+    log:
+        RESULTS + "/logs/report/decide.log",
+    script:
+        "../scripts/decide_study.py"
+
+
+rule plot_study:
+    input:
+        results=get_report_results,
+        aggregates=get_report_aggregates,
+    output:
+        figures=report(
+            directory(REPORT_DIR + "/figures"),
+            patterns=["{name}.svg"],
+            category="Figures",
+            caption="../report/figures.rst",
+        ),
+    log:
+        RESULTS + "/logs/report/plot.log",
+    script:
+        "../scripts/plot_study.py"
+
+
+rule render_report:
+    input:
+        results=get_report_results,
+        aggregates=get_report_aggregates,
+        tables=rules.decide_study.output.parquet,
+        figures=rules.plot_study.output.figures,
+    output:
+        html=report(RESULTS + "/report.html", category="Report", caption="../report/report.rst"),
+    log:
+        RESULTS + "/logs/report/render.log",
+    script:
+        "../scripts/render_report.py"
