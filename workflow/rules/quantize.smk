@@ -1,0 +1,29 @@
+# quantize_model: a model made from another one by quantisation (llm-compressor AWQ or RTN; AutoAWQ where it
+# is installed), run in the quantize environment. Its manifest carries scheme, group size, calibration,
+# wall time, peak RSS, bytes before/after and the quality gate's NLL/KL; a model that fails the gate is
+# recorded as failed and its variants' servers refuse to start (worthit.server), so it is never measured.
+
+
+def get_quantize_base(wildcards):
+    return manifest_path(config["models"][wildcards.qmodel]["quantize"]["base"])
+
+
+def get_quantize_spec(wildcards):
+    return json.dumps(config["models"][wildcards.qmodel]["quantize"], sort_keys=True)
+
+
+rule quantize_model:
+    input:
+        base=get_quantize_base,
+    output:
+        manifest="resources/models/{qmodel}/manifest.json",
+    params:
+        spec=get_quantize_spec,
+        python=STUDY.python("quantize"),
+    log:
+        "logs/quantize_model/{qmodel}.log",
+    benchmark:
+        "logs/quantize_model/{qmodel}.benchmark.tsv"
+    shell:
+        "{params.python} -m worthit.quantize run --name {wildcards.qmodel} --spec {params.spec:q} "
+        "--base-manifest {input.base} --out resources/models/{wildcards.qmodel} > {log} 2>&1"
