@@ -7,47 +7,14 @@ exact it is under load is measured by benchmarks/loadgen_fidelity, not here.
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.unit.loadgen_server import ITL_MS, TTFT_MS, calibration_server  # noqa: F401  (fixture)
 from worthit.loadgen.calibration import Timing
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop, open_loop, run
 from worthit.metrics import summarize
-
-TTFT_MS, ITL_MS = 20.0, 2.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "worthit.loadgen.calibration", "--port", str(port),
-                             "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died") from None
-            time.sleep(0.05)
-    yield url
-    proc.terminate()
-    proc.wait(10)
 
 
 def one(url: str, max_tokens: int = 8, endpoint: str = "completions", fast: bool = True,

@@ -61,7 +61,8 @@ def test_throughput_counts_output_tokens_over_first_start_to_last_end():
 
 
 def test_goodput_counts_only_requests_meeting_every_slo():
-    recs = [rec(0.0, 100, 190, 10), rec(0.0, 500, 590, 10), rec(0.0, 100, 1000, 10)]  # 2nd: TTFT, 3rd: TPOT 100
+    # the 2nd misses the TTFT SLO, the 3rd the TPOT one (100 ms)
+    recs = [rec(0.0, 100, 190, 10), rec(0.0, 500, 590, 10), rec(0.0, 100, 1000, 10)]
     s = summarize(recs, Slo(ttft_ms=200, tpot_ms=50))
     assert s.goodput_requests_per_s == pytest.approx(1 / s.duration_s)
     assert s.goodput_tok_per_s == pytest.approx(10 / s.duration_s)

@@ -1,0 +1,168 @@
+"""The ``worthit`` command: tools to use outside the workflow.
+
+``worthit loadtest`` runs one load level against any OpenAI-compatible server (closed loop at a
+concurrency, or open loop at a request rate) with the workflow's client and metrics, prints a summary
+table, and can write the per-request records as the workflow's ``load_requests`` Parquet table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from worthit.loadgen.client import ClientConfig, RequestSpec, open_loop, run
+from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
+
+WATCHED = (
+    "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+)
+
+
+def _counters(url: str) -> dict[str, float] | None:
+    """The server's watched Prometheus counters, or None when it has no /metrics."""
+    from worthit import kv
+    from worthit.server import http_get
+
+    try:
+        status, body = http_get(url.rstrip("/") + "/metrics", timeout=10)
+    except OSError:
+        return None
+    return kv.counters(body, WATCHED) if status == 200 else None
+
+
+def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]:
+    if a.tokenizer:
+        from worthit.loadgen.workload import RandomWorkload, from_jsonl, load_tokenizer
+
+        tok = load_tokenizer(a.tokenizer)
+        if a.prompts:
+            specs = from_jsonl(a.prompts, tok, a.output_tokens, limit=a.num_requests)
+        else:
+            specs = RandomWorkload(a.prompt_tokens, a.output_tokens, a.num_requests, seed=a.seed,
+                                   prompt_tokens_spread=a.prompt_spread).build(tok)
+        warm = RandomWorkload(a.prompt_tokens, a.output_tokens, a.warmup, seed=a.seed + 1).build(tok)
+        return specs, warm
+    # Without a tokenizer the prompt length is approximate: say so rather than pretend.
+    logging.warning("no --tokenizer: prompts are %d repeated words, not exactly %d tokens",
+                    a.prompt_tokens, a.prompt_tokens)
+    spec = RequestSpec(" hello" * a.prompt_tokens, -1, a.output_tokens)
+    return [spec] * a.num_requests, [spec] * a.warmup
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def print_summary(s: LevelSummary, title: str, deltas: dict[str, float] | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title=title)
+    for col in ("metric", "n", "mean", "p50", "p90", "p99", "p50 95% CI"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    rows: list[tuple[str, Stat]] = [("TTFT ms", s.ttft_ms), ("TPOT ms", s.tpot_ms), ("ITL ms", s.itl_ms),
+                                    ("E2E ms", s.e2e_ms)]
+    for name, st in rows:
+        ci = f"{_fmt(st.ci95_low, 2)} – {_fmt(st.ci95_high, 2)}" if st.ci95_low is not None else "-"
+        t.add_row(name, str(st.n), _fmt(st.mean, 2), _fmt(st.p50, 2), _fmt(st.p90, 2), _fmt(st.p99, 2), ci)
+    console.print(t)
+    r = Table(show_header=False)
+    r.add_column("figure")
+    r.add_column("value", justify="right")
+    r.add_row("requests (errors)", f"{s.n} ({s.n_errors})")
+    r.add_row("duration s", _fmt(s.duration_s, 2))
+    r.add_row("output tok/s", _fmt(s.output_tok_per_s))
+    r.add_row("requests/s", _fmt(s.requests_per_s, 3))
+    r.add_row("goodput requests/s", _fmt(s.goodput_requests_per_s, 3))
+    r.add_row("goodput tok/s", _fmt(s.goodput_tok_per_s))
+    for k, v in (deltas or {}).items():
+        r.add_row(f"Δ {k}", _fmt(v, 0))
+    console.print(r)
+    for reason, count in s.errors.items():
+        console.print(f"[red]{count} x {reason}[/red]")
+
+
+def loadtest(a: argparse.Namespace) -> int:
+    cfg = ClientConfig(base_url=a.url, model=a.model, endpoint=a.endpoint, request_timeout_s=a.timeout_s,
+                       ignore_eos=not a.no_ignore_eos)
+    specs, warm = _specs(a)
+    before = _counters(a.url)
+    if a.request_rate:
+        result = asyncio.run(open_loop(cfg, specs, a.request_rate, a.burstiness, a.seed,
+                                       max_concurrency=a.concurrency, warmup=warm, duration_s=a.duration_s))
+    else:
+        result = run(cfg, specs, a.concurrency, processes=a.processes, warmup=warm, duration_s=a.duration_s)
+    after = _counters(a.url)
+    deltas = {k: v for k, v in prometheus_delta(before, after).items() if v} if before and after else None
+    rows = result.rows()
+    slo = Slo(a.slo_ttft_ms, a.slo_tpot_ms, a.slo_e2e_ms)
+    s = summarize(rows, slo)
+    mode = f"rate {a.request_rate}/s" if a.request_rate else f"concurrency {a.concurrency}"
+    print_summary(s, f"{a.url} {a.model}: {mode}, {a.prompt_tokens} → {a.output_tokens} tokens", deltas)
+    if a.out:
+        from worthit import schemas
+
+        for r in rows:
+            r.update(variant=a.variant, concurrency=0 if a.request_rate else a.concurrency,
+                     request_rate_per_s=a.request_rate)
+        meta: dict[str, Any] = {"n_warmup": result.warmup, "wall_s": result.wall_s,
+                                "metrics_delta": deltas,
+                                "workload": {"prompt_tokens": a.prompt_tokens,
+                                             "output_tokens": a.output_tokens, "num_requests": a.num_requests,
+                                             "seed": a.seed, "endpoint": a.endpoint},
+                                "server_url": a.url}
+        schemas.write(a.out, schemas.LOAD_REQUESTS, rows, metadata=meta)
+        print(f"wrote {len(rows)} requests to {a.out}")
+    return 0 if s.n_errors == 0 else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="worthit", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    lt = sub.add_parser("loadtest", help="run one load level against an OpenAI-compatible server")
+    lt.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    lt.add_argument("--model", required=True, help="served model name")
+    lt.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
+    lt.add_argument("--concurrency", type=int, default=1,
+                    help="closed-loop requests in flight (the cap on in-flight requests with --request-rate)")
+    lt.add_argument("--request-rate", type=float, default=None, help="open loop: requests per second")
+    lt.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of arrivals; 1 = Poisson")
+    lt.add_argument("--num-requests", type=int, default=32)
+    lt.add_argument("--duration-s", type=float, default=None,
+                    help="stop starting requests after this long (cycling through the prompts)")
+    lt.add_argument("--prompt-tokens", type=int, default=256)
+    lt.add_argument("--prompt-spread", type=float, default=0.0, help="uniform +- fraction of prompt length")
+    lt.add_argument("--output-tokens", type=int, default=64)
+    lt.add_argument("--prompts", default=None, help="JSONL file of prompts (a 'prompt' field per line)")
+    lt.add_argument("--tokenizer", default=None,
+                    help="model folder whose tokenizer builds exact-length prompts")
+    lt.add_argument("--warmup", type=int, default=2, help="warm-up requests, excluded from the figures")
+    lt.add_argument("--seed", type=int, default=0)
+    lt.add_argument("--timeout-s", type=float, default=600.0, help="per-request timeout")
+    lt.add_argument("--processes", type=int, default=1, help="client worker processes (closed loop)")
+    lt.add_argument("--no-ignore-eos", action="store_true",
+                    help="let the model stop early (then output length is not checked)")
+    lt.add_argument("--slo-ttft-ms", type=float, default=None)
+    lt.add_argument("--slo-tpot-ms", type=float, default=None)
+    lt.add_argument("--slo-e2e-ms", type=float, default=None)
+    lt.add_argument("--variant", default="cli", help="variant name written to --out")
+    lt.add_argument("--out", default=None, help="write per-request records to this Parquet file")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    if a.command == "loadtest":
+        if a.concurrency < 1 or a.num_requests < 1:
+            ap.error("--concurrency and --num-requests must be >= 1")
+        return loadtest(a)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
