@@ -263,11 +263,16 @@ def make_session(concurrency: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
 
 
-class _HttpProtocol(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection carrying one streaming request at a time."""
+class _HttpProtocol(asyncio.BufferedProtocol):
+    """One keep-alive HTTP/1.1 connection carrying one streaming request at a time.
+
+    Buffered: asyncio's plain protocols allocate a 256 KiB buffer for every read (mmap-sized, so each
+    read maps and unmaps memory); reading into one reused buffer is markedly cheaper per SSE event.
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        self._view = memoryview(bytearray(64 * 1024))
         self.closed = False
         self._reset(None, None)
 
@@ -298,6 +303,12 @@ class _HttpProtocol(asyncio.Protocol):
             else:
                 why = exc or "closed by peer"
                 self.done.set_exception(ConnectionError(f"connection lost mid-response ({why})"))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._view[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter_ns()
