@@ -8,6 +8,7 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/serve.smk"
 include: "workflow/rules/kv.smk"
 include: "workflow/rules/loadtest.smk"
+include: "workflow/rules/accuracy.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 

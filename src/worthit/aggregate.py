@@ -98,3 +98,73 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
     tmp = Path(str(md) + ".tmp")
     tmp.write_text("\n".join(parts))
     tmp.replace(md)
+
+
+# ---------------------------------------------------------------------------------------------- accuracy
+Z_95 = 1.96
+ACCURACY_COLUMNS = (
+    ("variant", "variant"), ("task", "task"), ("metric", "metric"), ("filter", "filter"), ("n", "n"),
+    ("num_fewshot", "shots"), ("value", "score"), ("stderr", "± stderr"), ("delta_pt", "Δ vs baseline pt"),
+    ("delta_stderr_pt", "± pt"), ("significant", "significant"),
+)
+
+
+def accuracy_delta(value: float | None, stderr: float | None, base: float | None,
+                   base_stderr: float | None) -> tuple[float | None, float | None, bool | None]:
+    """Change vs the baseline in percentage points, its standard error, and whether it exceeds the noise.
+
+    The two scores come from the same items, so treating them as independent overstates the error of the
+    difference: a change called significant here is significant under the paired test too.
+    """
+    if value is None or base is None or pd.isna(value) or pd.isna(base):
+        return None, None, None
+    delta = (value - base) * 100
+    if stderr is None or base_stderr is None or pd.isna(stderr) or pd.isna(base_stderr):
+        return delta, None, None
+    se = (stderr**2 + base_stderr**2) ** 0.5 * 100
+    return delta, se, bool(abs(delta) > Z_95 * se) if se > 0 else bool(delta != 0)
+
+
+def accuracy_rows(files: Mapping[str, str], baseline: str) -> list[dict[str, Any]]:
+    """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter)."""
+    per_variant: dict[str, list[dict[str, Any]]] = {}
+    for variant, path in files.items():
+        res = schemas.read(path, schemas.ACCURACY)
+        if not res.ok:
+            per_variant[variant] = [{"variant": variant, "status": res.status, "reason": res.reason}]
+            continue
+        per_variant[variant] = [{k: r.get(k) for k in schemas.ACCURACY_SUMMARY.columns if k in r}
+                                for r in res.table.to_pylist()]
+    base = {(r.get("task"), r.get("metric"), r.get("filter")): r for r in per_variant.get(baseline, [])
+            if r.get("status") == schemas.STATUS_OK}
+    rows: list[dict[str, Any]] = []
+    for recs in per_variant.values():
+        for r in recs:
+            row = {**r, "status": r.get("status") or schemas.STATUS_OK}
+            b = base.get((r.get("task"), r.get("metric"), r.get("filter")))
+            if b is not None and row["status"] == schemas.STATUS_OK:
+                d, se, sig = accuracy_delta(r.get("value"), r.get("stderr"), b.get("value"), b.get("stderr"))
+                row.update(baseline_variant=baseline, baseline_value=b.get("value"),
+                           baseline_stderr=b.get("stderr"), delta_pt=d, delta_stderr_pt=se, significant=sig)
+            rows.append(row)
+    return rows
+
+
+def write_accuracy_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
+                           baseline: str, metadata: Mapping[str, Any]) -> None:
+    schemas.write(parquet, schemas.ACCURACY_SUMMARY, rows, metadata=metadata)
+    df = pd.DataFrame(rows, columns=schemas.ACCURACY_SUMMARY.columns)
+    ok = df[df["status"] == schemas.STATUS_OK].copy()
+    for col in ("value", "stderr"):
+        ok[col] = ok[col] * 100
+    ok["significant"] = ok["significant"].map({True: "yes", False: "no"})
+    failed = df[df["status"] != schemas.STATUS_OK]
+    parts = [f"# {study}: accuracy", "",
+             f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}`, "
+             f"significant when |Δ| > {Z_95} × ±.", "", markdown_table(ok, ACCURACY_COLUMNS), ""]
+    if len(failed):
+        parts += ["## Failed", "", markdown_table(failed, (("variant", "variant"), ("task", "task"),
+                                                          ("status", "status"), ("reason", "reason"))), ""]
+    tmp = Path(str(md) + ".tmp")
+    tmp.write_text("\n".join(parts))
+    tmp.replace(md)

@@ -180,3 +180,5 @@ class Study:
             yield "kv"
         if "loadtest" in exps:
             yield from (f"load/conc~{c}" for c in self.levels)
+        if "accuracy" in exps:
+            yield "accuracy"

@@ -124,17 +124,45 @@ PREFIX = Table(
 
 ACCURACY = Table(
     "accuracy",
-    "lm-eval results for one variant, a row per task and metric.",
+    "lm-eval results for one variant, a row per task, metric and filter; a task that failed or timed out "
+    "is one row with status failed, its reason and a null metric.",
     (
         _VARIANT,
         _f("task", pa.string(), "lm-eval task name", False),
-        _f("metric", pa.string(), "metric name (acc, acc_norm, exact_match, ...)", False),
+        _f("metric", pa.string(), "metric name (acc, acc_norm, exact_match, ...); null when the task failed"),
         _f("filter", pa.string(), "lm-eval filter the metric was computed after"),
+        _f("status", pa.string(), "ok / failed"),
+        _f("reason", pa.string(), "why the task failed; null when ok"),
         _f("value", pa.float64(), "score in [0, 1]"),
         _f("stderr", pa.float64(), "lm-eval's bootstrap / analytic standard error"),
         _f("n", pa.int32(), "samples evaluated"),
         _f("num_fewshot", pa.int32(), "few-shot examples per prompt"),
         _f("lm_eval_version", pa.string(), "lm-eval version"),
+        _f("duration_s", pa.float64(), "wall time of the task's lm-eval run"),
+    ),
+)
+
+ACCURACY_SUMMARY = Table(
+    "accuracy_summary",
+    "Accuracy per variant x task x metric next to the baseline variant's, with the change and whether it "
+    "exceeds the noise: significant when |delta| > 1.96 x sqrt(stderr^2 + baseline stderr^2).",
+    (
+        _VARIANT,
+        _f("status", pa.string(), "ok / failed", False),
+        _f("reason", pa.string(), "why the task or variant failed"),
+        _f("task", pa.string(), "lm-eval task name"),
+        _f("metric", pa.string(), "metric name"),
+        _f("filter", pa.string(), "lm-eval filter"),
+        _f("value", pa.float64(), "score in [0, 1]"),
+        _f("stderr", pa.float64(), "standard error of value"),
+        _f("n", pa.int32(), "samples evaluated"),
+        _f("num_fewshot", pa.int32(), "few-shot examples per prompt"),
+        _f("baseline_variant", pa.string(), "the variant compared with"),
+        _f("baseline_value", pa.float64(), "the baseline variant's score on the same task, metric, filter"),
+        _f("baseline_stderr", pa.float64(), "its standard error"),
+        _f("delta_pt", pa.float64(), "(value - baseline_value) x 100, in percentage points"),
+        _f("delta_stderr_pt", pa.float64(), "sqrt(stderr^2 + baseline_stderr^2) x 100"),
+        _f("significant", pa.bool_(), "|delta| > 1.96 x delta_stderr (null without both stderrs)"),
     ),
 )
 
@@ -278,7 +306,8 @@ REPORT_TABLES = (REPORT_LEVELS, REPORT_COMPARISON, REPORT_EXPERIMENTS, REPORT_VE
                  REPORT_CAPABILITY, REPORT_DEPLOYMENTS)
 
 
-TABLES: dict[str, Table] = {t.name: t for t in (LOAD_REQUESTS, KV_CACHE, PREFIX, ACCURACY, SUMMARY, *REPORT_TABLES)}
+TABLES: dict[str, Table] = {t.name: t for t in (LOAD_REQUESTS, KV_CACHE, PREFIX, ACCURACY, SUMMARY,
+                                                ACCURACY_SUMMARY, *REPORT_TABLES)}
 
 
 class SchemaError(ValueError):

@@ -9,9 +9,12 @@ rule aggregate:
             variant=STUDY.variants_with("loadtest"),
             c=STUDY.levels,
         ),
+        accuracy=expand(VARIANT_DIR + "/accuracy.parquet", variant=STUDY.variants_with("accuracy")),
     output:
         parquet=report(RESULTS + "/summary.parquet", category="Summary"),
         md=report(RESULTS + "/summary.md", category="Summary", caption="../report/summary.rst"),
+        accuracy_parquet=report(RESULTS + "/accuracy_summary.parquet", category="Accuracy"),
+        accuracy_md=report(RESULTS + "/accuracy_summary.md", category="Accuracy", caption="../report/accuracy.rst"),
     log:
         RESULTS + "/logs/aggregate.log",
     script:

@@ -1,7 +1,7 @@
 """Adapter: aggregate rule -> worthit.aggregate."""
 from pathlib import Path
 
-from worthit.aggregate import summary_rows, write_summary
+from worthit.aggregate import accuracy_rows, summary_rows, write_accuracy_summary, write_summary
 from worthit.config import Study, config_hash
 from worthit.metrics import Slo
 from worthit.provenance import stamp
@@ -23,3 +23,7 @@ for p in sm.input.load:
 rows = summary_rows(kv, load, Slo(**sm.config["slo"]))
 write_summary(rows, sm.output.parquet, sm.output.md, study.name,
               stamp(config_hash=config_hash(sm.config)))
+accuracy = {variant_of(p): p for p in sm.input.accuracy}
+baseline = str(sm.config["baseline_variant"])
+write_accuracy_summary(accuracy_rows(accuracy, baseline), sm.output.accuracy_parquet, sm.output.accuracy_md,
+                       study.name, baseline, stamp(config_hash=config_hash(sm.config)))

