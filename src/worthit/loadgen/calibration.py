@@ -7,8 +7,9 @@ Timing: chunk ``j`` of a request is due at ``arrival + ttft + j * itl`` (an abso
 chunk never delays the next one). One scheduler per process writes every due chunk of every stream
 straight to its transport (chunked transfer framing), instead of one sleeping coroutine per stream: at
 256 streams x 200 chunks/s that is the difference between keeping up and falling behind. asyncio's timers
-round up to whole milliseconds (epoll), so the scheduler sleeps until ~1 ms before the next due chunk and
-spins the rest. What the server actually did (first and last write per request) is kept and served at
+round up to whole milliseconds (epoll), so the scheduler waits on the loop until ~1 ms before the next
+due chunk and sleeps the rest with ``time.sleep`` (microseconds, no spinning: the client under test
+needs the CPU). What the server actually did (first and last write per request) is kept and served at
 ``GET /stats``, so a client's error can be split from the server's own lateness.
 
 Per-request behaviour can be overridden with a ``calibration`` object in the request body (used by the
@@ -37,10 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from aiohttp import web
+from aiohttp import web, web_protocol, web_server
 
 SPIN_S = 0.0012  # asyncio timers fire up to 1 ms late; sleep precisely for the last stretch
-BATCH_S = 0.00005  # chunks due within this window of now are written in the same pass
+BATCH_S = 0.00005  # chunks due within this window of now are written in the same pass (not spun for)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,28 @@ class _Stream:
     max_late_s: float = 0.0
 
 
+class _StampedHandler(web_protocol.RequestHandler):
+    """aiohttp's connection handler, noting when request bytes were read off the socket.
+
+    A request's schedule starts there, not when its handler runs: in a burst (a closed loop's wave of
+    256 requests) the handlers run one after another, and without this the last one's TTFT would carry
+    the others' parsing time, which is the server's lateness, not the client's error.
+    """
+
+    __slots__ = ("rx_time",)
+
+    def data_received(self, data: bytes) -> None:
+        self.rx_time = time.perf_counter()
+        super().data_received(data)
+
+
+def _stamp_arrivals() -> None:
+    # Only in the calibration server's own process; a version of aiohttp without this hook just
+    # falls back to the handler's start time.
+    if hasattr(web_server, "RequestHandler"):
+        web_server.RequestHandler = _StampedHandler  # type: ignore[misc]
+
+
 def _frame(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
@@ -136,10 +159,8 @@ class Scheduler:
                 if timer is not None:
                     timer.cancel()
                 continue
-            if wait > 1e-4:  # the last stretch: timers are millisecond-coarse, time.sleep is not
+            if wait > BATCH_S:  # the last stretch: timers are millisecond-coarse, time.sleep is not
                 time.sleep(wait)
-                now = clock()
-            while heap[0][0] > now:
                 now = clock()
             horizon = now + BATCH_S
             pop, push, seq = heapq.heappop, heapq.heappush, self.seq
@@ -225,7 +246,7 @@ class CalibrationServer:
         })
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        arrival = time.perf_counter()
+        arrival = min(getattr(request.protocol, "rx_time", None) or time.perf_counter(), time.perf_counter())
         assert self.sched is not None
         try:
             body = await request.json()
@@ -314,6 +335,7 @@ class CalibrationServer:
 def _serve(host: str, port: int, timing: Timing, model: str, reuse_port: bool,
            sock: socket.socket | None = None) -> None:
     server = CalibrationServer(timing, model)
+    _stamp_arrivals()
     web.run_app(server.app(), host=None if sock else host, port=None if sock else port, sock=sock,
                 reuse_port=reuse_port if not sock else None, print=None, access_log=None,
                 handle_signals=True)
