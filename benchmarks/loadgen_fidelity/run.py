@@ -175,7 +175,8 @@ def vllm(a: argparse.Namespace) -> None:
                         warm = RandomWorkload(a.prompt_tokens, a.output_tokens, 1, seed=99).build(tok)
                         r = ours(url, "smol", specs, conc, 1, warm)
                     else:
-                        r = vllm_bench(url, "smol", n, conc, a.prompt_tokens, a.output_tokens, seed=rep)
+                        r = vllm_bench(url, "smol", n, conc, a.prompt_tokens, a.output_tokens, seed=rep,
+                                       warmups=1)
                     r.update(tool=tool, rep=rep)
                     level["runs"].append(r)
                     print(conc, tool, json.dumps(r), flush=True)
