@@ -518,7 +518,7 @@ def _result(records: list[RequestRecord], t0: int, warmup: int, wall: float, pro
 async def closed_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int,
                       warmup: Sequence[RequestSpec] = (), on_done: Progress | None = None,
                       duration_s: float | None = None, ids: Sequence[int] | None = None,
-                      start_at_ns: int | None = None) -> RunResult:
+                      start_at_ns: int | None = None, id_stride: int | None = None) -> RunResult:
     """Exactly ``concurrency`` requests in flight until ``specs`` is used up.
 
     With ``duration_s``, requests cycle through ``specs`` until that many seconds have passed since the
@@ -529,6 +529,7 @@ async def closed_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], concurren
     if not specs:
         return RunResult([], time.perf_counter_ns(), 0, 0.0)
     ids = list(ids) if ids is not None else list(range(len(specs)))
+    stride = id_stride or len(specs)  # ids of the k-th pass through specs: id + k * stride, never reused
     async with _Client(cfg, concurrency) as client:
         if warmup:
             await asyncio.gather(*(client.send(s, -1 - i) for i, s in enumerate(warmup)))
@@ -548,7 +549,7 @@ async def closed_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], concurren
                         return
                 elif time.perf_counter_ns() >= deadline:
                     return
-                i = ids[k] if k < n else ids[k % n] + (k // n) * (max(ids) + 1)
+                i = ids[k % n] + (k // n) * stride
                 rec = await client.send(specs[k % n], i)
                 records.append(rec)
                 if on_done:
@@ -612,12 +613,12 @@ async def open_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], rate_per_s:
 
 def _worker(cfg: ClientConfig, specs: list[RequestSpec], ids: list[int], concurrency: int,
             warmup: list[RequestSpec], duration_s: float | None, ready: Any, go: Any,
-            start_at: Any) -> list[RequestRecord]:
+            start_at: Any, id_stride: int) -> list[RequestRecord]:
     async def main() -> RunResult:
         ready.put(1)
         go.wait()
         return await closed_loop(cfg, specs, concurrency, warmup=warmup, duration_s=duration_s, ids=ids,
-                                 start_at_ns=start_at.value)
+                                 start_at_ns=start_at.value, id_stride=id_stride)
     return asyncio.run(main()).records
 
 
@@ -627,7 +628,8 @@ def run(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int, proce
     """A closed-loop level, in this process or spread over ``processes`` worker processes.
 
     Workers get every ``processes``-th request and a share of the concurrency, warm up, then start at
-    the same instant; their records are merged. ``on_done`` is only called in-process.
+    the same instant; their records are merged. ``on_done`` is only called in-process. Workers are
+    spawned, so a script calling this with ``processes`` > 1 needs the ``if __name__ == "__main__"`` guard.
     """
     processes = max(1, min(processes, concurrency, max(1, len(specs))))
     if processes == 1:
@@ -643,7 +645,7 @@ def run(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int, proce
     t0 = time.perf_counter_ns()
     with manager, ProcessPoolExecutor(processes, mp_context=ctx) as pool:
         futs = [pool.submit(_worker, cfg, list(specs[w::processes]), list(range(len(specs)))[w::processes],
-                            shares[w], list(warmup[w::processes]), duration_s, ready, go, start_at)
+                            shares[w], list(warmup[w::processes]), duration_s, ready, go, start_at, len(specs))
                 for w in range(processes)]
         for _ in range(processes):
             ready.get()
