@@ -89,7 +89,21 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
     elif base not in cfg["variants"]:
         raise ConfigError(f"{source}: key 'baseline_variant': unknown variant {base!r} "
                           f"(allowed: {', '.join(cfg['variants'])})")
+    _check_specdec(cfg, source)
     return cfg
+
+
+def _check_specdec(cfg: Mapping[str, Any], source: str) -> None:
+    sd = cfg["specdec"]
+    names = ", ".join(cfg["variants"])
+    if sd["base_variant"] is not None and sd["base_variant"] not in cfg["variants"]:
+        raise ConfigError(f"{source}: key 'specdec.base_variant': unknown variant {sd['base_variant']!r} "
+                          f"(allowed: {names})")
+    for spec, draft in sd["draft_variants"].items():
+        for name in (spec, draft):
+            if name not in cfg["variants"]:
+                raise ConfigError(f"{source}: key 'specdec.draft_variants.{spec}': unknown variant {name!r} "
+                                  f"(allowed: {names})")
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -122,6 +136,25 @@ class Variant:
     def served_dtype(self) -> str | None:
         d = self.engine_args.get("dtype")
         return str(d) if d else None
+
+    def arg(self, flag: str) -> Any:
+        """An engine argument by its flag name, however the config spells it (dashes or underscores)."""
+        for key, value in self.engine_args.items():
+            if str(key).lstrip("-").replace("_", "-") == flag:
+                return value
+        return None
+
+    @property
+    def speculative_config(self) -> dict[str, Any] | None:
+        sc = self.arg("speculative-config")
+        return dict(sc) if isinstance(sc, Mapping) else None
+
+    @property
+    def prefix_caching(self) -> bool:
+        """vLLM's automatic prefix caching: on unless the variant turns it off."""
+        if self.arg("no-enable-prefix-caching"):
+            return False
+        return self.arg("enable-prefix-caching") is not False
 
 
 class Study:
@@ -173,6 +206,29 @@ class Study:
         lt = self.cfg["loadtest"]
         return int(lt["prompt_tokens"]) + int(lt["output_tokens"])
 
+    @property
+    def prefix_lengths(self) -> list[int]:
+        return [int(n) for n in self.cfg["prefix"]["lengths"]]
+
+    @property
+    def spec_variants(self) -> list[str]:
+        """Variants served with a speculative-config (measured by their load levels)."""
+        return [v for v in self.variants_with("loadtest") if self.variant(v).speculative_config]
+
+    @property
+    def specdec_base(self) -> str:
+        return str(self.cfg["specdec"]["base_variant"] or self.cfg["baseline_variant"])
+
+    def draft_variant(self, spec_variant: str) -> str | None:
+        return self.cfg["specdec"]["draft_variants"].get(spec_variant)
+
+    @property
+    def verify_sizes(self) -> list[int]:
+        """Tokens per sequence a verify step processes (k + 1), one per distinct k, plus 1 (plain decode)."""
+        ks = {int((self.variant(v).speculative_config or {}).get("num_speculative_tokens") or 0)
+              for v in self.spec_variants}
+        return sorted({1} | {k + 1 for k in ks if k > 0})
+
     def consumers(self, variant: str) -> Iterator[str]:
         """The variant's measurements in the order they run on its server (one at a time)."""
         exps = self.variant(variant).experiments
@@ -180,5 +236,9 @@ class Study:
             yield "kv"
         if "loadtest" in exps:
             yield from (f"load/conc~{c}" for c in self.levels)
+        if "prefix" in exps:
+            yield from (f"prefix/len~{n}" for n in self.prefix_lengths)
+        if self.spec_variants and variant == self.specdec_base:
+            yield "specdec/verify"
         if "accuracy" in exps:
             yield "accuracy"

@@ -112,8 +112,10 @@ PREFIX = Table(
     (
         _VARIANT,
         _f("prefix_tokens", pa.int32(), "shared prefix length", False),
+        _f("concurrency", pa.int32(), "closed-loop requests in flight"),
         _f("request_id", pa.int32(), "index of the request", False),
         _f("prompt_tokens", pa.int32(), "prefix + unique suffix tokens"),
+        _f("prompt_tokens_reported", pa.int32(), "prompt tokens from the server's usage"),
         _f("output_tokens", pa.int32(), "output tokens from usage"),
         _f("ttft_ms", pa.float64(), "time to first content chunk"),
         _f("e2e_ms", pa.float64(), "time to last content chunk"),
@@ -302,11 +304,91 @@ REPORT_DEPLOYMENTS = Table(
      *_measure("output_tok_per_s", "output tokens/s"), *_measure("goodput_tok_per_s", "goodput tokens/s")),
 )
 
+PREFIX_SUMMARY = Table(
+    "prefix_summary",
+    "Prefix caching per variant x shared-prefix length: TTFT with the cache on vs off, hit rate, and the "
+    "slope of TTFT against prefix length (least squares over the lengths).",
+    (
+        _VARIANT,
+        _f("status", pa.string(), "ok / failed / not_applicable", False),
+        _f("reason", pa.string(), "why the length failed or does not apply"),
+        _f("prefix_caching", pa.bool_(), "automatic prefix caching on in this variant"),
+        _f("prefix_tokens", pa.int32(), "shared prefix length"),
+        _f("n", pa.int32(), "measured requests"),
+        _f("n_errors", pa.int32(), "requests that failed"),
+        _f("ttft_ms_p50", pa.float64(), "TTFT median"),
+        _f("ttft_ms_p99", pa.float64(), "TTFT 99th percentile"),
+        _f("hit_rate", pa.float64(), "prefix-cache hit tokens / queried tokens over the measured requests"),
+        _f("reference_variant", pa.string(), "the cache-off variant this row is compared with"),
+        _f("ref_ttft_ms_p50", pa.float64(), "reference TTFT median at the same length"),
+        _f("ref_ttft_ms_p99", pa.float64(), "reference TTFT 99th percentile at the same length"),
+        _f("ttft_p50_reduction_pct", pa.float64(), "(ref - this) / ref x 100 of TTFT P50"),
+        _f("ttft_p99_reduction_pct", pa.float64(), "(ref - this) / ref x 100 of TTFT P99"),
+        _f("ttft_slope_ms_per_1k_tokens", pa.float64(), "least-squares slope of TTFT P50 vs prefix length"),
+        _f("ref_ttft_slope_ms_per_1k_tokens", pa.float64(), "the reference variant's slope"),
+        _f("slope_reduction_pct", pa.float64(), "(ref slope - slope) / ref slope x 100"),
+    ),
+)
+
+VERIFY = Table(
+    "verify_requests",
+    "Verify-step timing on the base variant: requests of a cached context plus m new tokens, one output "
+    "step each; TTFT(m = k + 1) - TTFT(m = 1) is the extra cost of verifying k draft tokens.",
+    (
+        _VARIANT,
+        _f("new_tokens", pa.int32(), "uncached tokens after the context (1 = a plain decode step)", False),
+        _f("context_tokens", pa.int32(), "cached context before them", False),
+        _f("request_id", pa.int32(), "index of the request (sizes interleaved)", False),
+        _f("ttft_ms", pa.float64(), "time to first content chunk"),
+        _f("success", pa.bool_(), "request completed", False),
+        _f("error", pa.string(), "error reason; null on success"),
+    ),
+)
+
+SPECDEC_SUMMARY = Table(
+    "specdec_summary",
+    "Speculative decoding per variant x concurrency: alpha, gamma, c, predicted S = alpha / (k gamma + c) "
+    "next to the measured TPOT speed-up over the base variant.",
+    (
+        _VARIANT,
+        _f("status", pa.string(), "ok / failed / not_applicable", False),
+        _f("reason", pa.string(), "why it failed or does not apply"),
+        _f("method", pa.string(), "speculative method (ngram, draft_model, eagle, ...)"),
+        _f("k", pa.int32(), "num_speculative_tokens: draft tokens proposed per step"),
+        _f("concurrency", pa.int32(), "closed-loop concurrency of the load level"),
+        _f("base_variant", pa.string(), "the target served without speculation"),
+        _f("draft_variant", pa.string(), "the variant serving the draft model alone (gamma)"),
+        _f("alpha", pa.float64(), "tokens per verify step = 1 + accepted / drafts (as vLLM logs it)"),
+        _f("acceptance_rate", pa.float64(), "accepted / proposed draft tokens"),
+        _f("draft_coverage", pa.float64(), "decode steps that carried a draft / all decode steps"),
+        _f("alpha_effective", pa.float64(), "decode tokens / decode steps, steps without a draft included"),
+        _f("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
+        _f("c", pa.float64(), "verify step cost / plain decode step cost, measured on the base variant"),
+        _f("c_implied", pa.float64(), "alpha TPOT_spec / TPOT_base - k gamma: c implied by the measurement"),
+        _f("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
+        _f("tpot_ms_p50", pa.float64(), "TPOT median with speculation"),
+        _f("base_tpot_ms_p50", pa.float64(), "TPOT median of the base variant at the same concurrency"),
+        _f("measured_speedup", pa.float64(), "base TPOT P50 / speculative TPOT P50"),
+        _f("ttft_ms_p99", pa.float64(), "TTFT 99th percentile with speculation"),
+        _f("base_ttft_ms_p99", pa.float64(), "TTFT 99th percentile of the base variant"),
+        _f("verdict", pa.string(), "'not worth trying' if predicted S < threshold, else 'worth trying'"),
+        _f("note", pa.string(), "what a missing number lacks"),
+    ),
+)
+
+def _measure(name: str, what: str) -> tuple[Field, ...]:
+    """A reported figure with its sample size and 95% interval (worthit.report)."""
+    return (_f(name, pa.float64(), what), _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
+            _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
+            _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"))
+
+
 REPORT_TABLES = (REPORT_LEVELS, REPORT_COMPARISON, REPORT_EXPERIMENTS, REPORT_VERDICTS, REPORT_CAPACITY,
                  REPORT_CAPABILITY, REPORT_DEPLOYMENTS)
 
 
 TABLES: dict[str, Table] = {t.name: t for t in (LOAD_REQUESTS, KV_CACHE, PREFIX, ACCURACY, SUMMARY,
+                                                PREFIX_SUMMARY, VERIFY, SPECDEC_SUMMARY,
                                                 ACCURACY_SUMMARY, *REPORT_TABLES)}
 
 

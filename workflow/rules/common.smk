@@ -68,4 +68,10 @@ def get_serve_spec(wildcards):
 
 
 def get_final_outputs():
-    return [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md", f"{RESULTS}/report.html"]
+    outputs = [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
+    if STUDY.variants_with("prefix"):
+        outputs += [f"{RESULTS}/prefix_summary.parquet", f"{RESULTS}/prefix_summary.md"]
+    if STUDY.spec_variants:
+        outputs += [f"{RESULTS}/specdec_summary.parquet", f"{RESULTS}/specdec_summary.md"]
+    outputs.append(f"{RESULTS}/report.html")  # the study report (report.smk)
+    return outputs

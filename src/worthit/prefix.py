@@ -1,0 +1,203 @@
+"""The prefix-caching experiment: measurement (one shared-prefix length on a variant's server) and
+analysis (TTFT with the cache on vs off, hit rate, slope of TTFT against prefix length).
+
+Each length sends one common prefix of L tokens followed by a unique suffix per request, as token ids so
+the prefix is byte-identical. Warm-up requests with the same prefix go first and are excluded: they put
+the prefix in the cache, so the measured requests show the steady state a chat system with a long system
+prompt sees. The hit rate is the /metrics prefix-cache counter delta over the measured requests only.
+Prefixes differ between lengths (seeded by the length), so one length never warms another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from worthit import kv as kvmod
+from worthit import schemas
+from worthit.config import Study, config_hash
+from worthit.loadgen.client import ClientConfig, closed_loop
+from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
+from worthit.metrics import percentile, prometheus_delta
+from worthit.models import Manifest
+from worthit.provenance import stamp
+from worthit.server import ServerState
+from worthit.stages import WATCHED_COUNTERS, _consume, scrape
+
+log = logging.getLogger("worthit")
+
+HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
+
+
+# --- measurement -------------------------------------------------------------------------------------
+
+def run_prefix_length(url: str, model: str, tokenizer_dir: str, prefix_tokens: int, suffix_tokens: int,
+                      output_tokens: int, num_requests: int, concurrency: int = 1, warmup: int = 1,
+                      seed: int = 0, timeout_s: float = 600.0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One shared-prefix length: per-request rows and metadata with the measured requests' counter deltas."""
+    tok = load_tokenizer(tokenizer_dir)
+    specs = SharedPrefixWorkload(prefix_tokens, suffix_tokens, output_tokens, warmup + num_requests,
+                                 seed=seed * 1_000_003 + prefix_tokens).build(tok)
+    warm, measured = specs[:warmup], specs[warmup:]
+    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
+    if warm:
+        asyncio.run(closed_loop(cfg, warm, 1))
+    before = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    result = asyncio.run(closed_loop(cfg, measured, concurrency))
+    after = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    delta = prometheus_delta(before, after)
+    rows = []
+    for rec in result.records:
+        rows.append({"prefix_tokens": prefix_tokens, "concurrency": concurrency, "request_id": rec.request_id,
+                     "prompt_tokens": rec.prompt_tokens, "prompt_tokens_reported": rec.prompt_tokens_reported,
+                     "output_tokens": rec.output_tokens, "ttft_ms": rec.ttft_ms, "e2e_ms": rec.e2e_ms,
+                     "success": rec.success, "error": rec.error})
+    meta = {"n_warmup": len(warm), "wall_s": result.wall_s, "metrics_delta": delta,
+            "hit_rate": hit_rate(delta),
+            "workload": {"prefix_tokens": prefix_tokens, "suffix_tokens": suffix_tokens,
+                         "output_tokens": output_tokens, "num_requests": num_requests,
+                         "concurrency": concurrency, "seed": seed}}
+    return rows, meta
+
+
+def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str, manifest_path: str,
+                out: str) -> None:
+    """The prefix_test rule: one length on the variant's server, in its turn; failures are results."""
+    v = study.variant(variant)
+    pc = study.cfg["prefix"]
+    manifest = Manifest.load(manifest_path)
+    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args,
+                 config_hash=config_hash(study.cfg), prefix_tokens=prefix_tokens,
+                 prefix_caching=v.prefix_caching)
+
+    def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        rows, extra = run_prefix_length(state.url, state.served_model_name, manifest.model_dir, prefix_tokens,
+                                        pc["suffix_tokens"], pc["output_tokens"], pc["num_requests"],
+                                        pc["concurrency"], pc["warmup_requests"], pc["seed"],
+                                        pc["request_timeout_s"])
+        for r in rows:
+            r["variant"] = variant
+        ok = [r["ttft_ms"] for r in rows if r["success"]]
+        log.info("prefix %d tokens: %d/%d ok, TTFT P50 %s ms, hit rate %s", prefix_tokens, len(ok), len(rows),
+                 percentile(ok, 50), extra["hit_rate"])
+        return rows, extra
+
+    _consume(study, variant, f"prefix/len~{prefix_tokens}", out, schemas.PREFIX, state_path, meta, body)
+
+
+# --- analysis (pure) ---------------------------------------------------------------------------------
+
+def hit_rate(delta: Mapping[str, float]) -> float | None:
+    """Prefix-cache hit tokens / queried tokens; None when nothing was queried (or no counters)."""
+    queries = delta.get(QUERIES)
+    if not queries:
+        return None
+    return float(delta.get(HITS, 0.0)) / float(queries)
+
+
+def reduction_pct(reference: float | None, value: float | None) -> float | None:
+    """How much lower ``value`` is than ``reference``, in % of the reference (negative = higher)."""
+    if reference is None or value is None or reference == 0:
+        return None
+    return (reference - value) / reference * 100.0
+
+
+def slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
+    """Least-squares slope of ys against xs (points with a missing y are left out); None below two xs."""
+    pts = [(float(x), float(y)) for x, y in zip(xs, ys, strict=True) if y is not None and not np.isnan(y)]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    x = np.array([p[0] for p in pts])
+    y = np.array([p[1] for p in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def length_row(variant: str, prefix_caching: bool, prefix_tokens: int,
+               result: schemas.Result) -> dict[str, Any]:
+    """One variant x length file reduced to the summary's own columns."""
+    row: dict[str, Any] = {"variant": variant, "status": result.status, "reason": result.reason or None,
+                           "prefix_caching": prefix_caching, "prefix_tokens": prefix_tokens}
+    if not result.ok:
+        return row
+    recs = result.table.to_pylist()
+    ttft = [r["ttft_ms"] for r in recs if r["success"]]
+    row.update(n=len(recs), n_errors=len(recs) - len(ttft), ttft_ms_p50=percentile(ttft, 50),
+               ttft_ms_p99=percentile(ttft, 99),
+               hit_rate=hit_rate(result.metadata.get("metrics_delta") or {}))
+    return row
+
+
+def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Add the comparisons: every cache-on variant against the first cache-off variant, length by length,
+    and each variant's slope of TTFT P50 against prefix length (ms per 1,000 prefix tokens)."""
+    out = [dict(r) for r in rows]
+    by_variant: dict[str, list[dict[str, Any]]] = {}
+    for r in out:
+        by_variant.setdefault(r["variant"], []).append(r)
+    slopes = {}
+    for v, rs in by_variant.items():
+        ok = [r for r in rs if r["status"] == schemas.STATUS_OK]
+        s = slope([r["prefix_tokens"] for r in ok], [r.get("ttft_ms_p50") for r in ok])
+        slopes[v] = None if s is None else s * 1000.0
+    off = next((r["variant"] for r in out if r.get("prefix_caching") is False), None)
+    ref = {r["prefix_tokens"]: r for r in by_variant.get(off, [])} if off else {}
+    for r in out:
+        r["ttft_slope_ms_per_1k_tokens"] = slopes[r["variant"]]
+        if off is None or not r.get("prefix_caching"):
+            continue
+        ref_row = ref.get(r["prefix_tokens"], {})
+        r.update(reference_variant=off, ref_ttft_ms_p50=ref_row.get("ttft_ms_p50"),
+                 ref_ttft_ms_p99=ref_row.get("ttft_ms_p99"),
+                 ref_ttft_slope_ms_per_1k_tokens=slopes.get(off))
+        r["ttft_p50_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p50"], r.get("ttft_ms_p50"))
+        r["ttft_p99_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p99"], r.get("ttft_ms_p99"))
+        r["slope_reduction_pct"] = reduction_pct(slopes.get(off), slopes[r["variant"]])
+    return out
+
+
+def read_rows(files: Mapping[tuple[str, int], str],
+              prefix_caching: Mapping[str, bool]) -> list[dict[str, Any]]:
+    """{(variant, length): path} -> summary rows (failed files become rows with their status)."""
+    rows = [length_row(v, prefix_caching[v], n, schemas.read(path, schemas.PREFIX))
+            for (v, n), path in sorted(files.items(), key=lambda kv: (list(prefix_caching).index(kv[0][0]),
+                                                                       kv[0][1]))]
+    return summary_rows(rows)
+
+
+COLUMNS = (("variant", "variant"), ("prefix_caching", "cache"), ("prefix_tokens", "prefix tokens"),
+           ("n", "n"), ("ttft_ms_p50", "TTFT P50 ms"), ("ttft_ms_p99", "TTFT P99 ms"),
+           ("hit_rate_pct", "hit rate %"), ("reference_variant", "vs"),
+           ("ref_ttft_ms_p50", "ref TTFT P50 ms"),
+           ("ttft_p50_reduction_pct", "P50 reduction %"), ("ttft_p99_reduction_pct", "P99 reduction %"))
+SLOPE_COLUMNS = (("variant", "variant"), ("prefix_caching", "cache"),
+                 ("ttft_slope_ms_per_1k_tokens", "TTFT slope ms / 1k prefix tokens"),
+                 ("slope_reduction_pct", "slope reduction %"))
+
+
+def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
+                  metadata: Mapping[str, Any]) -> None:
+    from worthit.aggregate import markdown_table
+
+    schemas.write(parquet, schemas.PREFIX_SUMMARY, rows, metadata=metadata)
+    df = pd.DataFrame(rows, columns=schemas.PREFIX_SUMMARY.columns)
+    ok = df[df["status"] == schemas.STATUS_OK].copy()
+    ok["hit_rate_pct"] = ok["hit_rate"].astype(float) * 100.0
+    failed = df[df["status"] != schemas.STATUS_OK]
+    parts = [f"# {study}: prefix caching", "",
+             "TTFT of requests sharing a prefix of the given length (unique suffix each), cache on vs off; "
+             "reduction = (off - on) / off.", "", markdown_table(ok, COLUMNS), "",
+             "## TTFT against prefix length (least squares)", "",
+             markdown_table(ok.drop_duplicates("variant"), SLOPE_COLUMNS), ""]
+    if len(failed):
+        parts += ["## Failed or not applicable", "",
+                  markdown_table(failed, (("variant", "variant"), ("prefix_tokens", "prefix tokens"),
+                                          ("status", "status"), ("reason", "reason"))), ""]
+    tmp = Path(str(md) + ".tmp")
+    tmp.write_text("\n".join(parts))
+    tmp.replace(md)

@@ -1,0 +1,91 @@
+"""The optimisation experiments on real vLLM (CPU) through the real workflow: prefix caching on vs off,
+speculative decoding (ngram and self-drafting) with S = alpha / (k gamma + c), an fp8 KV cache, and a
+speculative variant whose server cannot start becoming failure rows in the summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_snakemake, study_config
+from worthit import schemas
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, model_dir) -> Path:
+    """One small study with every experiment, run once for the module."""
+    work = tmp_path_factory.mktemp("experiments")
+    cfg = study_config(model_dir)
+    cfg["loadtest"] = {"prompt_tokens": 32, "output_tokens": 16, "levels": [1, 2],
+                       "num_requests": {"min": 3, "per_concurrency": 1}, "warmup_requests": 1}
+    cfg["variants"] = {
+        "base": {"model": "smol", "experiments": ["kv", "loadtest", "prefix"]},
+        "nocache": {"model": "smol", "engine_args": {"no-enable-prefix-caching": True},
+                    "experiments": ["prefix"]},
+        "fp8": {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}, "experiments": ["kv", "loadtest"]},
+        "ngram": {"model": "smol", "experiments": ["loadtest"], "engine_args": {"speculative-config": {
+            "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 3}}},
+        "draft": {"model": "smol", "experiments": ["loadtest"], "engine_args": {"speculative-config": {
+            "method": "draft_model", "model": str(model_dir), "num_speculative_tokens": 3}}},
+        "badspec": {"model": "smol", "experiments": ["loadtest"], "engine_args": {"speculative-config": {
+            "method": "draft_model", "model": "/nonexistent/draft-model", "num_speculative_tokens": 3}}},
+    }
+    cfg["baseline_variant"] = "base"
+    cfg["prefix"] = {"lengths": [0, 512], "suffix_tokens": 16, "output_tokens": 4, "num_requests": 3}
+    cfg["specdec"] = {"draft_variants": {"draft": "base"}, "verify_repeats": 4}
+    run_snakemake(work, cfg, timeout=1500)
+    return work / "results/t"
+
+
+def test_prefix_caching_cuts_ttft_of_a_long_shared_prefix_and_reports_hits(study):
+    rows = schemas.read(study / "prefix_summary.parquet", schemas.PREFIX_SUMMARY).table.to_pylist()
+    by = {(r["variant"], r["prefix_tokens"]): r for r in rows}
+    assert set(by) == {("base", 0), ("base", 512), ("nocache", 0), ("nocache", 512)}
+    assert all(r["status"] == "ok" and r["n"] == 3 and r["n_errors"] == 0 for r in rows)
+    on, off = by[("base", 512)], by[("nocache", 512)]
+    assert on["prefix_caching"] and not off["prefix_caching"]
+    assert on["hit_rate"] > 0.5 and not off["hit_rate"]
+    assert on["reference_variant"] == "nocache" and on["ttft_p50_reduction_pct"] > 0
+    assert on["ttft_slope_ms_per_1k_tokens"] < off["ttft_slope_ms_per_1k_tokens"]
+    raw = schemas.read(study / "variant~base/prefix/len~512.parquet", schemas.PREFIX)
+    assert all(r["prompt_tokens_reported"] == 528 for r in raw.table.to_pylist())
+    assert raw.metadata["n_warmup"] == 1
+    assert "prefix caching" in (study / "prefix_summary.md").read_text()
+
+
+def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(study):
+    rows = schemas.read(study / "specdec_summary.parquet", schemas.SPECDEC_SUMMARY).table.to_pylist()
+    by = {(r["variant"], r["concurrency"]): r for r in rows}
+    assert {v for v, _ in by} == {"ngram", "draft", "badspec"}
+    draft = by[("draft", 1)]
+    assert draft["status"] == "ok" and draft["method"] == "draft_model" and draft["k"] == 3
+    # the model drafting for itself: nearly every draft is accepted and a draft step costs a target step
+    assert draft["alpha"] > 3.0 and draft["gamma"] == pytest.approx(1.0)
+    assert draft["c"] is not None and draft["c"] > 0.5
+    assert draft["predicted_speedup"] == pytest.approx(draft["alpha"] / (3 * draft["gamma"] + draft["c"]))
+    assert draft["measured_speedup"] > 0 and draft["verdict"] == "not worth trying"
+    ngram = by[("ngram", 1)]
+    assert ngram["status"] == "ok" and ngram["gamma"] == 0.0 and ngram["tpot_ms_p50"] > 0
+    verify = schemas.read(study / "variant~base/specdec/verify.parquet", schemas.VERIFY)
+    assert verify.ok and {r["new_tokens"] for r in verify.table.to_pylist()} == {1, 4}
+    assert verify.metadata["hit_rate"] > 0.5  # the context really came from the cache
+
+
+def test_a_speculative_server_that_cannot_start_is_a_failure_row_with_its_log(study):
+    level = schemas.read(study / "variant~badspec/load/conc~1.parquet", schemas.LOAD_REQUESTS)
+    assert level.status == "failed" and "exited" in level.reason and level.log_tail
+    rows = schemas.read(study / "specdec_summary.parquet", schemas.SPECDEC_SUMMARY).table.to_pylist()
+    assert [r["status"] for r in rows if r["variant"] == "badspec"] == ["failed", "failed"]
+    assert "Failed or not applicable" in (study / "specdec_summary.md").read_text()
+
+
+def test_fp8_kv_cache_holds_more_tokens_than_the_fp32_baseline(study):
+    base = schemas.read(study / "variant~base/kv.parquet", schemas.KV_CACHE).table.to_pylist()[0]
+    fp8 = schemas.read(study / "variant~fp8/kv.parquet", schemas.KV_CACHE).table.to_pylist()[0]
+    assert fp8["cache_dtype"].startswith("fp8") and fp8["kv_tokens"] >= 3 * base["kv_tokens"]
+    summary = schemas.read(study / "summary.parquet", schemas.SUMMARY).to_pandas()
+    fp8_levels = summary[summary.variant == "fp8"]
+    assert (fp8_levels.status == "ok").all() and (fp8_levels.tpot_ms_p50 > 0).all()

@@ -1,0 +1,35 @@
+# prefix_test: one job per shared-prefix length on every variant whose experiments include `prefix`,
+# after its load levels on the same server (worthit.server.turn); aggregate_prefix compares cache on vs off.
+
+
+rule prefix_test:
+    input:
+        server=VARIANT_DIR + "/server.json",
+        manifest=get_manifest,
+    output:
+        requests=VARIANT_DIR + "/prefix/len~{length}.parquet",
+    log:
+        RESULTS + "/logs/prefix/{variant}/len~{length}.log",
+    wildcard_constraints:
+        length=r"\d+",
+    group:
+        "serve"
+    threads: 0
+    script:
+        "../scripts/prefix_test.py"
+
+
+rule aggregate_prefix:
+    input:
+        prefix=expand(
+            VARIANT_DIR + "/prefix/len~{length}.parquet",
+            variant=STUDY.variants_with("prefix"),
+            length=STUDY.prefix_lengths,
+        ),
+    output:
+        parquet=report(RESULTS + "/prefix_summary.parquet", category="Experiments"),
+        md=report(RESULTS + "/prefix_summary.md", category="Experiments", caption="../report/prefix.rst"),
+    log:
+        RESULTS + "/logs/aggregate_prefix.log",
+    script:
+        "../scripts/aggregate_prefix.py"

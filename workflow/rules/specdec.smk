@@ -1,0 +1,37 @@
+# Speculative decoding: measure_verify times verify steps on the base variant's server (its last turn
+# before accuracy); aggregate_specdec combines them with the load levels of the speculative, base and
+# draft variants into S = alpha / (k gamma + c) next to the measured TPOT speed-up.
+
+
+rule measure_verify:
+    input:
+        server=VARIANT_DIR + "/server.json",
+        manifest=get_manifest,
+    output:
+        verify=VARIANT_DIR + "/specdec/verify.parquet",
+    log:
+        RESULTS + "/logs/specdec/{variant}/verify.log",
+    group:
+        "serve"
+    threads: 0
+    script:
+        "../scripts/measure_verify.py"
+
+
+def get_specdec_loads(wildcards):
+    names = [*STUDY.spec_variants, STUDY.specdec_base, *(STUDY.draft_variant(v) for v in STUDY.spec_variants)]
+    measured = [v for v in dict.fromkeys(names) if v and v in STUDY.variants_with("loadtest")]
+    return expand(VARIANT_DIR + "/load/conc~{c}.parquet", variant=measured, c=STUDY.levels)
+
+
+rule aggregate_specdec:
+    input:
+        load=get_specdec_loads,
+        verify=expand(VARIANT_DIR + "/specdec/verify.parquet", variant=STUDY.specdec_base),
+    output:
+        parquet=report(RESULTS + "/specdec_summary.parquet", category="Experiments"),
+        md=report(RESULTS + "/specdec_summary.md", category="Experiments", caption="../report/specdec.rst"),
+    log:
+        RESULTS + "/logs/aggregate_specdec.log",
+    script:
+        "../scripts/aggregate_specdec.py"
