@@ -27,7 +27,10 @@ def get_specdec_loads(wildcards):
 rule aggregate_specdec:
     input:
         load=get_specdec_loads,
-        verify=expand(VARIANT_DIR + "/specdec/verify.parquet", variant=STUDY.specdec_base),
+        verify=expand(
+            VARIANT_DIR + "/specdec/verify.parquet",
+            variant=[STUDY.specdec_base] if STUDY.spec_variants else [],
+        ),
     output:
         parquet=report(RESULTS + "/specdec_summary.parquet", category="Experiments"),
         md=report(RESULTS + "/specdec_summary.md", category="Experiments", caption="../report/specdec.rst"),
