@@ -11,16 +11,8 @@ def get_report_results(wildcards):
 
 
 def get_report_aggregates(wildcards):
-    """Study-level tables other stages write (summary, prefix_summary, specdec_summary, ...)."""
-    mine = {"decide_study", "plot_study", "render_report"}
-    outs = {
-        str(o)
-        for r in workflow.rules
-        if r.name not in mine
-        for o in r.output
-        if str(o).startswith(RESULTS + "/") and str(o).endswith(".parquet") and "{" not in str(o)
-    }
-    return sorted(o for o in outs if "/variant~" not in o)
+    """The study-level tables the other stages aggregate for this study (summary, prefix_summary, ...)."""
+    return [o for o in get_final_outputs() if o.endswith(".parquet") and not o.startswith(REPORT_DIR)]
 
 
 rule decide_study:
