@@ -110,9 +110,7 @@ def test_comparison_table_has_change_in_percent_and_significance(results: Path, 
     rows = {r["quantity"]: r for r in built(results, cfg)["report_comparison"]}
     assert {"weights", "KV blocks", "TPOT P50 @ c=1", "output tok/s @ c=16", "best goodput"} <= set(rows)
     tp = rows["TPOT P50 @ c=1"]
-    assert tp["change_pct"] == pytest.approx(
-        (tp["value"] - tp["baseline_value"]) / tp["baseline_value"] * 100
-    )
+    assert tp["change_pct"] == pytest.approx((tp["value"] - tp["baseline_value"]) / tp["baseline_value"] * 100)
     assert rows["KV blocks"]["change_pct"] == 0 and rows["KV blocks"]["significant"] is False
 
 
@@ -142,11 +140,7 @@ def test_tables_are_written_as_parquet_csv_and_markdown(results: Path, cfg: dict
         res = schemas.read(tmp_path / "out" / f"{name}.parquet", schemas.TABLES[f"report_{name}"])
         assert res.ok and (tmp_path / "out" / f"{name}.csv").exists()
     md = (tmp_path / "out" / "tables.md").read_text()
-    assert (
-        md.index("## Verdicts")
-        < md.index("## Recommended deployments")
-        < md.index("## Baseline vs optimised")
-    )
+    assert md.index("## Verdicts") < md.index("## Recommended deployments") < md.index("## Baseline vs optimised")
 
 
 def _fail(results: Path, variant: str, status: str, reason: str) -> None:
@@ -177,10 +171,7 @@ def test_failed_and_not_applicable_variants_appear_as_rows_with_their_reasons(
     t = tables.build(a)
     v = {r["variant"]: r for r in t["report_verdicts"]}
     assert v["fp8_kv"]["verdict"] == NOT_APPLICABLE and "8.9" in v["fp8_kv"]["reason"]
-    assert (
-        v["crashed"]["verdict"] == NOT_APPLICABLE
-        and v["crashed"]["reason"] == "failed: server exited with code 1"
-    )
+    assert v["crashed"]["verdict"] == NOT_APPLICABLE and v["crashed"]["reason"] == "failed: server exited with code 1"
     exp = [r for r in t["report_experiments"] if r["status"] != "ok"]
     assert {(r["variant"], r["reason"]) for r in exp} >= {("crashed", "server exited with code 1")}
     assert any(r["experiment"] == "KV cache dtype" and r["variant"] == "fp8_kv" for r in exp)
@@ -275,9 +266,7 @@ def test_accuracy_prefix_and_speculative_results_feed_tables_and_figures(
     (v,) = t["report_verdicts"]
     assert v["accuracy_cost"] == "-2.0 to +1.0 pt"
     pre = [r for r in t["report_experiments"] if r["experiment"] == "prefix caching"]
-    on_1024 = next(
-        r for r in pre if r["setting"] == "prefix 1024 tokens, cache on" and r["quantity"] == "TTFT P50"
-    )
+    on_1024 = next(r for r in pre if r["setting"] == "prefix 1024 tokens, cache on" and r["quantity"] == "TTFT P50")
     assert on_1024["change_pct"] < -50 and on_1024["significant"] is True
     assert any(r["quantity"] == "TTFT slope" and r["change_pct"] < -90 for r in pre)
     assert any(r["quantity"] == "hit rate" and r["value"] == pytest.approx(0.9) for r in pre)
@@ -296,11 +285,7 @@ def test_repeated_levels_show_run_to_run_spread(results: Path, cfg: dict) -> Non
     rows = built(results, cfg)["report_levels"]
     r = next(r for r in rows if r["variant"] == "baseline" and r["concurrency"] == 4)
     assert r["runs"] == 2 and r["n"] == 16
-    assert (
-        r["runs_output_tok_per_s_min"]
-        == r["runs_output_tok_per_s_max"]
-        == pytest.approx(r["output_tok_per_s"])
-    )
+    assert r["runs_output_tok_per_s_min"] == r["runs_output_tok_per_s_max"] == pytest.approx(r["output_tok_per_s"])
 
 
 def test_only_figures_with_data_are_drawn(results: Path, cfg: dict, tmp_path: Path) -> None:
@@ -311,12 +296,23 @@ def test_only_figures_with_data_are_drawn(results: Path, cfg: dict, tmp_path: Pa
     )
 
 
-def test_html_report_is_self_contained_and_opens_with_the_verdicts(
-    results: Path, cfg: dict, tmp_path: Path
-) -> None:
+def test_html_report_is_self_contained_and_opens_with_the_verdicts(results: Path, cfg: dict, tmp_path: Path) -> None:
     a = analyse(data.load_dir(results, cfg["variants"]), cfg)
     page = html.render(a, tables.build(a), plots.write(a, tmp_path))
     assert not re.search(r"<(script|link|img)\b[^>]*(src|href)=\"(https?:)?//", page)
     assert page.index('id="report_verdicts"') < page.index('id="report_deployments"') < page.index("<svg")
     assert page.index("<svg") < page.index('id="h-provenance"')
     assert "vllm_version: 0.32.0" in page and "ca402eeabf38e610" in page  # versions and model hash
+
+
+def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old = schemas.KV_CACHE.schema
+    old = pa.schema([f for f in old if f.name != "weight_bytes"], metadata=old.metadata)
+    path = tmp_path / "variant~x" / "kv.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist([{"variant": "x", "num_blocks": 7}], schema=old), path)
+    f = data.read_result(path)
+    assert f.ok and f.variant == "x" and f.rows[0]["num_blocks"] == 7 and f.rows[0]["weight_bytes"] is None

@@ -199,9 +199,7 @@ def accuracy_of(v: VariantResults) -> dict[str, dict[str, Any]]:
     return primary_scores(rows)
 
 
-def accuracy_deltas(
-    base: Mapping[str, Mapping[str, Any]], var: Mapping[str, Mapping[str, Any]]
-) -> list[AccuracyDelta]:
+def accuracy_deltas(base: Mapping[str, Mapping[str, Any]], var: Mapping[str, Mapping[str, Any]]) -> list[AccuracyDelta]:
     return [
         AccuracyDelta(
             t,
@@ -279,9 +277,7 @@ def capacity(
     knee_cfg: Mapping[str, Any],
 ) -> Capacity:
     kv = v.kv
-    tk, lk = knees(
-        levels, float(knee_cfg.get("throughput_fraction", 0.9)), float(knee_cfg.get("latency_factor", 2.0))
-    )
+    tk, lk = knees(levels, float(knee_cfg.get("throughput_fraction", 0.9)), float(knee_cfg.get("latency_factor", 2.0)))
     crit = (kv or {}).get("critical_concurrency")
     ok = [lv for lv in levels if lv.ok]
     highest = max((lv.concurrency for lv in ok), default=None)
@@ -372,17 +368,11 @@ def comparisons(
         if hi != lo:
             out.append(Comparison(f"TPOT P50 @ c={hi}", "ms", b.tpot_p50, v.tpot_p50, False, "latency"))
         out.append(
-            Comparison(
-                f"output tok/s @ c={hi}", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, "throughput"
-            )
+            Comparison(f"output tok/s @ c={hi}", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, "throughput")
         )
     bg, vg = best_goodput(base), best_goodput(var)
     if bg and vg:
-        out.append(
-            Comparison(
-                "best goodput", "tok/s", bg.goodput_tok_per_s, vg.goodput_tok_per_s, True, "throughput"
-            )
-        )
+        out.append(Comparison("best goodput", "tok/s", bg.goodput_tok_per_s, vg.goodput_tok_per_s, True, "throughput"))
     return out
 
 
@@ -406,9 +396,7 @@ class SpecLevel:
 
 
 def is_speculative(engine_args: Mapping[str, Any], levels: Sequence[LevelFigures]) -> bool:
-    if any(
-        str(k).lstrip("-").replace("_", "-") == "speculative-config" and v for k, v in engine_args.items()
-    ):
+    if any(str(k).lstrip("-").replace("_", "-") == "speculative-config" and v for k, v in engine_args.items()):
         return True
     return any(lv.metrics_delta.get(SPEC_COUNTERS[0], 0) > 0 for lv in levels)
 
@@ -545,9 +533,7 @@ def analyse(study: StudyResults, cfg: Mapping[str, Any]) -> Analysis:
     cap = {n: capacity(res[n], levels[n], eargs[n], bw, context, decide_cfg.get("knee") or {}) for n in names}
     prefix = {n: p for n in names if (p := prefix_points(res[n], eargs[n]))}
     spec = {
-        n: spec_levels(
-            n, levels[n], levels.get(baseline, []), decide_cfg.get("speculative") or {}, res[n].provenance()
-        )
+        n: spec_levels(n, levels[n], levels.get(baseline, []), decide_cfg.get("speculative") or {}, res[n].provenance())
         for n in names
         if n != baseline and is_speculative(eargs[n], levels[n])
     }

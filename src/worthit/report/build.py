@@ -24,9 +24,7 @@ TABLE_FILES = tuple(t.name.removeprefix("report_") for t in schemas.REPORT_TABLE
 PathLike = str | os.PathLike[str]
 
 
-def analysis(
-    cfg: Mapping[str, Any], results: Iterable[PathLike], summary: PathLike | None = None
-) -> Analysis:
+def analysis(cfg: Mapping[str, Any], results: Iterable[PathLike], summary: PathLike | None = None) -> Analysis:
     return analyse(data.load(results, summary, (cfg.get("variants") or {}).keys()), cfg)
 
 

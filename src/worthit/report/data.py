@@ -8,6 +8,7 @@ not-applicable results keep their reason and log tail.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -110,31 +111,44 @@ def read_result(path: str | os.PathLike[str]) -> Loaded:
     name = meta.get(f"{schemas.META_PREFIX}table", "")
     variant, experiment = _variant_and_experiment(path)
     if name in schemas.TABLES:
-        res = schemas.read(path, schemas.TABLES[name])
-        rows = res.table.to_pylist()
-        return Loaded(
-            str(path),
-            variant or res.metadata.get("variant"),
-            experiment,
-            name,
-            res.status,
-            res.reason,
-            res.log_tail,
-            res.metadata,
-            rows,
-        )
-    arrow = pq.read_table(path)  # a table this version does not define: keep it raw
-    decoded = {k[len(schemas.META_PREFIX) :]: v for k, v in meta.items() if k.startswith(schemas.META_PREFIX)}
+        table = schemas.TABLES[name]
+        try:
+            res = schemas.read(path, table)
+        except schemas.SchemaError:
+            res = None  # written before a column was added to the table: read it raw, fill the gaps
+        if res is not None:
+            return Loaded(
+                str(path),
+                variant or res.metadata.get("variant"),
+                experiment,
+                name,
+                res.status,
+                res.reason,
+                res.log_tail,
+                res.metadata,
+                res.table.to_pylist(),
+            )
+    arrow = pq.read_table(path)  # a table this version does not define (or an older layout): keep it raw
+    decoded: dict[str, Any] = {}
+    for k, v in meta.items():
+        if k.startswith(schemas.META_PREFIX):
+            try:
+                decoded[k[len(schemas.META_PREFIX) :]] = json.loads(v)
+            except json.JSONDecodeError:
+                decoded[k[len(schemas.META_PREFIX) :]] = v
+    rows = arrow.to_pylist()
+    if name in schemas.TABLES:
+        rows = [{c: r.get(c) for c in schemas.TABLES[name].columns} | r for r in rows]
     return Loaded(
         str(path),
-        variant,
+        variant or decoded.get("variant"),
         experiment,
         name or "unknown",
         str(decoded.get("status", "ok")),
-        str(decoded.get("reason", "")),
-        str(decoded.get("log_tail", "")),
+        str(meta.get(f"{schemas.META_PREFIX}reason", "")),
+        str(meta.get(f"{schemas.META_PREFIX}log_tail", "")),
         decoded,
-        arrow.to_pylist(),
+        rows,
     )
 
 
@@ -166,9 +180,7 @@ def load_dir(results_dir: str | os.PathLike[str], variants: Iterable[str] = ()) 
     return load(paths, summary if summary.exists() else None, variants)
 
 
-def engine_args_of(
-    cfg: Mapping[str, Any], variant: str, results: VariantResults | None = None
-) -> dict[str, Any]:
+def engine_args_of(cfg: Mapping[str, Any], variant: str, results: VariantResults | None = None) -> dict[str, Any]:
     """The variant's engine arguments from the config (serve defaults + variant), else from provenance."""
     if variant in (cfg.get("variants") or {}):
         serve = dict((cfg.get("serve") or {}).get("engine_args") or {})

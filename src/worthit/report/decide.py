@@ -209,18 +209,11 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         )
 
     benefits = [c for c in e.comparisons if (c.improvement or 0) >= rules.min_speedup and _counts(c, rules)]
-    small = [
-        c
-        for c in e.comparisons
-        if c.improvement and 1 < c.improvement < rules.min_speedup and _counts(c, rules)
-    ]
+    small = [c for c in e.comparisons if c.improvement and 1 < c.improvement < rules.min_speedup and _counts(c, rules)]
     harms = [
         c
         for c in e.comparisons
-        if c.kind != "capacity"
-        and c.improvement
-        and c.improvement <= 1 / rules.min_speedup
-        and _counts(c, rules)
+        if c.kind != "capacity" and c.improvement and c.improvement <= 1 / rules.min_speedup and _counts(c, rules)
     ]
     benefit = ", ".join(c.describe() for c in benefits) or "none measurable"
 
@@ -275,8 +268,7 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         verdict = REJECT
         reasons.insert(
             0,
-            "benefit below the minimum speed-up of "
-            f"{rules.min_speedup:g}x: " + ", ".join(c.describe() for c in small),
+            f"benefit below the minimum speed-up of {rules.min_speedup:g}x: " + ", ".join(c.describe() for c in small),
         )
     else:
         verdict = NO_DIFFERENCE

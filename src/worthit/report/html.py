@@ -64,9 +64,7 @@ def provenance(a: Analysis) -> dict[str, Any]:
     meta = next((f.metadata for f in files if f.metadata.get("hardware")), {})
     out: dict[str, Any] = {
         "worthit_version": meta.get("worthit_version"),
-        "vllm_version": next(
-            (f.metadata["vllm_version"] for f in files if f.metadata.get("vllm_version")), None
-        ),
+        "vllm_version": next((f.metadata["vllm_version"] for f in files if f.metadata.get("vllm_version")), None),
         "lm_eval_version": next(
             (
                 r.get("lm_eval_version")
@@ -84,9 +82,7 @@ def provenance(a: Analysis) -> dict[str, Any]:
             else "unknown (MBU n/a)"
         ),
         "config_hash": meta.get("config_hash"),
-        "results_from": sorted(
-            {f.metadata.get("created_at", "") for f in files if f.metadata.get("created_at")}
-        )[:1]
+        "results_from": sorted({f.metadata.get("created_at", "") for f in files if f.metadata.get("created_at")})[:1]
         + sorted({f.metadata.get("created_at", "") for f in files if f.metadata.get("created_at")})[-1:],
         "variants": {},
     }
@@ -100,9 +96,7 @@ def provenance(a: Analysis) -> dict[str, Any]:
     return out
 
 
-def render(
-    a: Analysis, tables: Mapping[str, list[dict[str, Any]]], figures: Mapping[str, Mapping[str, Any]]
-) -> str:
+def render(a: Analysis, tables: Mapping[str, list[dict[str, Any]]], figures: Mapping[str, Mapping[str, Any]]) -> str:
     desc = str(a.cfg.get("description") or "").strip()
     parts = [
         "<!DOCTYPE html>",
@@ -131,9 +125,7 @@ def render(
             parts.append(
                 f'<p class="muted">Rules (config <code>decide:</code>): accuracy drop at most '
                 f"{rules.max_accuracy_drop_pt:g} pt per task"
-                + "".join(
-                    f", {html.escape(t)} {b:g} pt" for t, b in rules.max_accuracy_drop_pt_by_task.items()
-                )
+                + "".join(f", {html.escape(t)} {b:g} pt" for t, b in rules.max_accuracy_drop_pt_by_task.items())
                 + f"; a benefit is a speed-up of at least {rules.min_speedup:g}x"
                 + (" whose 95% interval is clear of the baseline's" if rules.require_significance else "")
                 + f"; predicted speculative speed-ups below {rules.min_predicted_speedup:g}x are flagged.</p>"
@@ -166,9 +158,7 @@ def render(
             f"<figcaption>{html.escape(str(fig['caption']))}</figcaption></figure>"
         )
     parts.append('<h2 id="h-provenance">Provenance</h2>')
-    parts.append(
-        f"<pre>{html.escape(yaml.safe_dump(provenance(a), sort_keys=False, default_flow_style=False))}</pre>"
-    )
+    parts.append(f"<pre>{html.escape(yaml.safe_dump(provenance(a), sort_keys=False, default_flow_style=False))}</pre>")
     parts.append(
         "<details><summary>Study config (validated, defaults filled in)</summary>"
         f"<pre>{html.escape(yaml.safe_dump(dict(a.cfg), sort_keys=False))}</pre></details>"

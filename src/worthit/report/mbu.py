@@ -60,9 +60,7 @@ GPU_BANDWIDTH: tuple[tuple[str, Bandwidth], ...] = (
     ),
     (
         r"RTX\s*3090",
-        Bandwidth(
-            "NVIDIA GeForce RTX 3090", 936, _NV + "en-us/geforce/graphics-cards/30-series/rtx-3090-3090ti/"
-        ),
+        Bandwidth("NVIDIA GeForce RTX 3090", 936, _NV + "en-us/geforce/graphics-cards/30-series/rtx-3090-3090ti/"),
     ),
     (
         r"MI300X",

@@ -22,8 +22,7 @@ CAPTIONS = {
     "prefix_ttft": "TTFT P50 against shared-prefix length, prefix cache on and off (95% intervals).",
     "accuracy": "Accuracy per task and variant; bars are 95% intervals from lm-eval's standard error.",
     "kv_capacity": "KV-cache capacity per variant (blocks; GiB and critical concurrency annotated).",
-    "specdec": "Speculative decoding: predicted S = alpha / (k gamma + c) against the measured TPOT "
-    "speed-up.",
+    "specdec": "Speculative decoding: predicted S = alpha / (k gamma + c) against the measured TPOT speed-up.",
 }
 
 
@@ -163,9 +162,7 @@ def kv_capacity(a: Analysis) -> Figure | None:
         label = f"{c.kv_cache_gib:.2f} GiB" if c.kv_cache_gib is not None else ""
         if c.kv_critical_concurrency is not None:
             label += f"\ncrit. conc. {c.kv_critical_concurrency:.0f}"
-        ax.annotate(
-            label, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8
-        )
+        ax.annotate(label, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("KV blocks")
     ax.margins(y=0.2)
     ax.grid(alpha=0.3, axis="y")

@@ -87,9 +87,7 @@ def comparison_rows(a: Analysis) -> list[dict[str, Any]]:
             continue
         ev = a.evidence[v]
         if ev.status != schemas.STATUS_OK:
-            rows.append(
-                {"variant": v, "baseline": b, "quantity": "all", "status": ev.status, "reason": ev.reason}
-            )
+            rows.append({"variant": v, "baseline": b, "quantity": "all", "status": ev.status, "reason": ev.reason})
             continue
         cap = a.capacity[v]
         exact = [
@@ -221,9 +219,7 @@ def prefix_rows(a: Analysis) -> list[dict[str, Any]]:
                     "value_n": r.get("n"),
                     "reference": r.get("reference_variant"),
                     "reference_value": r.get("ref_ttft_ms_p50"),
-                    "change_pct": -r["ttft_p50_reduction_pct"]
-                    if r.get("ttft_p50_reduction_pct") is not None
-                    else None,
+                    "change_pct": -r["ttft_p50_reduction_pct"] if r.get("ttft_p50_reduction_pct") is not None else None,
                     "status": r.get("status") or "ok",
                     "reason": r.get("reason"),
                 }
@@ -386,11 +382,7 @@ def kv_dtype_rows(a: Analysis) -> list[dict[str, Any]]:
     base = a.capacity.get(a.baseline)
     for v in a.variants:
         dt = next(
-            (
-                val
-                for k, val in a.engine_args[v].items()
-                if str(k).lstrip("-").replace("_", "-") == "kv-cache-dtype"
-            ),
+            (val for k, val in a.engine_args[v].items() if str(k).lstrip("-").replace("_", "-") == "kv-cache-dtype"),
             None,
         )
         if v == a.baseline or not dt or dt == "auto":
@@ -457,11 +449,22 @@ def failure_rows(a: Analysis) -> list[dict[str, Any]]:
                     "reason": f.reason or None,
                 }
             )
+        for f in a.results.variant(v).of(schemas.ACCURACY.name):  # one failed task in an ok file
+            for r in f.rows:
+                if r.get("status") not in (None, schemas.STATUS_OK):
+                    rows.append(
+                        {
+                            "experiment": "accuracy",
+                            "variant": v,
+                            "setting": r.get("task"),
+                            "quantity": "result",
+                            "status": r["status"],
+                            "reason": r.get("reason"),
+                        }
+                    )
     for name, f in a.results.aggregates.items():
         if not f.ok:
-            rows.append(
-                {"experiment": name, "quantity": "result", "status": f.status, "reason": f.reason or None}
-            )
+            rows.append({"experiment": name, "quantity": "result", "status": f.status, "reason": f.reason or None})
     return rows
 
 
@@ -550,14 +553,10 @@ def model_ref(cfg: Mapping[str, Any], variant: str) -> str:
 
 def serve_command(a: Analysis, variant: str, max_num_seqs: int) -> str:
     args = {
-        k: val
-        for k, val in a.engine_args[variant].items()
-        if str(k).lstrip("-").replace("_", "-") != "max-num-seqs"
+        k: val for k, val in a.engine_args[variant].items() if str(k).lstrip("-").replace("_", "-") != "max-num-seqs"
     }
     args["max-num-seqs"] = max_num_seqs
-    return shlex.join(
-        ["vllm", "serve", model_ref(a.cfg, variant), *engine_flags(args, a.extra_args[variant])]
-    )
+    return shlex.join(["vllm", "serve", model_ref(a.cfg, variant), *engine_flags(args, a.extra_args[variant])])
 
 
 def _meets(lv: LevelFigures, a: Analysis) -> bool:
@@ -594,9 +593,7 @@ def deployment_rows(a: Analysis, vs: Sequence[Verdict]) -> list[dict[str, Any]]:
     cands = [lv for v in deployable(a, vs) for lv in a.levels[v] if lv.ok]
     rows = []
     meet = [lv for lv in cands if _meets(lv, a)]
-    slo = ", ".join(
-        f"{k} <= {getattr(a.slo, k):g}" for k in ("ttft_ms", "tpot_ms") if getattr(a.slo, k) is not None
-    )
+    slo = ", ".join(f"{k} <= {getattr(a.slo, k):g}" for k in ("ttft_ms", "tpot_ms") if getattr(a.slo, k) is not None)
     if meet:
         lv = max(meet, key=lambda x: (x.concurrency, -(x.tpot_p50.value or math.inf)))
         rows.append(
@@ -604,8 +601,7 @@ def deployment_rows(a: Analysis, vs: Sequence[Verdict]) -> list[dict[str, Any]]:
                 a,
                 "latency",
                 lv,
-                f"highest concurrency whose P99 meets the SLO ({slo or 'none set'}); "
-                "lowest TPOT P50 among those",
+                f"highest concurrency whose P99 meets the SLO ({slo or 'none set'}); lowest TPOT P50 among those",
             )
         )
     else:
@@ -670,9 +666,7 @@ def markdown(
     cols, ms = list(columns), set(measures)
     lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append(
-            "| " + " | ".join(fmt_measure(r, c) if c in ms else fmt(r.get(c)) for c, _ in cols) + " |"
-        )
+        lines.append("| " + " | ".join(fmt_measure(r, c) if c in ms else fmt(r.get(c)) for c, _ in cols) + " |")
     return "\n".join(lines) if rows else "_no rows_"
 
 
