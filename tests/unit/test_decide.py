@@ -133,9 +133,7 @@ def test_a_change_within_the_noise_is_no_measurable_difference_never_a_win() -> 
     e = Evidence("x", comparisons=[tpot("TPOT P50 @ c=1", 19.7, 17.0)])  # -14%, intervals clear
     wide = Evidence(
         "x",
-        comparisons=[
-            Comparison("TPOT", "ms", Measure(19.7, 6, 15.0, 25.0), Measure(17.0, 6, 14.0, 22.0), False)
-        ],
+        comparisons=[Comparison("TPOT", "ms", Measure(19.7, 6, 15.0, 25.0), Measure(17.0, 6, 14.0, 22.0), False)],
     )
     assert decide(e, RULES).verdict == ADOPT
     assert decide(wide, RULES).verdict == NO_DIFFERENCE
@@ -153,9 +151,7 @@ def test_a_figure_without_an_interval_cannot_be_a_win_when_significance_is_requi
 def test_a_significant_gain_below_the_minimum_speedup_is_rejected() -> None:
     e = Evidence(
         "x",
-        comparisons=[
-            Comparison("TPOT", "ms", Measure(20.0, 100, 19.9, 20.1), Measure(19.5, 100, 19.4, 19.6), False)
-        ],
+        comparisons=[Comparison("TPOT", "ms", Measure(20.0, 100, 19.9, 20.1), Measure(19.5, 100, 19.4, 19.6), False)],
     )
     v = decide(e, RULES)
     assert v.verdict == REJECT and "below the minimum speed-up" in v.reason
@@ -189,3 +185,8 @@ def test_rules_read_from_the_decide_section_of_the_config() -> None:
         False,
         "low",
     )
+
+
+def test_a_variant_without_figures_is_not_applicable_rather_than_no_difference() -> None:
+    v = decide(Evidence("x"), RULES)
+    assert v.verdict == NOT_APPLICABLE and "not measured" in v.reason

@@ -208,6 +208,17 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
             e.predicted_speedup,
         )
 
+    if not e.comparisons and not e.accuracy:
+        return Verdict(
+            e.variant,
+            NOT_APPLICABLE,
+            "no figures to compare with the baseline (not measured)",
+            "—",
+            "not measured",
+            effort,
+            e.status,
+            e.predicted_speedup,
+        )
     benefits = [c for c in e.comparisons if (c.improvement or 0) >= rules.min_speedup and _counts(c, rules)]
     small = [c for c in e.comparisons if c.improvement and 1 < c.improvement < rules.min_speedup and _counts(c, rules)]
     harms = [
