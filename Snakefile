@@ -5,6 +5,7 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/quantize.smk"
 include: "workflow/rules/serve.smk"
 include: "workflow/rules/kv.smk"
 include: "workflow/rules/loadtest.smk"

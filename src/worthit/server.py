@@ -243,6 +243,14 @@ def _refuse(state_path: Path, log_path: Path, variant: str, model_dir: str, cmd:
     return 0
 
 
+def manifest_status(manifest: Mapping[str, Any]) -> tuple[str, str]:
+    """(status, reason) of a model manifest. A quantised model that failed its quality gate (or whose
+    backend is not available) records that in ``extra``; fetched models carry none and are ok."""
+    extra = manifest.get("extra") or {}
+    status = manifest.get("status") or extra.get("status") or "ok"
+    return str(status), str(manifest.get("reason") or extra.get("reason") or "")
+
+
 def stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM the server's process group, then SIGKILL whatever is left after the grace period."""
     with contextlib.suppress(ProcessLookupError):
@@ -360,7 +368,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--spec", required=True, help="JSON: variant, model_dir or manifest, python, args, extra, env, gpus")
     ns = p.parse_args(argv)
     spec = json.loads(ns.spec)
-    model_dir = spec.get("model_dir") or json.loads(Path(spec["manifest"]).read_text())["model_dir"]
+    manifest = json.loads(Path(spec["manifest"]).read_text()) if spec.get("manifest") else {}
+    model_dir = spec.get("model_dir") or manifest["model_dir"]
+    status, reason = manifest_status(manifest)
+    if status != "ok":  # e.g. a quantised model that failed its quality gate: never serve it
+        stop: list[int] = []
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda *_: stop.append(1))
+        return _refuse(ns.state, ns.log, spec["variant"], model_dir, [], 0,
+                       f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
+                       f"(model status {status}): {reason or 'no reason recorded'}", [],
+                       lambda: bool(stop), os.getppid(), status="failed")
     return supervise(ns.state, ns.log, spec["variant"], model_dir, spec["python"],
                      spec.get("args"), spec.get("extra", []), spec.get("env", {}), int(spec.get("gpus", 0)))
 

@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from worthit.config import ConfigError, Study, validate  # noqa: E402
+from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
 _config_source = ", ".join(str(p) for p in workflow.configfiles) or "config"
 try:
@@ -14,6 +15,14 @@ except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
 STUDY = Study(config, Path(workflow.basedir))
+# Models are fetched (fetch_model, wildcard {model}) or quantised from another model (quantize_model,
+# wildcard {qmodel}): disjoint name sets, so exactly one rule makes each resources/models/<name>/manifest.json.
+FETCHED_MODELS = [m for m, spec in config["models"].items() if "quantize" not in spec]
+QUANTIZED_MODELS = [m for m, spec in config["models"].items() if "quantize" in spec]
+try:
+    check_quantize_plans(config, _config_source)
+except QuantizeError as e:
+    raise WorkflowError(str(e)) from None
 # The workflow env's interpreter, spelled the same however Snakemake was started (a changed param reruns jobs).
 WORKFLOW_PYTHON = str(Path(sys.prefix) / "bin" / "python")
 RESULTS = f"results/{STUDY.name}"
@@ -23,7 +32,8 @@ VARIANT_DIR = RESULTS + "/variant~{variant}"
 wildcard_constraints:
     study=STUDY.name,
     variant="|".join(STUDY.variants),
-    model="|".join(config["models"]),
+    model="|".join(FETCHED_MODELS) or "(?!)",
+    qmodel="|".join(QUANTIZED_MODELS) or "(?!)",
     c=r"\d+",
 
 
