@@ -37,6 +37,10 @@ from typing import Any
 from worthit import gating
 
 TERM_GRACE_S = 20.0
+# A server with no live consumer for this long stops by itself. Snakemake terminates a service when its
+# consumers finish, but not when its group fails before the consumers start (e.g. an output folder
+# cannot be made): then it would wait for the service forever.
+ORPHAN_AFTER_S = float(os.environ.get("WORTHIT_ORPHAN_AFTER_S", "120"))
 
 
 class ServerFailed(RuntimeError):
@@ -204,7 +208,12 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
     os.replace(tmp, state_path)
 
     returncode: int | None = None
+    watch = ConsumerWatch(state_path)
     while not stopping:
+        if watch.orphaned():
+            with open(log_path, "ab") as log:
+                log.write(f"[worthit] no consumer for {ORPHAN_AFTER_S:.0f}s: stopping the server\n".encode())
+            break
         if returncode is None:
             returncode = proc.poll()
             if returncode is not None:
@@ -235,7 +244,8 @@ def _refuse(state_path: Path, log_path: Path, variant: str, model_dir: str, cmd:
     tmp = state_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=1))
     os.replace(tmp, state_path)
-    while not stopping() and os.getppid() == parent:
+    watch = ConsumerWatch(state_path)
+    while not stopping() and os.getppid() == parent and not watch.orphaned():
         time.sleep(0.25)
     for fh in locks:
         fh.close()
@@ -255,10 +265,8 @@ def stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRAC
     """SIGTERM the server's process group, then SIGKILL whatever is left after the grace period."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
     # vLLM's engine processes share the group; the API process may be gone while they linger.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -328,6 +336,45 @@ def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
         time.sleep(poll_s)
 
 
+def _queue_dir(state_path: str | os.PathLike[str]) -> Path:
+    return Path(str(state_path) + ".queue")
+
+
+@contextlib.contextmanager
+def consumer_presence(state_path: str | os.PathLike[str], name: str) -> Iterator[None]:
+    """Mark a consumer of the server as present (a file named after its pid) while it runs."""
+    qdir = _queue_dir(state_path)
+    qdir.mkdir(parents=True, exist_ok=True)
+    marker = qdir / f"consumer-{os.getpid()}"
+    marker.write_text(name)
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+class ConsumerWatch:
+    """Tells the supervisor when its group has no live consumer for ORPHAN_AFTER_S."""
+
+    def __init__(self, state_path: str | os.PathLike[str], idle_s: float | None = None) -> None:
+        self.qdir = _queue_dir(state_path)
+        self.idle_s = ORPHAN_AFTER_S if idle_s is None else idle_s
+        self.last_seen = time.monotonic()
+        self.next_check = 0.0
+
+    def orphaned(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_check:
+            return False
+        self.next_check = now + 2.0
+        with contextlib.suppress(OSError):
+            for m in self.qdir.glob("consumer-*"):
+                if _alive(int(m.name.split("-", 1)[1])):
+                    self.last_seen = now
+                    return False
+        return now - self.last_seen > self.idle_s
+
+
 @contextlib.contextmanager
 def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: float = 0.5) -> Iterator[None]:
     """Hold the server for one measurement: measurements of a variant never overlap, and run in
@@ -338,7 +385,7 @@ def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: floa
     ticket with a lower index is waiting. Tickets of dead processes are ignored, so a crashed
     consumer never blocks the others.
     """
-    qdir = Path(str(state_path) + ".queue")
+    qdir = _queue_dir(state_path)
     qdir.mkdir(parents=True, exist_ok=True)
     ticket = qdir / f"{index:04d}-{os.getpid()}-{name.replace('/', '_')}"
     ticket.write_text(name)

@@ -22,7 +22,7 @@ from worthit.loadgen.workload import RandomWorkload, load_tokenizer
 from worthit.metrics import prometheus_delta
 from worthit.models import Manifest
 from worthit.provenance import stamp
-from worthit.server import ServerFailed, ServerState, http_get, turn, wait_ready
+from worthit.server import ServerFailed, ServerState, consumer_presence, http_get, turn, wait_ready
 
 log = logging.getLogger("worthit")
 
@@ -56,16 +56,24 @@ def _consume(study: Study, variant: str, consumer: str, out: str, table: schemas
     """Wait for the server, take this measurement's turn on it, measure, write; failures are results."""
     order = list(study.consumers(variant))
     try:
-        state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
-        with turn(state_path, order.index(consumer), consumer):
-            log.info("measuring %s on %s", consumer, state.url)
-            wait_ready(state_path, 30)  # it may have died while we waited for our turn
-            rows, extra = body(state)
+        with consumer_presence(state_path, consumer):
+            state, rows, extra = _measure_in_turn(study, consumer, order, state_path, body)
     except ServerFailed as e:
         log.error("server not available (%s): %s", e.status, e.reason)
         schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
         return
     schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
+
+
+def _measure_in_turn(study: Study, consumer: str, order: list[str], state_path: str,
+                     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]]
+                     ) -> tuple[ServerState, list[dict[str, Any]], dict[str, Any]]:
+    state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
+    with turn(state_path, order.index(consumer), consumer):
+        log.info("measuring %s on %s", consumer, state.url)
+        wait_ready(state_path, 30)  # it may have died while we waited for our turn
+        rows, extra = body(state)
+    return state, rows, extra
 
 
 def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:

@@ -1,0 +1,85 @@
+"""The coordination between a variant's server and its consumers, without starting vLLM."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+
+from worthit.server import ConsumerWatch, ServerFailed, consumer_presence, turn, wait_ready
+
+
+def test_wait_ready_ignores_a_placeholder_state_and_says_what_is_missing(tmp_path):
+    state = tmp_path / "server.json"
+    state.write_text("{}")
+    with pytest.raises(ServerFailed, match="no running server"):
+        wait_ready(state, timeout_s=0.3, poll_s=0.1)
+
+
+def test_wait_ready_ignores_state_left_by_a_dead_supervisor(tmp_path):
+    state = tmp_path / "server.json"
+    state.write_text(json.dumps({"supervisor_pid": 2**22 + 12345, "variant": "v"}))
+    with pytest.raises(ServerFailed, match="no running server"):
+        wait_ready(state, timeout_s=0.3, poll_s=0.1)
+
+
+def test_wait_ready_reports_the_recorded_reason_when_the_server_was_refused(tmp_path):
+    state = tmp_path / "server.json"
+    log = tmp_path / "serve.log"
+    log.write_text("line 1\nnot starting: fp8 KV needs sm_89\n")
+    state.write_text(json.dumps({"variant": "v", "url": "http://127.0.0.1:9", "port": 9, "pid": os.getpid(),
+                                 "supervisor_pid": os.getpid(), "log": str(log), "model_dir": "m",
+                                 "served_model_name": "v", "command": [], "started_at": 0.0}))
+    (tmp_path / "server.json.exit").write_text(json.dumps({"status": "not_applicable", "reason": "sm_86"}))
+    with pytest.raises(ServerFailed) as e:
+        wait_ready(state, timeout_s=5)
+    assert e.value.reason == "sm_86" and "fp8 KV" in e.value.log_tail
+
+
+def test_watch_is_not_orphaned_while_a_consumer_is_present(tmp_path):
+    state = tmp_path / "server.json"
+    watch = ConsumerWatch(state, idle_s=0.0)
+    with consumer_presence(state, "kv"):
+        watch.next_check = 0
+        assert not watch.orphaned()
+    watch.next_check = 0
+    time.sleep(0.01)
+    assert watch.orphaned()
+
+
+def test_watch_ignores_markers_of_dead_consumers(tmp_path):
+    state = tmp_path / "server.json"
+    qdir = tmp_path / "server.json.queue"
+    qdir.mkdir()
+    (qdir / f"consumer-{2**22 + 4321}").write_text("load")
+    watch = ConsumerWatch(state, idle_s=0.0)
+    time.sleep(0.01)
+    assert watch.orphaned()
+
+
+def _measure(state, index, name, log_path, hold_s):
+    with turn(state, index, name, poll_s=0.02):
+        with open(log_path, "a") as fh:
+            fh.write(f"start {name} {time.monotonic()}\n")
+        time.sleep(hold_s)
+        with open(log_path, "a") as fh:
+            fh.write(f"end {name} {time.monotonic()}\n")
+
+
+def test_turns_never_overlap_and_waiting_consumers_go_in_index_order(tmp_path):
+    state = tmp_path / "server.json"
+    log = tmp_path / "order.log"
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_measure, args=(state, i, f"m{i}", log, 0.2)) for i in (2, 0, 1)]
+    for p in procs:
+        p.start()
+        time.sleep(0.05)  # m2 holds the server alone; m0 and m1 queue up while it measures
+    for p in procs:
+        p.join(10)
+    events = [line.split() for line in log.read_text().splitlines()]
+    assert [e[1] for e in events if e[0] == "start"] == ["m2", "m0", "m1"]
+    for a, b in zip(events[1::2], events[2::2]):  # each end precedes the next start
+        assert a[0] == "end" and b[0] == "start" and float(a[2]) <= float(b[2])
