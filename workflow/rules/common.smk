@@ -1,4 +1,5 @@
 # Config validation, the study grid and the path helpers every stage uses.
+import copy
 import json
 import sys
 from pathlib import Path
@@ -8,7 +9,14 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from worthit.config import ConfigError, Study, validate  # noqa: E402
 from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
-_config_source = ", ".join(str(p) for p in workflow.configfiles) or "config"
+# A study named with --configfile replaces the embedded default instead of being merged into it
+# (Snakemake would otherwise add the default's variants to every study).
+if workflow.overwrite_configfiles:
+    config.clear()
+    config.update(copy.deepcopy(workflow.config_settings.overwrite_config))
+    _config_source = ", ".join(str(p) for p in workflow.overwrite_configfiles)
+else:
+    _config_source = ", ".join(str(p) for p in workflow.configfiles) or "config"
 try:
     config = validate(config, _config_source)
 except ConfigError as e:
