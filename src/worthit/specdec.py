@@ -241,6 +241,8 @@ def spec_rows(variant: str, spec_config: Mapping[str, Any], base: str, draft: st
     c = c_from_verify(verify.get(k + 1), verify.get(1), base_low.get("tpot_ms_p50"))
     if c is None:
         notes.append("c unknown: " + (verify_failure or f"no verify timing for k + 1 = {k + 1} on {base}"))
+    elif c < 1:
+        notes.append(f"c = {c:.2f} < 1: verifying {k} extra tokens cost less than the timing noise")
     rows = []
     for conc in sorted(levels):
         lv = levels[conc]
