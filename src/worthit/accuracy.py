@@ -220,6 +220,20 @@ def parse_results(results: Mapping[str, Any], variant: str, task: str) -> list[d
     return rows
 
 
+def sample_rows(output_path: str | Path, variant: str, task: str) -> list[dict[str, Any]]:
+    """lm-eval's per-document sample log of ``task`` -> ``accuracy_samples`` rows (one per metric/filter)."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(Path(output_path).rglob(f"samples_{task}_*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            s = json.loads(line)
+            for metric in s.get("metrics", []):
+                rows.append({"variant": variant, "task": task, "metric": metric, "filter": s.get("filter", "none"),
+                             "doc_id": int(s["doc_id"]), "value": _num(s.get(metric))})
+    return rows
+
+
 def failed_row(variant: str, task: TaskSpec, reason: str, duration_s: float | None = None) -> dict[str, Any]:
     return {"variant": variant, "task": task.name, "metric": None, "filter": None,
             "status": schemas.STATUS_FAILED, "reason": reason, "num_fewshot": task.num_fewshot,
@@ -253,8 +267,9 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float,
 
 
 def evaluate_task(task: TaskSpec, variant: str, cmd: Sequence[str], env: Mapping[str, str], timeout_s: float,
-                  output_path: Path, include_path: str, python: str) -> list[dict[str, Any]]:
-    """One task -> its rows, or one failed row (timeout, unknown task, lm-eval error)."""
+                  output_path: Path, include_path: str,
+                  python: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One task -> its rows and per-document scores, or one failed row (timeout, unknown task, error)."""
     output_path.mkdir(parents=True, exist_ok=True)
     log_path = output_path / "lm_eval.log"
     log.info("task %s: %s", task.name, " ".join(cmd))
@@ -263,25 +278,29 @@ def evaluate_task(task: TaskSpec, variant: str, cmd: Sequence[str], env: Mapping
         reason = (f"lm-eval timed out after {timeout_s:g} s (config key accuracy.timeout_s or "
                   "accuracy.tasks[].timeout_s)")
         log.error("task %s: %s", task.name, reason)
-        return [failed_row(variant, task, reason, run.duration_s)]
+        return [failed_row(variant, task, reason, run.duration_s)], []
     results = find_results(output_path)
     if run.returncode != 0 or results is None:
         reason = (unknown_task_error(run.output_tail, task.name, include_path, python)
                   or f"lm-eval exited with code {run.returncode}; see {log_path}:\n{run.output_tail}")
         log.error("task %s: %s", task.name, reason)
-        return [failed_row(variant, task, reason, run.duration_s)]
+        return [failed_row(variant, task, reason, run.duration_s)], []
     rows = parse_results(json.loads(results.read_text()), variant, task.name)
     for r in rows:
         r["duration_s"] = run.duration_s
         log.info("task %s: %s/%s = %s ± %s (n=%s, %.0f s)", task.name, r["metric"], r["filter"], r["value"],
                  r["stderr"], r["n"], run.duration_s)
-    return rows
+    return rows, sample_rows(output_path, variant, task.name)
 
 
 def evaluate(variant: str, url: str, served_name: str, tokenizer_dir: str, acc_cfg: Mapping[str, Any],
              python: str, raw_dir: str | Path, max_length: int,
-             prompt_ids: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every configured task against the server at ``url``; raw lm-eval output under ``raw_dir``."""
+             prompt_ids: Sequence[int] | None = None
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Every configured task against the server at ``url``: result rows, per-document rows, metadata.
+
+    lm-eval's raw output (results JSON, samples, log) and the task files it read stay under ``raw_dir``.
+    """
     raw = Path(raw_dir).resolve()
     if raw.exists():
         shutil.rmtree(raw)
@@ -297,6 +316,7 @@ def evaluate(variant: str, url: str, served_name: str, tokenizer_dir: str, acc_c
             log.error("%s", missing)
     env = lm_eval_env()
     rows: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
     commands: dict[str, list[str]] = {}
     used: set[str] = set()
     for i, task in enumerate(specs):
@@ -316,8 +336,10 @@ def evaluate(variant: str, url: str, served_name: str, tokenizer_dir: str, acc_c
                               seed=int(acc_cfg["seed"]), max_retries=int(acc_cfg["max_retries"]))
         commands[task.name] = cmd
         timeout_s = float(task.timeout_s or acc_cfg["timeout_s"])
-        rows += evaluate_task(task, variant, cmd, env, timeout_s, out, str(include), python)
-    return rows, {"lm_eval_commands": commands, "raw_dir": str(raw),
+        task_rows, task_samples = evaluate_task(task, variant, cmd, env, timeout_s, out, str(include), python)
+        rows += task_rows
+        samples += task_samples
+    return rows, samples, {"lm_eval_commands": commands, "raw_dir": str(raw),
                   "tasks": [t.__dict__ for t in specs]}
 
 
@@ -328,7 +350,8 @@ def _prompt_ids(tokenizer_dir: str) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ the stage
-def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out: str, raw_dir: str) -> None:
+def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out: str, samples_out: str,
+             raw_dir: str) -> None:
     """The evaluate_accuracy consumer: wait for the server, take the last turn on it, run every task."""
     from worthit.config import config_hash
     from worthit.models import Manifest
@@ -344,11 +367,15 @@ def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out:
                  config_hash=config_hash(study.cfg), accuracy=dict(acc))
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, extra = evaluate(variant, state.url, state.served_model_name, manifest.model_dir, acc,
-                               study.python("evaluate"), raw_dir, max_length)
+        rows, samples, extra = evaluate(variant, state.url, state.served_model_name, manifest.model_dir, acc,
+                                        study.python("evaluate"), raw_dir, max_length)
+        schemas.write(samples_out, schemas.ACCURACY_SAMPLES, samples, metadata=meta)
         failed = [r["task"] for r in rows if r["status"] != schemas.STATUS_OK]
         log.info("accuracy: %d rows, failed tasks: %s", len(rows), ", ".join(failed) or "none")
         return rows, extra
 
     _consume(study, variant, "accuracy", out, schemas.ACCURACY, state_path, meta, body)
     Path(raw_dir).mkdir(parents=True, exist_ok=True)  # the rule's directory output, also after a failure
+    if not Path(samples_out).exists():
+        schemas.write_failure(samples_out, schemas.ACCURACY_SAMPLES, schemas.read(out, schemas.ACCURACY).reason,
+                              metadata=meta)

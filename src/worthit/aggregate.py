@@ -125,8 +125,41 @@ def accuracy_delta(value: float | None, stderr: float | None, base: float | None
     return delta, se, bool(abs(delta) > Z_95 * se) if se > 0 else bool(delta != 0)
 
 
-def accuracy_rows(files: Mapping[str, str], baseline: str) -> list[dict[str, Any]]:
-    """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter)."""
+def paired_delta(scores: Mapping[int, float | None], base: Mapping[int, float | None]
+                 ) -> tuple[float | None, float | None, bool | None, int]:
+    """Change vs the baseline over the documents both scored, in points: delta, its stderr, significant, n.
+
+    Both variants answer the same documents, so the error of the change is that of the mean per-document
+    difference, far smaller than the two scores' errors combined when most answers agree.
+    """
+    diffs = [float(scores[d]) - float(base[d]) for d in scores.keys() & base.keys()
+             if scores[d] is not None and base[d] is not None]
+    n = len(diffs)
+    if n < 2:
+        return None, None, None, n
+    mean = sum(diffs) / n
+    var = sum((x - mean) ** 2 for x in diffs) / (n - 1)
+    se = (var / n) ** 0.5 * 100
+    return mean * 100, se, bool(abs(mean * 100) > Z_95 * se) if se > 0 else bool(mean != 0), n
+
+
+def _per_doc(path: str) -> dict[tuple[Any, Any, Any], dict[int, float | None]]:
+    res = schemas.read(path, schemas.ACCURACY_SAMPLES)
+    out: dict[tuple[Any, Any, Any], dict[int, float | None]] = {}
+    for r in res.table.to_pylist() if res.ok else []:
+        out.setdefault((r["task"], r["metric"], r["filter"]), {})[r["doc_id"]] = r["value"]
+    return out
+
+
+def accuracy_rows(files: Mapping[str, str], baseline: str,
+                  sample_files: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter).
+
+    With ``sample_files`` (each variant's accuracy_samples.parquet) the change and its error are paired
+    over the documents both variants scored; otherwise the two scores' stderrs are combined.
+    """
+    per_doc = {v: _per_doc(p) for v, p in (sample_files or {}).items()}
+    base_docs = per_doc.get(baseline, {})
     per_variant: dict[str, list[dict[str, Any]]] = {}
     for variant, path in files.items():
         res = schemas.read(path, schemas.ACCURACY)
@@ -143,9 +176,16 @@ def accuracy_rows(files: Mapping[str, str], baseline: str) -> list[dict[str, Any
             row = {**r, "status": r.get("status") or schemas.STATUS_OK}
             b = base.get((r.get("task"), r.get("metric"), r.get("filter")))
             if b is not None and row["status"] == schemas.STATUS_OK:
-                d, se, sig = accuracy_delta(r.get("value"), r.get("stderr"), b.get("value"), b.get("stderr"))
+                key = (r.get("task"), r.get("metric"), r.get("filter"))
+                d, se, sig, n_paired = paired_delta(per_doc.get(r["variant"], {}).get(key, {}),
+                                                    base_docs.get(key, {}))
+                method = "paired"
+                if se is None:
+                    d, se, sig = accuracy_delta(r.get("value"), r.get("stderr"), b.get("value"), b.get("stderr"))
+                    method, n_paired = "independent", None
                 row.update(baseline_variant=baseline, baseline_value=b.get("value"),
-                           baseline_stderr=b.get("stderr"), delta_pt=d, delta_stderr_pt=se, significant=sig)
+                           baseline_stderr=b.get("stderr"), delta_pt=d, delta_stderr_pt=se, significant=sig,
+                           delta_method=method, n_paired=n_paired)
             rows.append(row)
     return rows
 
@@ -161,7 +201,8 @@ def write_accuracy_summary(rows: list[dict[str, Any]], parquet: str | Path, md: 
     failed = df[df["status"] != schemas.STATUS_OK]
     parts = [f"# {study}: accuracy", "",
              f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}`, "
-             f"significant when |Δ| > {Z_95} × ±.", "", markdown_table(ok, ACCURACY_COLUMNS), ""]
+             f"significant when |Δ| > {Z_95} × ± (paired over the documents both variants scored where "
+             "their per-document scores exist).", "", markdown_table(ok, ACCURACY_COLUMNS), ""]
     if len(failed):
         parts += ["## Failed", "", markdown_table(failed, (("variant", "variant"), ("task", "task"),
                                                           ("status", "status"), ("reason", "reason"))), ""]

@@ -144,10 +144,24 @@ ACCURACY = Table(
     ),
 )
 
+ACCURACY_SAMPLES = Table(
+    "accuracy_samples",
+    "Per-document scores of one variant from lm-eval's sample logs, so variants can be compared pairwise.",
+    (
+        _VARIANT,
+        _f("task", pa.string(), "lm-eval task name", False),
+        _f("metric", pa.string(), "metric name", False),
+        _f("filter", pa.string(), "lm-eval filter", False),
+        _f("doc_id", pa.int32(), "lm-eval's document index within the task's evaluated split", False),
+        _f("value", pa.float64(), "the document's score (1/0 for acc and exact_match)"),
+    ),
+)
+
 ACCURACY_SUMMARY = Table(
     "accuracy_summary",
     "Accuracy per variant x task x metric next to the baseline variant's, with the change and whether it "
-    "exceeds the noise: significant when |delta| > 1.96 x sqrt(stderr^2 + baseline stderr^2).",
+    "exceeds the noise: significant when |delta| > 1.96 x its standard error, paired over the same "
+    "documents where both variants' per-document scores exist, else sqrt(stderr^2 + baseline stderr^2).",
     (
         _VARIANT,
         _f("status", pa.string(), "ok / failed", False),
@@ -163,8 +177,11 @@ ACCURACY_SUMMARY = Table(
         _f("baseline_value", pa.float64(), "the baseline variant's score on the same task, metric, filter"),
         _f("baseline_stderr", pa.float64(), "its standard error"),
         _f("delta_pt", pa.float64(), "(value - baseline_value) x 100, in percentage points"),
-        _f("delta_stderr_pt", pa.float64(), "sqrt(stderr^2 + baseline_stderr^2) x 100"),
-        _f("significant", pa.bool_(), "|delta| > 1.96 x delta_stderr (null without both stderrs)"),
+        _f("delta_stderr_pt", pa.float64(), "standard error of delta_pt (see delta_method)"),
+        _f("delta_method", pa.string(),
+           "paired: std of per-document differences / sqrt(n_paired); independent: sqrt(se^2 + se_base^2)"),
+        _f("n_paired", pa.int32(), "documents scored by both variants (paired method)"),
+        _f("significant", pa.bool_(), "|delta| > 1.96 x delta_stderr (null without a standard error)"),
     ),
 )
 
@@ -389,7 +406,7 @@ REPORT_TABLES = (REPORT_LEVELS, REPORT_COMPARISON, REPORT_EXPERIMENTS, REPORT_VE
 
 TABLES: dict[str, Table] = {t.name: t for t in (LOAD_REQUESTS, KV_CACHE, PREFIX, ACCURACY, SUMMARY,
                                                 PREFIX_SUMMARY, VERIFY, SPECDEC_SUMMARY,
-                                                ACCURACY_SUMMARY, *REPORT_TABLES)}
+                                                ACCURACY_SUMMARY, ACCURACY_SAMPLES, *REPORT_TABLES)}
 
 
 class SchemaError(ValueError):

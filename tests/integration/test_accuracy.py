@@ -46,9 +46,12 @@ def evaluate_python() -> Path:
 def test_shipped_tasks_score_through_the_served_endpoint(server, model_dir, evaluate_python, tmp_path):
     cfg = {**ACC_CFG, "tasks": [{"name": "worthit_arc", "limit": 24}, {"name": "worthit_hellaswag", "limit": 12},
                                 {"name": "worthit_gsm", "limit": 4}]}
-    rows, meta = acc.evaluate("t", server.url, server.served_model_name, str(model_dir), cfg,
-                              str(evaluate_python), tmp_path / "raw", 2048)
+    rows, samples, meta = acc.evaluate("t", server.url, server.served_model_name, str(model_dir), cfg,
+                                       str(evaluate_python), tmp_path / "raw", 2048)
     schemas.write(tmp_path / "accuracy.parquet", schemas.ACCURACY, rows)
+    schemas.write(tmp_path / "accuracy_samples.parquet", schemas.ACCURACY_SAMPLES, samples)
+    arc_docs = {s["doc_id"] for s in samples if s["task"] == "worthit_arc" and s["metric"] == "acc"}
+    assert arc_docs == set(range(24))
     by = {(r["task"], r["metric"], r["filter"]): r for r in rows}
     assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
     arc = by[("worthit_arc", "acc", "none")]
@@ -71,8 +74,8 @@ def test_unknown_task_and_timeout_are_failed_rows_and_the_other_tasks_still_run(
     cfg = {**ACC_CFG, "tasks": [{"name": "no_such_task_anywhere"},
                                 {"name": "worthit_gsm", "limit": 50, "timeout_s": 8},
                                 {"name": "worthit_arc", "limit": 4}]}
-    rows, _ = acc.evaluate("t", server.url, server.served_model_name, str(model_dir), cfg,
-                           str(evaluate_python), tmp_path / "raw", 2048)
+    rows, _, _ = acc.evaluate("t", server.url, server.served_model_name, str(model_dir), cfg,
+                              str(evaluate_python), tmp_path / "raw", 2048)
     by = {r["task"]: r for r in rows}
     unknown = by["no_such_task_anywhere"]
     assert unknown["status"] == "failed"
@@ -85,7 +88,7 @@ def test_a_server_without_prompt_logprobs_is_named_as_the_missing_capability(tmp
                                                                               evaluate_python):
     for state in _serve(tmp_path, model_dir, serve_python, {"max-logprobs": 0}):
         cfg = {**ACC_CFG, "tasks": [{"name": "worthit_arc", "limit": 4}]}
-        rows, _ = acc.evaluate("t", state.url, state.served_model_name, str(model_dir), cfg,
-                               str(evaluate_python), tmp_path / "raw", 2048)
+        rows, _, _ = acc.evaluate("t", state.url, state.served_model_name, str(model_dir), cfg,
+                                  str(evaluate_python), tmp_path / "raw", 2048)
         assert len(rows) == 1 and rows[0]["status"] == "failed"
         assert "does not return prompt logprobs" in rows[0]["reason"] and "worthit_arc" in rows[0]["reason"]

@@ -13,7 +13,7 @@ import yaml
 
 from worthit import accuracy as acc
 from worthit import schemas, taskdata
-from worthit.aggregate import accuracy_delta, accuracy_rows, write_accuracy_summary
+from worthit.aggregate import accuracy_delta, accuracy_rows, paired_delta, write_accuracy_summary
 from worthit.config import Study, validate
 
 
@@ -211,6 +211,18 @@ def test_missing_stderr_is_null_and_n_is_the_evaluated_count():
     assert rows["strict-match"]["n"] == 20 and rows["strict-match"]["num_fewshot"] == 3
 
 
+def test_sample_logs_become_one_score_per_document_metric_and_filter(tmp_path):
+    (tmp_path / "smol").mkdir()
+    lines = [{"doc_id": 0, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 1.0},
+             {"doc_id": 0, "filter": "flexible-extract", "metrics": ["exact_match"], "exact_match": 0.0},
+             {"doc_id": 1, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 0.0}]
+    (tmp_path / "smol" / "samples_worthit_gsm_2026.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = acc.sample_rows(tmp_path, "base", "worthit_gsm")
+    assert [(r["doc_id"], r["filter"], r["value"]) for r in rows] == [
+        (0, "strict-match", 1.0), (0, "flexible-extract", 0.0), (1, "strict-match", 0.0)]
+    schemas.to_arrow(schemas.ACCURACY_SAMPLES, rows)
+
+
 def test_find_results_looks_under_lm_evals_model_folder(tmp_path):
     assert acc.find_results(tmp_path) is None
     (tmp_path / "smol").mkdir()
@@ -247,8 +259,9 @@ def test_missing_logprobs_error_names_the_server_capability():
 def test_a_task_that_times_out_is_a_failed_row(tmp_path):
     task = acc.TaskSpec("worthit_arc")
     cmd = [sys.executable, "-c", "import time; time.sleep(30)"]
-    rows = acc.evaluate_task(task, "base", cmd, acc.lm_eval_env(), 1.0, tmp_path / "out", "/i",
-                             sys.executable)
+    rows, samples = acc.evaluate_task(task, "base", cmd, acc.lm_eval_env(), 1.0, tmp_path / "out", "/i",
+                                      sys.executable)
+    assert samples == []
     assert len(rows) == 1 and rows[0]["status"] == "failed" and "timed out after 1 s" in rows[0]["reason"]
     assert rows[0]["duration_s"] < 10
     schemas.to_arrow(schemas.ACCURACY, rows)
@@ -256,8 +269,8 @@ def test_a_task_that_times_out_is_a_failed_row(tmp_path):
 
 def test_a_task_whose_lm_eval_fails_is_a_failed_row_with_its_output(tmp_path):
     cmd = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
-    rows = acc.evaluate_task(acc.TaskSpec("x"), "base", cmd, acc.lm_eval_env(), 30, tmp_path / "o", "/i",
-                             sys.executable)
+    rows, _ = acc.evaluate_task(acc.TaskSpec("x"), "base", cmd, acc.lm_eval_env(), 30, tmp_path / "o", "/i",
+                                sys.executable)
     assert rows[0]["status"] == "failed" and "code 3" in rows[0]["reason"] and "boom" in rows[0]["reason"]
 
 
@@ -270,6 +283,16 @@ def test_delta_is_significant_only_beyond_the_combined_stderr():
     assert accuracy_delta(0.5, 0.0, 0.5, 0.0)[2] is False
 
 
+def test_paired_delta_sees_a_small_change_the_independent_errors_hide():
+    base = {i: 1.0 if i < 60 else 0.0 for i in range(100)}
+    worse = {i: 0.0 if i < 6 else v for i, v in base.items()}  # 6 of 100 answers flip to wrong
+    d, se, sig, n = paired_delta(worse, base)
+    assert n == 100 and d == pytest.approx(-6.0) and se == pytest.approx(2.387, abs=1e-3) and sig is True
+    assert accuracy_delta(0.54, 0.0498, 0.60, 0.049)[2] is False  # the same change, unpaired
+    assert paired_delta(base, base)[:3] == (0.0, 0.0, False)
+    assert paired_delta({1: 1.0}, {2: 1.0}) == (None, None, None, 0)
+
+
 def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     base = acc.parse_results(RESULTS, "base", "worthit_arc")
     other = [dict(r, variant="q", value=r["value"] - 0.2) for r in base]
@@ -280,6 +303,7 @@ def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     schemas.write_failure(tmp_path / "dead.parquet", schemas.ACCURACY, "server exited with code 1")
     files["dead"] = str(tmp_path / "dead.parquet")
     rows = accuracy_rows(files, "base")
+    assert {r.get("delta_method") for r in rows if r.get("delta_pt") is not None} == {"independent"}
     q_acc = next(r for r in rows if r["variant"] == "q" and r["metric"] == "acc")
     assert q_acc["delta_pt"] == pytest.approx(-20.0) and q_acc["significant"] is True
     assert q_acc["baseline_variant"] == "base"
@@ -290,3 +314,18 @@ def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     md = (tmp_path / "s.md").read_text()
     assert "-20.0" in md and "yes" in md and "timed out" in md and "server exited" in md
     assert schemas.read(tmp_path / "s.parquet", schemas.ACCURACY_SUMMARY).table.num_rows == len(rows)
+
+
+def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_path):
+    files, samples = {}, {}
+    for name, flips in (("base", 0), ("q", 5)):
+        rows = [dict(r, variant=name) for r in acc.parse_results(RESULTS, "base", "worthit_arc")]
+        docs = [{"variant": name, "task": "worthit_arc", "metric": "acc", "filter": "none", "doc_id": i,
+                 "value": 0.0 if i < flips else float(i % 2)} for i in range(100)]
+        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", schemas.ACCURACY, rows))
+        samples[name] = str(schemas.write(tmp_path / f"{name}_s.parquet", schemas.ACCURACY_SAMPLES, docs))
+    rows = accuracy_rows(files, "base", samples)
+    q = {r["metric"]: r for r in rows if r["variant"] == "q"}
+    assert q["acc"]["delta_method"] == "paired" and q["acc"]["n_paired"] == 100
+    assert q["acc"]["delta_pt"] == pytest.approx(-2.0)  # docs 1 and 3 flipped to wrong
+    assert q["acc_norm"]["delta_method"] == "independent"  # no per-document scores for it

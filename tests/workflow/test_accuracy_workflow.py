@@ -26,7 +26,9 @@ def test_accuracy_runs_on_the_served_variant_and_reaches_the_aggregate(tmp_path,
     assert list((vdir / "accuracy" / "worthit_arc").rglob("samples_worthit_arc_*.jsonl"))
     summary = schemas.read(tmp_path / "results/t/accuracy_summary.parquet", schemas.ACCURACY_SUMMARY)
     arc = [r for r in summary.table.to_pylist() if r["task"] == "worthit_arc" and r["metric"] == "acc"][0]
-    assert arc["delta_pt"] == 0 and arc["baseline_variant"] == "base"
+    assert arc["delta_pt"] == 0 and arc["baseline_variant"] == "base" and arc["delta_method"] == "paired"
+    docs = schemas.read(vdir / "accuracy_samples.parquet", schemas.ACCURACY_SAMPLES).table.to_pylist()
+    assert {d["doc_id"] for d in docs if d["metric"] == "acc"} == set(range(8))
     md = (tmp_path / "results/t/accuracy_summary.md").read_text()
     assert "worthit_arc" in md and "not_a_task_xyz" in md
     assert (tmp_path / "results/t/summary.md").exists()  # the performance summary still builds

@@ -8,6 +8,7 @@ rule evaluate_accuracy:
         manifest=get_manifest,
     output:
         accuracy=VARIANT_DIR + "/accuracy.parquet",
+        samples=VARIANT_DIR + "/accuracy_samples.parquet",
         raw=directory(VARIANT_DIR + "/accuracy"),
     log:
         RESULTS + "/logs/accuracy/{variant}.log",

@@ -10,6 +10,7 @@ rule aggregate:
             c=STUDY.levels,
         ),
         accuracy=expand(VARIANT_DIR + "/accuracy.parquet", variant=STUDY.variants_with("accuracy")),
+        accuracy_samples=expand(VARIANT_DIR + "/accuracy_samples.parquet", variant=STUDY.variants_with("accuracy")),
     output:
         parquet=report(RESULTS + "/summary.parquet", category="Summary"),
         md=report(RESULTS + "/summary.md", category="Summary", caption="../report/summary.rst"),

@@ -25,5 +25,7 @@ write_summary(rows, sm.output.parquet, sm.output.md, study.name,
               stamp(config_hash=config_hash(sm.config)))
 accuracy = {variant_of(p): p for p in sm.input.accuracy}
 baseline = str(sm.config["baseline_variant"])
-write_accuracy_summary(accuracy_rows(accuracy, baseline), sm.output.accuracy_parquet, sm.output.accuracy_md,
+accuracy_samples = {variant_of(p): p for p in sm.input.accuracy_samples}
+write_accuracy_summary(accuracy_rows(accuracy, baseline, accuracy_samples), sm.output.accuracy_parquet,
+                       sm.output.accuracy_md,
                        study.name, baseline, stamp(config_hash=config_hash(sm.config)))
