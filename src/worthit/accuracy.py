@@ -376,6 +376,7 @@ def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out:
 
     _consume(study, variant, "accuracy", out, schemas.ACCURACY, state_path, meta, body)
     Path(raw_dir).mkdir(parents=True, exist_ok=True)  # the rule's directory output, also after a failure
-    if not Path(samples_out).exists():
-        schemas.write_failure(samples_out, schemas.ACCURACY_SAMPLES, schemas.read(out, schemas.ACCURACY).reason,
-                              metadata=meta)
+    if not Path(samples_out).exists():  # the server failed or does not apply: the same record for both
+        res = schemas.read(out, schemas.ACCURACY)
+        schemas.write_failure(samples_out, schemas.ACCURACY_SAMPLES, res.reason, log_tail=res.log_tail,
+                              status=res.status, metadata=meta)
