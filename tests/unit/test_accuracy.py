@@ -329,3 +329,17 @@ def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_pat
     assert q["acc"]["delta_method"] == "paired" and q["acc"]["n_paired"] == 100
     assert q["acc"]["delta_pt"] == pytest.approx(-2.0)  # docs 1 and 3 flipped to wrong
     assert q["acc_norm"]["delta_method"] == "independent"  # no per-document scores for it
+
+
+def test_without_a_server_both_accuracy_files_are_failure_records(tmp_path):
+    from worthit.models import Manifest
+    cfg = validate({"models": {"m": {"source": "path:/x"}}, "serve": {"startup_timeout_s": 0.5},
+                    "variants": {"a": {"model": "m", "experiments": ["accuracy"]}},
+                    "accuracy": {"tasks": [{"name": "worthit_arc"}]}})
+    Manifest(name="m", source="path:/x", revision=None, model_dir=str(tmp_path)).write(tmp_path / "manifest.json")
+    out, samples, raw = tmp_path / "accuracy.parquet", tmp_path / "accuracy_samples.parquet", tmp_path / "raw"
+    acc.accuracy(Study(cfg), "a", str(tmp_path / "server.json"), str(tmp_path / "manifest.json"), str(out),
+                 str(samples), str(raw))
+    res = schemas.read(out, schemas.ACCURACY)
+    assert res.status == "failed" and "no running server" in res.reason
+    assert schemas.read(samples, schemas.ACCURACY_SAMPLES).reason == res.reason and raw.is_dir()
