@@ -18,11 +18,14 @@ from worthit.metrics import Slo, summarize
 
 
 def _fmt(x: Any, digits: int = 1) -> str:
-    if x is None or (isinstance(x, float) and pd.isna(x)):
+    if x is None or x is pd.NA or (isinstance(x, float) and pd.isna(x)):
         return "–"
     if isinstance(x, float):
         return f"{x:,.{digits}f}"
-    return f"{x:,}" if isinstance(x, int) else str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    # a reason can hold a log line: keep the Markdown table one row per record
+    return " ".join(str(x).split()).replace("|", "\\|")
 
 
 def summary_rows(kv_files: Mapping[str, str], load_files: Mapping[str, Sequence[str]],
@@ -86,6 +89,9 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
                   metadata: Mapping[str, Any]) -> None:
     schemas.write(parquet, schemas.SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.SUMMARY.columns)
+    # counts stay integers in the Markdown even where a failed variant leaves them empty
+    for col in ("concurrency", "n", "n_errors", "n_warmup", "num_blocks", "kv_tokens"):
+        df[col] = df[col].astype("Int64")
     ok = df[df["status"] == schemas.STATUS_OK]
     kv = df.drop_duplicates("variant")
     failed = df[df["status"] != schemas.STATUS_OK].drop_duplicates(["variant", "reason"])
