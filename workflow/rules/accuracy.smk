@@ -4,7 +4,7 @@
 
 rule evaluate_accuracy:
     input:
-        server=VARIANT_DIR + "/server.json",
+        server=SERVER_STATE,
         manifest=get_manifest,
     output:
         accuracy=VARIANT_DIR + "/accuracy.parquet",

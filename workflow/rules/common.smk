@@ -35,6 +35,9 @@ except QuantizeError as e:
 WORKFLOW_PYTHON = str(Path(sys.prefix) / "bin" / "python")
 RESULTS = f"results/{STUDY.name}"
 VARIANT_DIR = RESULTS + "/variant~{variant}"
+# What every consumer of a variant's server takes as input: the service's state file, ancient() so a
+# restarted server does not make the variant's other measurements out of date (see _service_placeholders).
+SERVER_STATE = ancient(VARIANT_DIR + "/server.json")
 
 
 wildcard_constraints:

@@ -3,7 +3,7 @@
 
 rule measure_kv:
     input:
-        server=ancient(VARIANT_DIR + "/server.json"),
+        server=SERVER_STATE,
         manifest=get_manifest,
     output:
         kv=VARIANT_DIR + "/kv.parquet",

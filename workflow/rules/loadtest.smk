@@ -4,7 +4,7 @@
 
 rule loadtest:
     input:
-        server=ancient(VARIANT_DIR + "/server.json"),
+        server=SERVER_STATE,
         manifest=get_manifest,
     output:
         requests=VARIANT_DIR + "/load/conc~{c}.parquet",

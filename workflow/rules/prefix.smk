@@ -4,7 +4,7 @@
 
 rule prefix_test:
     input:
-        server=VARIANT_DIR + "/server.json",
+        server=SERVER_STATE,
         manifest=get_manifest,
     output:
         requests=VARIANT_DIR + "/prefix/len~{length}.parquet",

@@ -5,7 +5,7 @@
 
 rule measure_verify:
     input:
-        server=VARIANT_DIR + "/server.json",
+        server=SERVER_STATE,
         manifest=get_manifest,
     output:
         verify=VARIANT_DIR + "/specdec/verify.parquet",
