@@ -95,15 +95,15 @@ def test_failing_consumer_stops_the_server(tmp_path, model_dir, monkeypatch):
     assert wait_gone(tmp_path) == [], "a vLLM server outlived its failed group"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_to_snakemake_stops_the_server(tmp_path, model_dir, sig):
-    cfg = study_config(model_dir, loadtest={"prompt_tokens": 32, "output_tokens": 64, "levels": [1],
-                                            "num_requests": {"min": 50, "per_concurrency": 1}})
+def start_and_wait_for_load(tmp_path, model_dir, num_requests):
+    """Start snakemake in its own process group; return it once a load level is measuring."""
+    cfg = study_config(model_dir, loadtest={"prompt_tokens": 32, "output_tokens": 64, "levels": [1, 2],
+                                            "num_requests": {"min": num_requests, "per_concurrency": 1}})
     cfgfile = tmp_path / "study.yaml"
     cfgfile.write_text(yaml.safe_dump(cfg))
     proc = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
                              "--configfile", str(cfgfile), "--cores", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = tmp_path / "results/t/logs/loadtest/base/conc~1.log"
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and proc.poll() is None:
@@ -112,7 +112,38 @@ def test_signal_to_snakemake_stops_the_server(tmp_path, model_dir, sig):
         time.sleep(1)
     assert proc.poll() is None, "snakemake ended before the load test started"
     assert any("vllm" in p for p in processes_in(tmp_path))
-    proc.send_signal(sig)
-    proc.communicate(timeout=120)
-    assert wait_gone(tmp_path) == [], f"processes left after {sig.name} to snakemake"
+    return proc
+
+
+def test_ctrl_c_stops_the_server_and_leaves_no_partial_result(tmp_path, model_dir):
+    # Ctrl-C at a terminal: SIGINT to snakemake's whole process group
+    proc = start_and_wait_for_load(tmp_path, model_dir, num_requests=50)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(timeout=120)
+    assert wait_gone(tmp_path) == [], "processes left after Ctrl-C"
     assert not (tmp_path / "results/t/variant~base/load/conc~1.parquet").exists()
+    assert not list((tmp_path / "results/t/variant~base").rglob("*.tmp"))
+
+
+def test_sigterm_to_snakemake_finishes_running_measurements_then_stops_the_server(tmp_path, model_dir):
+    # SIGTERM is Snakemake's graceful stop: no new jobs, running ones finish, then the group ends
+    proc = start_and_wait_for_load(tmp_path, model_dir, num_requests=6)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=300)
+    assert wait_gone(tmp_path) == [], "processes left after SIGTERM to snakemake"
+    assert not (tmp_path / "results/t/summary.parquet").exists(), "no new jobs after SIGTERM"
+
+
+def test_sigkill_to_snakemake_still_stops_the_server(tmp_path, model_dir):
+    # Snakemake cannot clean up after SIGKILL: the supervisor notices its parent is gone
+    proc = start_and_wait_for_load(tmp_path, model_dir, num_requests=50)
+    proc.kill()
+    proc.wait(timeout=30)
+    left = wait_gone(tmp_path, timeout_s=90)
+    for pid in os.listdir("/proc"):  # the orphaned consumer scripts are not ours to wait for
+        try:
+            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(tmp_path.resolve()):
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+    assert not any("vllm" in p or "worthit.server" in p for p in left), left
