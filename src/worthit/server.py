@@ -412,9 +412,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 description="Supervise one variant's vLLM server (the serve rule).")
     p.add_argument("--state", required=True, type=Path, help="state file to write (service output)")
     p.add_argument("--log", required=True, type=Path, help="server log")
-    p.add_argument("--spec", required=True, help="JSON: variant, model_dir or manifest, python, args, extra, env, gpus")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--spec", help="JSON: variant, model_dir or manifest, python, args, extra, env, gpus")
+    src.add_argument("--spec-file", type=Path, help="a file holding that JSON")
     ns = p.parse_args(argv)
-    spec = json.loads(ns.spec)
+    spec = json.loads(ns.spec if ns.spec else ns.spec_file.read_text())
     manifest = json.loads(Path(spec["manifest"]).read_text()) if spec.get("manifest") else {}
     model_dir = spec.get("model_dir") or manifest["model_dir"]
     status, reason = manifest_status(manifest)

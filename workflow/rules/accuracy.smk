@@ -5,6 +5,7 @@
 rule evaluate_accuracy:
     input:
         server=SERVER_STATE,
+        spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
         accuracy=VARIANT_DIR + "/accuracy.parquet",

@@ -38,6 +38,8 @@ VARIANT_DIR = RESULTS + "/variant~{variant}"
 # What every consumer of a variant's server takes as input: the service's state file, ancient() so a
 # restarted server does not make the variant's other measurements out of date (see _service_placeholders).
 SERVER_STATE = ancient(VARIANT_DIR + "/server.json")
+# The variant's server specification (model, engine arguments, env): a normal input of every consumer.
+SERVE_SPEC = VARIANT_DIR + "/serve_spec.json"
 
 
 wildcard_constraints:

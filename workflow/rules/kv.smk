@@ -4,6 +4,7 @@
 rule measure_kv:
     input:
         server=SERVER_STATE,
+        spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
         kv=VARIANT_DIR + "/kv.parquet",

@@ -5,6 +5,7 @@
 rule loadtest:
     input:
         server=SERVER_STATE,
+        spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
         requests=VARIANT_DIR + "/load/conc~{c}.parquet",

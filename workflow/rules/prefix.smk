@@ -5,6 +5,7 @@
 rule prefix_test:
     input:
         server=SERVER_STATE,
+        spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
         requests=VARIANT_DIR + "/prefix/len~{length}.parquet",

@@ -1,17 +1,29 @@
 # serve_variant: the variant's vLLM server as a Snakemake service job. Its consumers (KV, load levels,
 # prefix lengths, accuracy) share its group, so the server lives exactly while they run.
 # Consumers take the state file as ancient(server.json): a restarted server must not make every other
-# measurement of the variant out of date.
+# measurement of the variant out of date. What the server is (model, engine arguments, environment)
+# lives in serve_spec.json, a normal input of the server and of every consumer: changing a variant's
+# engine arguments reruns exactly that variant's measurements.
+
+
+rule write_serve_spec:
+    output:
+        spec=SERVE_SPEC,
+    params:
+        spec=get_serve_spec,
+    log:
+        RESULTS + "/logs/serve/{variant}.spec.log",
+    localrule: True
+    shell:
+        "printf '%s\\n' {params.spec:q} > {output.spec} 2> {log}"
 
 
 rule serve_variant:
     input:
         manifest=get_manifest,
+        spec=SERVE_SPEC,
     output:
         state=service(VARIANT_DIR + "/server.json"),
-    params:
-        spec=get_serve_spec,
-        python=WORKFLOW_PYTHON,
     log:
         RESULTS + "/logs/serve/{variant}.log",
     group:
@@ -20,4 +32,4 @@ rule serve_variant:
     resources:
         gpu=lambda wc: STUDY.variant(wc.variant).gpus,
     shell:
-        "exec {params.python} -m worthit.server --state {output.state} --log {log} --spec {params.spec:q}"
+        "exec " + WORKFLOW_PYTHON + " -m worthit.server --state {output.state} --log {log} --spec-file {input.spec}"

@@ -6,6 +6,7 @@
 rule measure_verify:
     input:
         server=SERVER_STATE,
+        spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
         verify=VARIANT_DIR + "/specdec/verify.parquet",
