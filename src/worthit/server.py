@@ -340,17 +340,30 @@ def _queue_dir(state_path: str | os.PathLike[str]) -> Path:
     return Path(str(state_path) + ".queue")
 
 
+def _ticket(qdir: Path, index: int, name: str) -> Path:
+    return qdir / f"{index:04d}-{os.getpid()}-{name.replace('/', '_')}"
+
+
 @contextlib.contextmanager
-def consumer_presence(state_path: str | os.PathLike[str], name: str) -> Iterator[None]:
-    """Mark a consumer of the server as present (a file named after its pid) while it runs."""
+def consumer_presence(state_path: str | os.PathLike[str], name: str, index: int | None = None) -> Iterator[None]:
+    """Mark a consumer of the server as present (a file named after its pid) while it runs.
+
+    With ``index``, also queue its turn right away: every consumer of a group starts at once and waits
+    for the server, so by the time the server is ready all of them hold tickets and the first turn
+    goes to the lowest index, not to whichever process happened to ask first."""
     qdir = _queue_dir(state_path)
     qdir.mkdir(parents=True, exist_ok=True)
     marker = qdir / f"consumer-{os.getpid()}"
     marker.write_text(name)
+    ticket = _ticket(qdir, index, name) if index is not None else None
+    if ticket:
+        ticket.write_text(name)
     try:
         yield
     finally:
         marker.unlink(missing_ok=True)
+        if ticket:
+            ticket.unlink(missing_ok=True)
 
 
 class ConsumerWatch:
@@ -387,7 +400,7 @@ def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: floa
     """
     qdir = _queue_dir(state_path)
     qdir.mkdir(parents=True, exist_ok=True)
-    ticket = qdir / f"{index:04d}-{os.getpid()}-{name.replace('/', '_')}"
+    ticket = _ticket(qdir, index, name)
     ticket.write_text(name)
     lock = open(qdir / "lock", "w")  # noqa: SIM115 - closed in finally
     try:

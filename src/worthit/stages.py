@@ -56,7 +56,7 @@ def _consume(study: Study, variant: str, consumer: str, out: str, table: schemas
     """Wait for the server, take this measurement's turn on it, measure, write; failures are results."""
     order = list(study.consumers(variant))
     try:
-        with consumer_presence(state_path, consumer):
+        with consumer_presence(state_path, consumer, order.index(consumer)):
             state, rows, extra = _measure_in_turn(study, consumer, order, state_path, body)
     except ServerFailed as e:
         log.error("server not available (%s): %s", e.status, e.reason)

@@ -81,5 +81,25 @@ def test_turns_never_overlap_and_waiting_consumers_go_in_index_order(tmp_path):
         p.join(10)
     events = [line.split() for line in log.read_text().splitlines()]
     assert [e[1] for e in events if e[0] == "start"] == ["m2", "m0", "m1"]
-    for a, b in zip(events[1::2], events[2::2]):  # each end precedes the next start
+    for a, b in zip(events[1::2], events[2::2], strict=False):  # each end precedes the next start
         assert a[0] == "end" and b[0] == "start" and float(a[2]) <= float(b[2])
+
+
+def _present_then_measure(state, index, name, log_path, ready_at):
+    with consumer_presence(state, name, index):
+        time.sleep(max(0.0, ready_at - time.time()))  # "waiting for the server"
+        _measure(state, index, name, log_path, 0.05)
+
+
+def test_consumers_present_before_the_server_is_ready_take_turns_in_index_order(tmp_path):
+    state = tmp_path / "server.json"
+    log = tmp_path / "order.log"
+    ready_at = time.time() + 0.5
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_present_then_measure, args=(state, i, f"m{i}", log, ready_at)) for i in (2, 0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(10)
+    starts = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")]
+    assert starts == ["m0", "m1", "m2"]
