@@ -190,3 +190,15 @@ def test_rules_read_from_the_decide_section_of_the_config() -> None:
 def test_a_variant_without_figures_is_not_applicable_rather_than_no_difference() -> None:
     v = decide(Evidence("x"), RULES)
     assert v.verdict == NOT_APPLICABLE and "not measured" in v.reason
+
+
+def test_turning_prefix_caching_off_is_rejected_on_shared_prefix_ttft():
+    from worthit.report.analysis import PrefixPoint, prefix_comparisons
+    from worthit.report.decide import Evidence, Rules, decide
+
+    on = [PrefixPoint("base", True, L, Measure(t, 6, t * 0.95, t * 1.05), 0.9) for L, t in ((0, 100), (1024, 130))]
+    off = [PrefixPoint("off", False, L, Measure(t, 6, t * 0.95, t * 1.05), None) for L, t in ((0, 110), (1024, 3100))]
+    comps = prefix_comparisons(on, off)
+    assert [c.quantity for c in comps] == ["TTFT P50, 1024-token shared prefix"]  # length 0 shares nothing
+    v = decide(Evidence("off", comparisons=comps), Rules())
+    assert v.verdict == "reject" and "1024-token shared prefix" in v.reason

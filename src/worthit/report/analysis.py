@@ -442,6 +442,20 @@ class PrefixPoint:
 _OFF_KEYS = re.compile(r"^(no-enable-prefix-caching)$")
 
 
+def prefix_comparisons(base: Sequence[PrefixPoint], variant: Sequence[PrefixPoint]) -> list[Comparison]:
+    """TTFT with a shared prefix, baseline vs variant, at each prefix length both measured (> 0): what
+    turning prefix caching on or off changes, so the verdict table judges that experiment too."""
+    ref = {p.prefix_tokens: p for p in base}
+    out = []
+    for p in sorted(variant, key=lambda p: p.prefix_tokens):
+        b = ref.get(p.prefix_tokens)
+        if b is None or p.prefix_tokens == 0 or b.cache_on == p.cache_on:
+            continue
+        out.append(Comparison(f"TTFT P50, {p.prefix_tokens}-token shared prefix", "ms", b.ttft_p50, p.ttft_p50,
+                              False, "latency"))
+    return out
+
+
 def prefix_caching_on(engine_args: Mapping[str, Any], kv: Mapping[str, Any] | None) -> bool:
     if kv is not None and kv.get("prefix_caching") is not None:
         return bool(kv["prefix_caching"])
@@ -543,7 +557,7 @@ def analyse(study: StudyResults, cfg: Mapping[str, Any]) -> Analysis:
             continue
         comps[n] = comparisons(
             levels.get(baseline, []), levels[n], res[baseline].kv if baseline in res else None, res[n].kv
-        )
+        ) + prefix_comparisons(prefix.get(baseline, []), prefix.get(n, []))
         deltas[n] = accuracy_deltas(acc.get(baseline, {}), acc[n])
         preds = [s.predicted for s in spec.get(n, []) if s.predicted is not None]
         status, reason = res[n].status
