@@ -8,11 +8,11 @@ rule evaluate_accuracy:
         spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
-        accuracy=VARIANT_DIR + "/accuracy.parquet",
-        samples=VARIANT_DIR + "/accuracy_samples.parquet",
-        raw=directory(VARIANT_DIR + "/accuracy"),
+        accuracy=f"{VARIANT_DIR}/accuracy.parquet",
+        samples=f"{VARIANT_DIR}/accuracy_samples.parquet",
+        raw=directory(f"{VARIANT_DIR}/accuracy"),
     log:
-        RESULTS + "/logs/accuracy/{variant}.log",
+        f"{RESULTS}/logs/accuracy/{{variant}}.log",
     group:
         "serve"
     threads: 0

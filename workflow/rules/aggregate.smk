@@ -3,20 +3,20 @@
 
 rule aggregate:
     input:
-        kv=expand(VARIANT_DIR + "/kv.parquet", variant=STUDY.variants_with("kv")),
+        kv=expand(f"{VARIANT_DIR}/kv.parquet", variant=STUDY.variants_with("kv")),
         load=expand(
-            VARIANT_DIR + "/load/conc~{c}.parquet",
+            f"{VARIANT_DIR}/load/conc~{{c}}.parquet",
             variant=STUDY.variants_with("loadtest"),
             c=STUDY.levels,
         ),
-        accuracy=expand(VARIANT_DIR + "/accuracy.parquet", variant=STUDY.variants_with("accuracy")),
-        accuracy_samples=expand(VARIANT_DIR + "/accuracy_samples.parquet", variant=STUDY.variants_with("accuracy")),
+        accuracy=expand(f"{VARIANT_DIR}/accuracy.parquet", variant=STUDY.variants_with("accuracy")),
+        accuracy_samples=expand(f"{VARIANT_DIR}/accuracy_samples.parquet", variant=STUDY.variants_with("accuracy")),
     output:
-        parquet=report(RESULTS + "/summary.parquet", category="Summary"),
-        md=report(RESULTS + "/summary.md", category="Summary", caption="../report/summary.rst"),
-        accuracy_parquet=report(RESULTS + "/accuracy_summary.parquet", category="Accuracy"),
-        accuracy_md=report(RESULTS + "/accuracy_summary.md", category="Accuracy", caption="../report/accuracy.rst"),
+        parquet=report(f"{RESULTS}/summary.parquet", category="Summary"),
+        md=report(f"{RESULTS}/summary.md", category="Summary", caption="../report/summary.rst"),
+        accuracy_parquet=report(f"{RESULTS}/accuracy_summary.parquet", category="Accuracy"),
+        accuracy_md=report(f"{RESULTS}/accuracy_summary.md", category="Accuracy", caption="../report/accuracy.rst"),
     log:
-        RESULTS + "/logs/aggregate.log",
+        f"{RESULTS}/logs/aggregate.log",
     script:
         "../scripts/aggregate.py"

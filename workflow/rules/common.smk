@@ -34,12 +34,12 @@ except QuantizeError as e:
 # The workflow env's interpreter, spelled the same however Snakemake was started (a changed param reruns jobs).
 WORKFLOW_PYTHON = str(Path(sys.prefix) / "bin" / "python")
 RESULTS = f"results/{STUDY.name}"
-VARIANT_DIR = RESULTS + "/variant~{variant}"
+VARIANT_DIR = f"{RESULTS}/variant~{{variant}}"
 # What every consumer of a variant's server takes as input: the service's state file, ancient() so a
 # restarted server does not make the variant's other measurements out of date (see _service_placeholders).
-SERVER_STATE = ancient(VARIANT_DIR + "/server.json")
+SERVER_STATE = ancient(f"{VARIANT_DIR}/server.json")
 # The variant's server specification (model, engine arguments, env): a normal input of every consumer.
-SERVE_SPEC = VARIANT_DIR + "/serve_spec.json"
+SERVE_SPEC = f"{VARIANT_DIR}/serve_spec.json"
 
 
 wildcard_constraints:

@@ -7,9 +7,9 @@ rule measure_kv:
         spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
-        kv=VARIANT_DIR + "/kv.parquet",
+        kv=f"{VARIANT_DIR}/kv.parquet",
     log:
-        RESULTS + "/logs/kv/{variant}.log",
+        f"{RESULTS}/logs/kv/{{variant}}.log",
     group:
         "serve"
     threads: 0

@@ -8,9 +8,9 @@ rule prefix_test:
         spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
-        requests=VARIANT_DIR + "/prefix/len~{length}.parquet",
+        requests=f"{VARIANT_DIR}/prefix/len~{{length}}.parquet",
     log:
-        RESULTS + "/logs/prefix/{variant}/len~{length}.log",
+        f"{RESULTS}/logs/prefix/{{variant}}/len~{{length}}.log",
     wildcard_constraints:
         length=r"\d+",
     group:
@@ -23,14 +23,14 @@ rule prefix_test:
 rule aggregate_prefix:
     input:
         prefix=expand(
-            VARIANT_DIR + "/prefix/len~{length}.parquet",
+            f"{VARIANT_DIR}/prefix/len~{{length}}.parquet",
             variant=STUDY.variants_with("prefix"),
             length=STUDY.prefix_lengths,
         ),
     output:
-        parquet=report(RESULTS + "/prefix_summary.parquet", category="Experiments"),
-        md=report(RESULTS + "/prefix_summary.md", category="Experiments", caption="../report/prefix.rst"),
+        parquet=report(f"{RESULTS}/prefix_summary.parquet", category="Experiments"),
+        md=report(f"{RESULTS}/prefix_summary.md", category="Experiments", caption="../report/prefix.rst"),
     log:
-        RESULTS + "/logs/aggregate_prefix.log",
+        f"{RESULTS}/logs/aggregate_prefix.log",
     script:
         "../scripts/aggregate_prefix.py"

@@ -1,7 +1,7 @@
 # report: every result -> the study's tables and verdicts (decide_study), figures (plot_study) and one
 # self-contained HTML page (render_report). Inputs are the measured results and the aggregate tables,
 # so Snakemake rebuilds the report only when a result changes.
-REPORT_DIR = RESULTS + "/report"
+REPORT_DIR = f"{RESULTS}/report"
 REPORT_TABLES = ["verdicts", "deployments", "comparison", "experiments", "capability", "capacity", "levels"]
 
 
@@ -20,12 +20,12 @@ rule decide_study:
         results=get_report_results,
         aggregates=get_report_aggregates,
     output:
-        parquet=expand(REPORT_DIR + "/{table}.parquet", table=REPORT_TABLES),
-        csv=expand(REPORT_DIR + "/{table}.csv", table=REPORT_TABLES[1:]),
-        verdicts=report(REPORT_DIR + "/verdicts.csv", category="Report", caption="../report/verdicts.rst"),
-        md=report(REPORT_DIR + "/tables.md", category="Report", caption="../report/tables.rst"),
+        parquet=expand(f"{REPORT_DIR}/{{table}}.parquet", table=REPORT_TABLES),
+        csv=expand(f"{REPORT_DIR}/{{table}}.csv", table=REPORT_TABLES[1:]),
+        verdicts=report(f"{REPORT_DIR}/verdicts.csv", category="Report", caption="../report/verdicts.rst"),
+        md=report(f"{REPORT_DIR}/tables.md", category="Report", caption="../report/tables.rst"),
     log:
-        RESULTS + "/logs/report/decide.log",
+        f"{RESULTS}/logs/report/decide.log",
     script:
         "../scripts/decide_study.py"
 
@@ -36,13 +36,13 @@ rule plot_study:
         aggregates=get_report_aggregates,
     output:
         figures=report(
-            directory(REPORT_DIR + "/figures"),
+            directory(f"{REPORT_DIR}/figures"),
             patterns=["{name}.svg"],
             category="Figures",
             caption="../report/figures.rst",
         ),
     log:
-        RESULTS + "/logs/report/plot.log",
+        f"{RESULTS}/logs/report/plot.log",
     script:
         "../scripts/plot_study.py"
 
@@ -54,8 +54,8 @@ rule render_report:
         tables=rules.decide_study.output.parquet,
         figures=rules.plot_study.output.figures,
     output:
-        html=report(RESULTS + "/report.html", category="Report", caption="../report/report.rst"),
+        html=report(f"{RESULTS}/report.html", category="Report", caption="../report/report.rst"),
     log:
-        RESULTS + "/logs/report/render.log",
+        f"{RESULTS}/logs/report/render.log",
     script:
         "../scripts/render_report.py"

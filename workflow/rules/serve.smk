@@ -12,7 +12,7 @@ rule write_serve_spec:
     params:
         spec=get_serve_spec,
     log:
-        RESULTS + "/logs/serve/{variant}.spec.log",
+        f"{RESULTS}/logs/serve/{{variant}}.spec.log",
     localrule: True
     shell:
         "printf '%s\\n' {params.spec:q} > {output.spec} 2> {log}"
@@ -23,13 +23,13 @@ rule serve_variant:
         manifest=get_manifest,
         spec=SERVE_SPEC,
     output:
-        state=service(VARIANT_DIR + "/server.json"),
+        state=service(f"{VARIANT_DIR}/server.json"),
     log:
-        RESULTS + "/logs/serve/{variant}.log",
+        f"{RESULTS}/logs/serve/{{variant}}.log",
     group:
         "serve"
     threads: 0
     resources:
         gpu=lambda wc: STUDY.variant(wc.variant).gpus,
     shell:
-        "exec " + WORKFLOW_PYTHON + " -m worthit.server --state {output.state} --log {log} --spec-file {input.spec}"
+        f"exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} --spec-file {{input.spec}}"

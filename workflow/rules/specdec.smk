@@ -9,9 +9,9 @@ rule measure_verify:
         spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
-        verify=VARIANT_DIR + "/specdec/verify.parquet",
+        verify=f"{VARIANT_DIR}/specdec/verify.parquet",
     log:
-        RESULTS + "/logs/specdec/{variant}/verify.log",
+        f"{RESULTS}/logs/specdec/{{variant}}/verify.log",
     group:
         "serve"
     threads: 0
@@ -22,20 +22,20 @@ rule measure_verify:
 def get_specdec_loads(wildcards):
     names = [*STUDY.spec_variants, STUDY.specdec_base, *(STUDY.draft_variant(v) for v in STUDY.spec_variants)]
     measured = [v for v in dict.fromkeys(names) if v and v in STUDY.variants_with("loadtest")]
-    return expand(VARIANT_DIR + "/load/conc~{c}.parquet", variant=measured, c=STUDY.levels)
+    return expand(f"{VARIANT_DIR}/load/conc~{{c}}.parquet", variant=measured, c=STUDY.levels)
 
 
 rule aggregate_specdec:
     input:
         load=get_specdec_loads,
         verify=expand(
-            VARIANT_DIR + "/specdec/verify.parquet",
+            f"{VARIANT_DIR}/specdec/verify.parquet",
             variant=[STUDY.specdec_base] if STUDY.spec_variants else [],
         ),
     output:
-        parquet=report(RESULTS + "/specdec_summary.parquet", category="Experiments"),
-        md=report(RESULTS + "/specdec_summary.md", category="Experiments", caption="../report/specdec.rst"),
+        parquet=report(f"{RESULTS}/specdec_summary.parquet", category="Experiments"),
+        md=report(f"{RESULTS}/specdec_summary.md", category="Experiments", caption="../report/specdec.rst"),
     log:
-        RESULTS + "/logs/aggregate_specdec.log",
+        f"{RESULTS}/logs/aggregate_specdec.log",
     script:
         "../scripts/aggregate_specdec.py"
