@@ -75,6 +75,21 @@ def markdown_table(df: pd.DataFrame, columns: Iterable[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def failures_section(failed: pd.DataFrame, setting: tuple[str, str]) -> list[str]:
+    """The Markdown section listing failed or not-applicable rows (nothing when there are none)."""
+    if not len(failed):
+        return []
+    cols = (("variant", "variant"), setting, ("status", "status"), ("reason", "reason"))
+    return ["## Failed or not applicable", "", markdown_table(failed, cols), ""]
+
+
+def write_markdown(path: str | Path, parts: list[str]) -> None:
+    """Write a Markdown page atomically (temp file, then rename)."""
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text("\n".join(parts))
+    tmp.replace(path)
+
+
 SUMMARY_COLUMNS = (
     ("variant", "variant"), ("concurrency", "conc"), ("n", "n"), ("n_errors", "errors"),
     ("ttft_ms_p50", "TTFT P50 ms"), ("ttft_ms_p99", "TTFT P99 ms"), ("tpot_ms_p50", "TPOT P50 ms"),
@@ -97,13 +112,7 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
     failed = df[df["status"] != schemas.STATUS_OK].drop_duplicates(["variant", "reason"])
     parts = [f"# {study}: summary", "", "## Load levels", "", markdown_table(ok, SUMMARY_COLUMNS), "",
              "## KV cache", "", markdown_table(kv, KV_COLUMNS), ""]
-    if len(failed):
-        parts += ["## Failed or not applicable", "",
-                  markdown_table(failed, (("variant", "variant"), ("concurrency", "conc"),
-                                          ("status", "status"), ("reason", "reason"))), ""]
-    tmp = Path(str(md) + ".tmp")
-    tmp.write_text("\n".join(parts))
-    tmp.replace(md)
+    write_markdown(md, parts + failures_section(failed, ("concurrency", "conc")))
 
 
 # ---------------------------------------------------------------------------------------------- accuracy

@@ -182,7 +182,7 @@ SLOPE_COLUMNS = (("variant", "variant"), ("prefix_caching", "cache"),
 
 def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
                   metadata: Mapping[str, Any]) -> None:
-    from worthit.aggregate import markdown_table
+    from worthit.aggregate import failures_section, markdown_table, write_markdown
 
     schemas.write(parquet, schemas.PREFIX_SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.PREFIX_SUMMARY.columns)
@@ -194,10 +194,4 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
              "reduction = (off - on) / off.", "", markdown_table(ok, COLUMNS), "",
              "## TTFT against prefix length (least squares)", "",
              markdown_table(ok.drop_duplicates("variant"), SLOPE_COLUMNS), ""]
-    if len(failed):
-        parts += ["## Failed or not applicable", "",
-                  markdown_table(failed, (("variant", "variant"), ("prefix_tokens", "prefix tokens"),
-                                          ("status", "status"), ("reason", "reason"))), ""]
-    tmp = Path(str(md) + ".tmp")
-    tmp.write_text("\n".join(parts))
-    tmp.replace(md)
+    write_markdown(md, parts + failures_section(failed, ("prefix_tokens", "prefix tokens")))

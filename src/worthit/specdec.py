@@ -304,7 +304,7 @@ COLUMNS = (("variant", "variant"), ("method", "method"), ("k", "k"), ("concurren
 
 def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
                   metadata: Mapping[str, Any], threshold: float = 1.3) -> None:
-    from worthit.aggregate import _fmt, markdown_table
+    from worthit.aggregate import _fmt, failures_section, markdown_table, write_markdown
 
     schemas.write(parquet, schemas.SPECDEC_SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.SPECDEC_SUMMARY.columns)
@@ -319,10 +319,4 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
              "verify-step timing on the base variant; \"c implied\" is the c that would make the model match "
              "the measurement (a diagnostic, not an input).", "", markdown_table(ok, COLUMNS), ""]
     parts += [f"- {n}" for n in notes] + ([""] if notes else [])
-    if len(failed):
-        parts += ["## Failed or not applicable", "",
-                  markdown_table(failed, (("variant", "variant"), ("concurrency", "conc"),
-                                          ("status", "status"), ("reason", "reason"))), ""]
-    tmp = Path(str(md) + ".tmp")
-    tmp.write_text("\n".join(parts))
-    tmp.replace(md)
+    write_markdown(md, parts + failures_section(failed, ("concurrency", "conc")))
