@@ -1,6 +1,6 @@
 # worthit: is this vLLM optimisation worth it on my hardware?
 # Config + includes + rule all; the logic lives in src/worthit, the stages in workflow/rules.
-configfile: "config/config.yaml"
+configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
