@@ -175,13 +175,7 @@ class _SseTimer:
                 if payload == b"[DONE]" or not payload:
                     continue
                 if _has_content(payload):  # fast path: a plain content chunk, no JSON parse needed
-                    rec = self.rec
-                    if rec.ttft_ms is None:
-                        rec.ttft_ms = (now - self.start) / 1e6
-                    else:
-                        self.itl.append((now - self.last) / 1e6)
-                    self.last = now
-                    rec.chunks += 1
+                    self._content_chunk(now)
                     continue
                 try:
                     msg = json.loads(payload.decode())
@@ -189,6 +183,16 @@ class _SseTimer:
                     self.error = f"malformed SSE data: {payload[:100]!r}"
                     continue
                 self._message(msg, now)
+
+    def _content_chunk(self, now: int) -> None:
+        """A chunk that carries content: the first sets TTFT, each later one adds an inter-token gap."""
+        rec = self.rec
+        if rec.ttft_ms is None:
+            rec.ttft_ms = (now - self.start) / 1e6
+        else:
+            self.itl.append((now - self.last) / 1e6)
+        self.last = now
+        rec.chunks += 1
 
     def _message(self, msg: dict[str, Any], now: int) -> None:
         usage = msg.get("usage")
@@ -198,13 +202,7 @@ class _SseTimer:
         choices = msg.get("choices")
         if choices:
             if _content(choices[0]):
-                rec = self.rec
-                if rec.ttft_ms is None:
-                    rec.ttft_ms = (now - self.start) / 1e6
-                else:
-                    self.itl.append((now - self.last) / 1e6)
-                self.last = now
-                rec.chunks += 1
+                self._content_chunk(now)
         elif "error" in msg:
             self.error = f"server error in stream: {json.dumps(msg['error'])[:250]}"
 
