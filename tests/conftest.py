@@ -81,6 +81,21 @@ def run_snakemake(workdir: Path, cfg: dict, *args: str, timeout: float = 900,
     return proc
 
 
-def vllm_processes() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "vllm.entrypoints|worthit.server"], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+def pids_in(workdir: Path) -> dict[int, str]:
+    """Processes whose working directory is ``workdir`` (the jobs and servers a run there started):
+    pid -> command line."""
+    found, target = {}, str(workdir.resolve())
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == target:
+                found[int(pid)] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+        except OSError:
+            continue
+    return found
+
+
+def processes_in(workdir: Path) -> list[str]:
+    """Command lines of the processes running in ``workdir``."""
+    return list(pids_in(workdir).values())

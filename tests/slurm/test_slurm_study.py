@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import ROOT, VENVS, require_env, run_snakemake, study_config
+from tests.conftest import ROOT, VENVS, processes_in, require_env, run_snakemake, study_config
 from worthit import schemas
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm, pytest.mark.slow]
@@ -75,18 +75,6 @@ def scontrol_job(job_id: str) -> dict[str, str]:
     out = subprocess.run(["timeout", "10", "scontrol", "-o", "show", "job", job_id],
                          capture_output=True, text=True, check=True).stdout
     return dict(re.findall(r"(\S+?)=(\S*)", out))
-
-
-def processes_in(workdir: Path) -> list[str]:
-    """Processes whose working directory is ``workdir`` (the jobs' steps and the servers they started)."""
-    found, target = [], str(workdir.resolve())
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/cwd") == target:
-                found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160])
-        except OSError:
-            continue
-    return found
 
 
 def result_schemas(results: Path) -> dict[str, pa.Schema]:

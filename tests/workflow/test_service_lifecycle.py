@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,25 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_snakemake, study_config
+from tests.conftest import ROOT, pids_in, processes_in, run_snakemake, study_config
 from worthit import schemas
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-
-
-def processes_in(workdir: Path) -> list[str]:
-    """Processes whose working directory is ``workdir`` (servers and jobs the run started)."""
-    found = []
-    target = str(workdir.resolve())
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            if os.readlink(f"/proc/{pid}/cwd") == target:
-                found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160])
-        except OSError:
-            continue
-    return found
 
 
 def wait_gone(workdir: Path, timeout_s: float = 60) -> list[str]:
@@ -140,10 +126,7 @@ def test_sigkill_to_snakemake_still_stops_the_server(tmp_path, model_dir):
     proc.kill()
     proc.wait(timeout=30)
     left = wait_gone(tmp_path, timeout_s=90)
-    for pid in os.listdir("/proc"):  # the orphaned consumer scripts are not ours to wait for
-        try:
-            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(tmp_path.resolve()):
-                os.kill(int(pid), signal.SIGKILL)
-        except OSError:
-            pass
+    for pid in pids_in(tmp_path):  # the orphaned consumer scripts are not ours to wait for
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     assert not any("vllm" in p or "worthit.server" in p for p in left), left
