@@ -1,6 +1,8 @@
 # Config validation, the study grid and the path helpers every stage uses.
+import contextlib
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,12 +58,21 @@ def _service_placeholders():
     Snakemake deletes service outputs when their group ends, and a consumer whose input comes from a
     job that reruns is rerun too unless that input is ancient() *and exists*. Without this, forcing one
     load level would restart the server and then rerun every measurement of the variant. The
-    supervisor overwrites the placeholder when it starts; consumers wait for a live supervisor."""
+    supervisor overwrites the placeholder when it starts; consumers wait for a live supervisor.
+
+    The file is also made newer than the server's inputs on every parse. A state file older than its
+    model manifest or serve_spec.json (a re-fetched model, results copied from another machine) makes
+    Snakemake (9.x) schedule the server for "updated input files" *without* the consumers that need it:
+    the server would idle until its orphan timeout and the out-of-date measurements would never run.
+    Consumers take the file as ancient(), so its mtime never makes them out of date."""
     for v in STUDY.variants:
         p = Path(RESULTS) / f"variant~{v}" / "server.json"
         if not p.exists():
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text("{}")
+        else:
+            with contextlib.suppress(FileNotFoundError):  # a group ending right now removes it
+                os.utime(p)
 
 
 _service_placeholders()
