@@ -21,6 +21,7 @@ import ctypes
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -97,6 +98,42 @@ def log_tail(path: str | os.PathLike[str], lines: int = 40) -> str:
         return ""
 
 
+# A vLLM log line's origin and level prefix: "(EngineCore pid=12) ERROR 11-30 01:03:11 [core.py:1231] ".
+_LOG_PREFIX = re.compile(r"^\([A-Za-z_:]+[^)]*\)\s*(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+ \S+ \[[^\]]*\]\s*)?")
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)): (.+)$")
+_ARGPARSE_ERROR = re.compile(r"^\S+: error: (.+)$")
+# Wrappers vLLM raises around the real cause, which it logs first.
+_GENERIC_ERRORS = ("Engine core initialization failed", "EngineCore encountered an issue",
+                   "EngineDeadError", "See root cause above")
+
+
+def startup_error(log_text: str) -> str | None:
+    """The specific error of the last start attempt in a server log, e.g. ``ValueError: Free memory on
+    device cuda:0 (9.71/139.8 GiB) on startup is less than desired GPU memory utilization ...`` or
+    ``unrecognized arguments: --no-such-flag``; None when the log names none."""
+    start = log_text.rfind("[worthit] ")
+    while start > 0 and " starting: " not in log_text[start:log_text.find("\n", start)]:
+        start = log_text.rfind("[worthit] ", 0, start)
+    for raw in log_text[max(start, 0):].splitlines():
+        line = _LOG_PREFIX.sub("", raw.strip()).strip()
+        if m := _ARGPARSE_ERROR.match(line):
+            return m[1][:400]
+        m = _EXCEPTION_LINE.match(line)
+        if m and not any(g in line for g in _GENERIC_ERRORS):
+            return f"{m[1]}: {m[2]}"[:400]
+    return None
+
+
+def _read_tail(path: str | os.PathLike[str], size: int = 256_000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - size))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 @dataclass
 class ServerState:
     """What the service output holds: everything a consumer needs to reach the server."""
@@ -120,6 +157,66 @@ class ServerState:
 
 def _exit_path(state_path: str | os.PathLike[str]) -> Path:
     return Path(str(state_path) + ".exit")
+
+
+def _group_path(state_path: str | os.PathLike[str]) -> Path:
+    """Sidecar naming the running server's process group; removed on a clean stop (Snakemake may delete
+    the state file itself, so the group is not recorded there)."""
+    return Path(str(state_path) + ".group")
+
+
+def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
+    """vLLM processes of process group ``pgid`` started after ``not_before`` (epoch s): pid -> command."""
+    found: dict[int, str] = {}
+    try:
+        btime = next(float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                     if ln.startswith("btime "))
+    except (OSError, StopIteration):
+        return found
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        started = btime + int(fields[19]) / ticks
+        if int(fields[2]) == pgid and fields[0] != "Z" and started >= not_before - 5 and "vllm" in cmd.lower():
+            found[int(pid)] = cmd[:120]
+    return found
+
+
+def reap_leftover_group(state_path: str | os.PathLike[str], log_path: str | os.PathLike[str],
+                        grace_s: float = 10.0) -> list[str]:
+    """Stop what an earlier server of this variant left running, and return its command lines.
+
+    A supervisor killed with SIGKILL (a hard job-time limit, the OOM killer, ``kill -9``) cannot stop its
+    server; vLLM's engine core then lives on, re-parented to init, and keeps the GPU memory it holds, so
+    the next start fails with "Free memory on device ... is less than desired GPU memory utilization"
+    (seen on the H200). The group sidecar says which process group that server was: if its supervisor
+    is gone, its vLLM processes are stopped before a new server starts."""
+    side = _group_path(state_path)
+    try:
+        info = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return []
+    if _alive(int(info.get("supervisor_pid", -1))):
+        return []  # a running supervisor owns it
+    pgid = int(info.get("pgid", -1))
+    left = _proc_group_members(pgid, float(info.get("started_at", 0))) if pgid > 1 else {}
+    if left:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while _proc_group_members(pgid, float(info["started_at"])) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        with open(log_path, "ab") as log:
+            log.write(f"[worthit] stopped {len(left)} process(es) an earlier, killed run of this server left "
+                      f"behind (process group {pgid}): {'; '.join(left.values())}\n".encode())
+    side.unlink(missing_ok=True)
+    return list(left.values())
 
 
 def _set_pdeathsig(sig: int = signal.SIGKILL) -> None:
@@ -195,11 +292,14 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
     if refused:
         return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks,
                        lambda: stopping, parent)
+    reap_leftover_group(state_path, log_path)
     with open(log_path, "ab") as log:
         log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
         log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=child_env, start_new_session=True, preexec_fn=_set_pdeathsig)
+    _group_path(state_path).write_text(json.dumps({"pgid": proc.pid, "supervisor_pid": os.getpid(),
+                                                   "started_at": time.time() - 1}))
     state = ServerState(variant=variant, url=f"http://127.0.0.1:{port}", port=port, pid=proc.pid,
                         supervisor_pid=os.getpid(), log=str(log_path), model_dir=model_dir,
                         served_model_name=variant, command=cmd, started_at=time.time(), gpus=cuda)
@@ -224,6 +324,7 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
             break
         time.sleep(0.25)
     stop_process_group(proc)
+    _group_path(state_path).unlink(missing_ok=True)
     for fh in locks:
         fh.close()
     shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
@@ -322,6 +423,8 @@ def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
             info = json.loads(exit_file.read_text()) if exit_file.exists() else {}
             reason = info.get("reason") or (f"vLLM server for variant '{state.variant}' exited "
                                             f"(code {info.get('returncode', 'unknown')}) before it became ready")
+            if not info.get("reason") and (cause := startup_error(_read_tail(state.log))):
+                reason += f": {cause}"
             # "status" is set when the supervisor refused to start (hardware gate, manifest gate)
             raise ServerFailed(reason, log_tail(state.log), status=info.get("status") or "failed")
         try:

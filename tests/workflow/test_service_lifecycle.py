@@ -42,6 +42,7 @@ def test_study_runs_end_to_end_and_leaves_no_server(tmp_path, model_dir):
     # a server that cannot start is a recorded failure with its log tail, not a crashed study
     broken = schemas.read(tmp_path / "results/t/variant~broken/kv.parquet", schemas.KV_CACHE)
     assert broken.status == "failed" and "exited" in broken.reason
+    assert broken.reason.endswith("unrecognized arguments: --no-such-flag-for-vllm")  # the cause, not only "exited"
     assert "no-such-flag" in broken.log_tail
     summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()
     assert set(summary["variant"]) == {"base", "broken"}
