@@ -44,18 +44,20 @@ def summary_rows(kv_files: Mapping[str, str], load_files: Mapping[str, Sequence[
         levels = list(load_files.get(variant, []))
         if not levels:
             rows.append({"variant": variant, "status": status, "reason": reason, **kv_cols})
+        level_rows: list[dict[str, Any]] = []
         for path in levels:
             res = schemas.read(path, schemas.LOAD_REQUESTS)
-            conc = res.metadata.get("concurrency")
+            conc, run = res.metadata.get("concurrency"), int(res.metadata.get("repeat") or 1)
             if not res.ok:
-                rows.append({"variant": variant, "status": res.status, "reason": res.reason,
-                             "concurrency": conc, **kv_cols})
+                level_rows.append({"variant": variant, "status": res.status, "reason": res.reason,
+                                   "concurrency": conc, "run": run, **kv_cols})
                 continue
             recs = res.table.to_pylist()
             s = summarize(recs, slo)
-            rows.append({
+            level_rows.append({
                 "variant": variant, "status": status, "reason": reason,
                 "concurrency": conc if conc is not None else (recs[0]["concurrency"] if recs else None),
+                "run": run,
                 "n": s.n, "n_errors": s.n_errors, "n_warmup": res.metadata.get("n_warmup"),
                 "ttft_ms_p50": s.ttft_ms.p50, "ttft_ms_p99": s.ttft_ms.p99,
                 "tpot_ms_p50": s.tpot_ms.p50, "tpot_ms_p99": s.tpot_ms.p99,
@@ -64,6 +66,8 @@ def summary_rows(kv_files: Mapping[str, str], load_files: Mapping[str, Sequence[
                 "goodput_tok_per_s": s.goodput_tok_per_s, "goodput_requests_per_s": s.goodput_requests_per_s,
                 "duration_s": s.duration_s, **kv_cols,
             })
+        # runs of a level next to each other (they are measured round after round)
+        rows += sorted(level_rows, key=lambda r: (r["concurrency"] or 0, r["run"]))
     return rows
 
 
@@ -105,12 +109,15 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
     schemas.write(parquet, schemas.SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.SUMMARY.columns)
     # counts stay integers in the Markdown even where a failed variant leaves them empty
-    for col in ("concurrency", "n", "n_errors", "n_warmup", "num_blocks", "kv_tokens"):
+    for col in ("concurrency", "run", "n", "n_errors", "n_warmup", "num_blocks", "kv_tokens"):
         df[col] = df[col].astype("Int64")
     ok = df[df["status"] == schemas.STATUS_OK]
     kv = df.drop_duplicates("variant")
     failed = df[df["status"] != schemas.STATUS_OK].drop_duplicates(["variant", "reason"])
-    parts = [f"# {study}: summary", "", "## Load levels", "", markdown_table(ok, SUMMARY_COLUMNS), "",
+    columns = SUMMARY_COLUMNS
+    if (df["run"].fillna(1) > 1).any():  # repeated levels: one row per run, the spread is in plain sight
+        columns = (*SUMMARY_COLUMNS[:2], ("run", "run"), *SUMMARY_COLUMNS[2:])
+    parts = [f"# {study}: summary", "", "## Load levels", "", markdown_table(ok, columns), "",
              "## KV cache", "", markdown_table(kv, KV_COLUMNS), ""]
     write_markdown(md, parts + failures_section(failed, ("concurrency", "conc")))
 

@@ -197,6 +197,24 @@ class Study:
     def levels(self) -> list[int]:
         return [int(c) for c in self.cfg["loadtest"]["levels"]]
 
+    @property
+    def repeats(self) -> int:
+        return int(self.cfg["loadtest"].get("repeats", 1))
+
+    def load_runs(self) -> list[tuple[int, int]]:
+        """(concurrency, run) in the order they are measured: every level once, then again per repeat."""
+        return [(c, r) for r in range(1, self.repeats + 1) for c in self.levels]
+
+    @staticmethod
+    def load_name(concurrency: int, run: int = 1) -> str:
+        """A load run's path below the variant folder, without .parquet: load/conc~16, load/conc~16.rep~2."""
+        return f"load/conc~{concurrency}" + (f".rep~{run}" if run > 1 else "")
+
+    @staticmethod
+    def run_of(rep_wildcard: str) -> int:
+        """The run number from the loadtest rule's {rep} wildcard ('' is run 1, '.rep~3' is run 3)."""
+        return int(rep_wildcard.removeprefix(".rep~")) if rep_wildcard else 1
+
     def num_requests(self, concurrency: int) -> int:
         n = self.cfg["loadtest"]["num_requests"]
         return max(int(n["min"]), int(n["per_concurrency"]) * concurrency)
@@ -235,7 +253,7 @@ class Study:
         if "kv" in exps:
             yield "kv"
         if "loadtest" in exps:
-            yield from (f"load/conc~{c}" for c in self.levels)
+            yield from (self.load_name(c, r) for c, r in self.load_runs())
         if "prefix" in exps:
             yield from (f"prefix/len~{n}" for n in self.prefix_lengths)
         if self.spec_variants and variant == self.specdec_base:

@@ -193,6 +193,7 @@ SUMMARY = Table(
         _f("status", pa.string(), "ok / failed / not_applicable", False),
         _f("reason", pa.string(), "why the variant failed or does not apply"),
         _f("concurrency", pa.int32(), "closed-loop concurrency"),
+        _f("run", pa.int32(), "run of the level (loadtest.repeats; run 1 when not repeated)"),
         _f("n", pa.int32(), "measured requests"),
         _f("n_errors", pa.int32(), "requests that failed"),
         _f("n_warmup", pa.int32(), "warm-up requests sent before measuring (excluded)"),
@@ -497,9 +498,11 @@ def read(path: str | os.PathLike[str], table: Table) -> Result:
     name = meta.get(f"{META_PREFIX}table")
     if name != table.name:
         raise SchemaError(f"{path}: holds table {name!r}, expected {table.name!r}")
-    missing = set(table.columns) - set(arrow.column_names)
-    if missing:
-        raise SchemaError(f"{path}: table {table.name} lacks columns {sorted(missing)}")
+    missing = [f for f in table.fields if f.name not in arrow.column_names]
+    if any(not f.nullable for f in missing):
+        raise SchemaError(f"{path}: table {table.name} lacks columns {sorted(f.name for f in missing)}")
+    for f in missing:  # a nullable column added after the file was written reads as nulls
+        arrow = arrow.append_column(pa.field(f.name, f.type), pa.nulls(arrow.num_rows, f.type))
     decoded: dict[str, Any] = {}
     for k, v in meta.items():
         if not k.startswith(META_PREFIX):

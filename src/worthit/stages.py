@@ -16,7 +16,7 @@ from typing import Any
 
 from worthit import kv as kvmod
 from worthit import schemas
-from worthit.config import Study, config_hash
+from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen.client import ClientConfig, RequestRecord, closed_loop
 from worthit.loadgen.workload import RandomWorkload, load_tokenizer
 from worthit.metrics import prometheus_delta
@@ -119,21 +119,28 @@ def run_level(url: str, model: str, tokenizer_dir: str, concurrency: int, num_re
     return result.rows(), meta
 
 
-def loadtest(study: Study, variant: str, concurrency: int, state_path: str, manifest_path: str, out: str) -> None:
+def loadtest(study: Study, variant: str, concurrency: int, state_path: str, manifest_path: str, out: str,
+             run: int = 1) -> None:
+    """One run of one load level. Run r of a level uses its own prompts (seed + 2(r-1)), so a server
+    with prefix caching on cannot answer a repeat from the cache of an earlier run."""
+    if not 1 <= run <= study.repeats:
+        raise ConfigError(f"{out}: run {run} of level {concurrency} is not part of the study "
+                          f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it")
     v = study.variant(variant)
     lt = study.cfg["loadtest"]
     manifest = Manifest.load(manifest_path)
     meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args,
-                 config_hash=config_hash(study.cfg), concurrency=concurrency)
+                 config_hash=config_hash(study.cfg), concurrency=concurrency, repeat=run)
+    seed = int(lt["seed"]) + 2 * (run - 1)  # run 1: prompts from seed, warm-up from seed + 1
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         rows, extra = run_level(state.url, state.served_model_name, manifest.model_dir, concurrency,
                                 study.num_requests(concurrency), lt["prompt_tokens"], lt["output_tokens"],
-                                lt["warmup_requests"], lt["seed"], lt["endpoint"], lt["request_timeout_s"])
+                                lt["warmup_requests"], seed, lt["endpoint"], lt["request_timeout_s"])
         for r in rows:
             r.update(variant=variant, concurrency=concurrency, request_rate_per_s=None)
         ok = sum(r["success"] for r in rows)
-        log.info("conc=%d: %d/%d requests succeeded", concurrency, ok, len(rows))
+        log.info("conc=%d run %d: %d/%d requests succeeded", concurrency, run, ok, len(rows))
         return rows, extra
 
-    _consume(study, variant, f"load/conc~{concurrency}", out, schemas.LOAD_REQUESTS, state_path, meta, body)
+    _consume(study, variant, study.load_name(concurrency, run), out, schemas.LOAD_REQUESTS, state_path, meta, body)

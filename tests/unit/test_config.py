@@ -77,3 +77,16 @@ def test_requests_per_level_scale_with_concurrency():
 def test_consumers_run_kv_first_then_levels_in_order():
     s = Study(validate({**MIN, "loadtest": {"levels": [16, 1]}}))
     assert list(s.consumers("a")) == ["kv", "load/conc~16", "load/conc~1"]
+
+
+def test_repeated_levels_go_round_after_round_and_keep_run_one_where_it_was():
+    s = Study(validate({**MIN, "loadtest": {"levels": [1, 4], "repeats": 3}}))
+    assert list(s.consumers("a")) == ["kv", "load/conc~1", "load/conc~4", "load/conc~1.rep~2", "load/conc~4.rep~2",
+                                      "load/conc~1.rep~3", "load/conc~4.rep~3"]
+    assert Study(validate(MIN)).repeats == 1
+    assert [Study.run_of(w) for w in ("", ".rep~2", ".rep~12")] == [1, 2, 12]
+
+
+def test_repeats_below_one_are_refused_with_the_key():
+    with pytest.raises(ConfigError, match=r"s.yaml.*loadtest.repeats"):
+        validate({**MIN, "loadtest": {"repeats": 0}}, "s.yaml")

@@ -1,6 +1,7 @@
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import ROOT
 from worthit import schemas
 
 
@@ -65,3 +66,18 @@ def test_rewrite_replaces_atomically(tmp_path):
     schemas.write(p, schemas.LOAD_REQUESTS, [row(), row(request_id=1)])
     assert schemas.read(p, schemas.LOAD_REQUESTS).table.num_rows == 2
     assert [x.name for x in tmp_path.iterdir()] == ["x.parquet"]
+
+
+def test_a_file_from_before_a_nullable_column_existed_reads_it_as_nulls():
+    # recorded by the real pipeline before summary had its `run` column (loadtest.repeats)
+    res = schemas.read(ROOT / "tests/fixtures/embedded-default/summary.parquet", schemas.SUMMARY)
+    assert res.table.num_rows > 0 and res.table.column("run").null_count == res.table.num_rows
+
+
+def test_a_file_lacking_a_required_column_is_refused(tmp_path):
+    path = tmp_path / "s.parquet"
+    schemas.write(path, schemas.SUMMARY, [{"variant": "a", "status": "ok"}])
+    table = pq.read_table(path)
+    pq.write_table(table.drop_columns(["status"]), path)
+    with pytest.raises(schemas.SchemaError, match=r"lacks columns \['status'\]"):
+        schemas.read(path, schemas.SUMMARY)

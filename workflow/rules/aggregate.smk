@@ -4,11 +4,7 @@
 rule aggregate:
     input:
         kv=expand(f"{VARIANT_DIR}/kv.parquet", variant=STUDY.variants_with("kv")),
-        load=expand(
-            f"{VARIANT_DIR}/load/conc~{{c}}.parquet",
-            variant=STUDY.variants_with("loadtest"),
-            c=STUDY.levels,
-        ),
+        load=load_outputs(STUDY.variants_with("loadtest")),
         accuracy=expand(f"{VARIANT_DIR}/accuracy.parquet", variant=STUDY.variants_with("accuracy")),
         accuracy_samples=expand(f"{VARIANT_DIR}/accuracy_samples.parquet", variant=STUDY.variants_with("accuracy")),
     output:

@@ -50,6 +50,8 @@ wildcard_constraints:
     model="|".join(FETCHED_MODELS) or "(?!)",
     qmodel="|".join(QUANTIZED_MODELS) or "(?!)",
     c=r"\d+",
+    # load runs after the first (loadtest.repeats): '' is run 1, '.rep~2' run 2, ...
+    rep="|".join([""] + [rf"\.rep~{r}" for r in range(2, STUDY.repeats + 1)]),
 
 
 def _service_placeholders():
@@ -99,6 +101,12 @@ def get_serve_spec(wildcards):
             "gpus": v.gpus,
         }
     )
+
+
+def load_outputs(variants, first_run_only=False):
+    """Every load-run file of ``variants``: each level, each run (loadtest.repeats)."""
+    runs = [(c, 1) for c in STUDY.levels] if first_run_only else STUDY.load_runs()
+    return [f"{RESULTS}/variant~{v}/{STUDY.load_name(c, r)}.parquet" for v in variants for c, r in runs]
 
 
 def get_final_outputs():

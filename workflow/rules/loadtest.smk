@@ -8,9 +8,9 @@ rule loadtest:
         spec=SERVE_SPEC,
         manifest=get_manifest,
     output:
-        requests=f"{VARIANT_DIR}/load/conc~{{c}}.parquet",
+        requests=f"{VARIANT_DIR}/load/conc~{{c}}{{rep}}.parquet",
     log:
-        f"{RESULTS}/logs/loadtest/{{variant}}/conc~{{c}}.log",
+        f"{RESULTS}/logs/loadtest/{{variant}}/conc~{{c}}{{rep}}.log",
     group:
         "serve"
     threads: 0

@@ -1,9 +1,8 @@
 """Adapter: aggregate rule -> worthit.aggregate."""
-from pathlib import Path
-
 from worthit.aggregate import accuracy_rows, summary_rows, write_accuracy_summary, write_summary
 from worthit.config import Study, config_hash
 from worthit.metrics import Slo
+from worthit.paths import parse
 from worthit.provenance import stamp
 from worthit.stages import setup_logging
 
@@ -13,7 +12,7 @@ study = Study(sm.config)
 
 
 def variant_of(path: str) -> str:
-    return next(p.split("~", 1)[1] for p in Path(path).parts if p.startswith("variant~"))
+    return parse(path).variant
 
 
 kv = {variant_of(p): p for p in sm.input.kv}

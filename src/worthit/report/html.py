@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from worthit.report.analysis import Analysis
-from worthit.report.tables import TITLES, VIEWS, fmt, fmt_measure
+from worthit.report.tables import TITLES, fmt, fmt_measure, shown
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;
@@ -37,13 +37,11 @@ def _cell(table: str, col: str, r: Mapping[str, Any], measures: Sequence[str]) -
     v = r.get(col)
     if table == "report_verdicts" and col == "verdict" and v:
         return f'<span class="verdict {str(v).replace(" ", "-")}">{html.escape(str(v))}</span>'
-    if table == "report_capacity" and col == "mbu":
-        return f"{v:.0%}" if v is not None else "n/a"
     return html.escape(fmt(v))
 
 
 def table_html(table: str, rows: Sequence[Mapping[str, Any]]) -> str:
-    cols, measures = VIEWS[table]
+    cols, measures, rows = shown(table, rows)
     if not rows:
         return '<p class="muted">No rows: this study has no such results.</p>'
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h in cols)

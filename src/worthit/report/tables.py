@@ -774,11 +774,33 @@ VIEWS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
 }
 
 
-def view(table: str, rows: Sequence[Mapping[str, Any]]) -> str:
+def _run_range(r: Mapping[str, Any], key: str) -> str | None:
+    lo, hi = r.get(f"runs_{key}_min"), r.get(f"runs_{key}_max")
+    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
+        return None
+    return f"{fmt(float(lo))}–{fmt(float(hi))}"
+
+
+def shown(table: str, rows: Sequence[Mapping[str, Any]]
+          ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], list[Mapping[str, Any]]]:
+    """What a table shows (Markdown and HTML alike): its columns, measure columns and display rows."""
     cols, ms = VIEWS[table]
+    out: list[Mapping[str, Any]] = list(rows)
     if table == "report_capacity":
-        rows = [{**r, "mbu": f"{r['mbu']:.0%}" if r.get("mbu") is not None else "n/a"} for r in rows]
-    return markdown(rows, cols, ms)
+        out = [{**r, "mbu": f"{r['mbu']:.0%}" if r.get("mbu") is not None else "n/a"} for r in out]
+    if table == "report_levels" and any((r.get("runs") or 0) > 1 for r in out):
+        # repeated levels (loadtest.repeats): the run-to-run spread next to the interval over runs
+        out = [{**r, "tpot_runs": _run_range(r, "tpot_ms_p50"), "tps_runs": _run_range(r, "output_tok_per_s")}
+               for r in out]
+        at = [c for c, _ in cols].index("output_tok_per_s") + 1
+        cols = (*cols[:at], ("tpot_runs", "TPOT P50 per run (min–max)"),
+                ("tps_runs", "output tok/s per run (min–max)"), *cols[at:])
+    return cols, ms, out
+
+
+def view(table: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    cols, ms, out = shown(table, rows)
+    return markdown(out, cols, ms)
 
 
 def build(a: Analysis) -> dict[str, list[dict[str, Any]]]:
