@@ -4,6 +4,7 @@
 # Installs vLLM 0.25.0 + the workflow's packages from /tmp/chunks into /tmp/site (once per machine),
 # builds the random-weight Qwen2.5-7B-shaped model (once), runs the workflow, and packs the results
 # into $OUT/results.tgz. Safe to call again on a warm machine: finished jobs are not rerun.
+# Snakemake targets go after CONFIG (they must not follow --configfile, which would take them as files).
 set -uo pipefail
 CONFIG=$1; shift
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -28,9 +29,15 @@ if [ ! -f /tmp/m7/config.json ]; then
   python3 tools/device/make_model.py /tmp/m7 --preset qwen2.5-7b --tokenizer resources/models/smollm2-135m/model || exit 1
   el "built the random-weight Qwen2.5-7B-shaped model"
 fi
-timeout -k 20 "${STUDY_TIMEOUT_S:-520}" python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going \
-  --rerun-incomplete "$@" 2>&1 | grep -vE "^\s*$" | tail -60
-rc=${PIPESTATUS[0]}
+# The device stops a call at its limit (600 s) and kills everything: stop the workflow first, with time
+# left to pack the results. The budget counts from this script's start (install and model build included).
+left=$(( ${CALL_BUDGET_S:-570} - ($(date +%s) - t0) ))
+python3 -m snakemake --unlock --configfile "$CONFIG" >/dev/null 2>&1  # a previous call's kill leaves the lock
+el "running the workflow for at most ${STUDY_TIMEOUT_S:-$left}s"
+timeout -k 15 "${STUDY_TIMEOUT_S:-$left}" python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going \
+  --rerun-incomplete "$@" > /tmp/run-study.log 2>&1
+rc=$?
+grep -vE "^\s*$" /tmp/run-study.log | tail -60
 el "snakemake exit $rc"
 study=$(python3 -c "import yaml,sys; print(yaml.safe_load(open('$CONFIG'))['study'])")
 tar czf "$OUT/results.tgz" "results/$study" resources/models/*/manifest.json 2>/dev/null
