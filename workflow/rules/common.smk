@@ -51,7 +51,7 @@ wildcard_constraints:
     qmodel="|".join(QUANTIZED_MODELS) or "(?!)",
     c=r"\d+",
     # load runs after the first (loadtest.repeats): '' is run 1, '.rep~2' run 2, ...
-    rep="|".join([""] + [rf"\.rep~{r}" for r in range(2, STUDY.repeats + 1)]),
+    rep="(?:" + "|".join([""] + [rf"\.rep~{r}" for r in range(2, STUDY.repeats + 1)]) + ")",
 
 
 def _service_placeholders():
