@@ -42,6 +42,8 @@ TERM_GRACE_S = 20.0
 # consumers finish, but not when its group fails before the consumers start (e.g. an output folder
 # cannot be made): then it would wait for the service forever.
 ORPHAN_AFTER_S = float(os.environ.get("WORTHIT_ORPHAN_AFTER_S", "120"))
+# A consumer gives up when the server's state file stays absent this long (see wait_ready).
+STATE_GONE_AFTER_S = 30.0
 
 
 class ServerFailed(RuntimeError):
@@ -408,12 +410,25 @@ def _live_state(state_path: Path) -> ServerState | None:
 
 
 def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
-               poll_s: float = 1.0) -> ServerState:
-    """Block until the server answers /health; raise :class:`ServerFailed` when it cannot."""
+               poll_s: float = 1.0, gone_after_s: float = STATE_GONE_AFTER_S) -> ServerState:
+    """Block until the server answers /health; raise :class:`ServerFailed` when it cannot.
+
+    The state file exists from parse time on (placeholder) and is replaced atomically by the supervisor;
+    absent for ``gone_after_s`` means Snakemake removed it because the serve job's group failed: waiting
+    on would keep the server alive (this consumer counts as present) until the startup timeout."""
     deadline = time.monotonic() + timeout_s
     state_path = Path(state_path)
+    missing_since: float | None = None
     while (state := _live_state(state_path)) is None:
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if state_path.exists():
+            missing_since = None
+        elif missing_since is None:
+            missing_since = now
+        elif now - missing_since > gone_after_s:
+            raise ServerFailed(f"the server state file {state_path} was removed: Snakemake ended the serve job "
+                               "(its group failed or was cancelled; see the Snakemake log)")
+        if now > deadline:
             raise ServerFailed(f"no running server for {state_path} after {timeout_s:.0f}s "
                                "(did the serve job start? see its log)")
         time.sleep(poll_s)

@@ -19,6 +19,12 @@ def test_wait_ready_ignores_a_placeholder_state_and_says_what_is_missing(tmp_pat
         wait_ready(state, timeout_s=0.3, poll_s=0.1)
 
 
+def test_wait_ready_gives_up_when_snakemake_removed_the_state_file(tmp_path):
+    # Snakemake removes a failed group's service output; the consumer must not wait out the startup timeout
+    with pytest.raises(ServerFailed, match="was removed: Snakemake ended the serve job"):
+        wait_ready(tmp_path / "server.json", timeout_s=30, poll_s=0.05, gone_after_s=0.3)
+
+
 def test_wait_ready_ignores_state_left_by_a_dead_supervisor(tmp_path):
     state = tmp_path / "server.json"
     state.write_text(json.dumps({"supervisor_pid": 2**22 + 12345, "variant": "v"}))
