@@ -91,13 +91,7 @@ def free_port() -> int:
 
 
 def log_tail(path: str | os.PathLike[str], lines: int = 40) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 64_000))
-            return "\n".join(fh.read().decode(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    return "\n".join(_read_tail(path, 64_000).splitlines()[-lines:])
 
 
 # A vLLM log line's origin and level prefix: "(EngineCore pid=12) ERROR 11-30 01:03:11 [core.py:1231] ".
@@ -127,6 +121,7 @@ def startup_error(log_text: str) -> str | None:
 
 
 def _read_tail(path: str | os.PathLike[str], size: int = 256_000) -> str:
+    """The last ``size`` bytes of a file as text ('' when it cannot be read)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -204,13 +199,13 @@ def reap_leftover_group(state_path: str | os.PathLike[str], log_path: str | os.P
         return []
     if _alive(int(info.get("supervisor_pid", -1))):
         return []  # a running supervisor owns it
-    pgid = int(info.get("pgid", -1))
-    left = _proc_group_members(pgid, float(info.get("started_at", 0))) if pgid > 1 else {}
+    pgid, started_at = int(info.get("pgid", -1)), float(info.get("started_at", 0))
+    left = _proc_group_members(pgid, started_at) if pgid > 1 else {}
     if left:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while _proc_group_members(pgid, float(info["started_at"])) and time.monotonic() < deadline:
+        while _proc_group_members(pgid, started_at) and time.monotonic() < deadline:
             time.sleep(0.2)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
