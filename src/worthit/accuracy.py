@@ -38,7 +38,9 @@ log = logging.getLogger("worthit")
 # prompt logprobs unless the config marks it chat (local-chat-completions cannot score loglikelihoods).
 KNOWN_OUTPUT_TYPES: dict[str, str] = {
     **taskdata.OUTPUT_TYPES,
-    "hellaswag": "multiple_choice", "arc_easy": "multiple_choice", "arc_challenge": "multiple_choice",
+    "hellaswag": "multiple_choice",
+    "arc_easy": "multiple_choice",
+    "arc_challenge": "multiple_choice",
     "gsm8k": "generate_until",
 }
 GENERATIVE = "generate_until"
@@ -71,17 +73,33 @@ class TaskSpec:
     def from_config(cls, item: str | Mapping[str, Any]) -> TaskSpec:
         if isinstance(item, str):
             return cls(item)
-        return cls(str(item["name"]), item.get("limit"), item.get("num_fewshot"),
-                   bool(item.get("chat", False)), item.get("timeout_s"))
+        return cls(
+            str(item["name"]),
+            item.get("limit"),
+            item.get("num_fewshot"),
+            bool(item.get("chat", False)),
+            item.get("timeout_s"),
+        )
 
 
 def task_specs(acc_cfg: Mapping[str, Any]) -> list[TaskSpec]:
     return [TaskSpec.from_config(t) for t in acc_cfg["tasks"]]
 
 
-def lm_eval_command(python: str, task: TaskSpec, *, model: str, base_url: str, tokenizer: str,
-                    include_path: str, output_path: str, num_concurrent: int = 4, max_length: int = 2048,
-                    seed: int = 1234, max_retries: int = 3) -> list[str]:
+def lm_eval_command(
+    python: str,
+    task: TaskSpec,
+    *,
+    model: str,
+    base_url: str,
+    tokenizer: str,
+    include_path: str,
+    output_path: str,
+    num_concurrent: int = 4,
+    max_length: int = 2048,
+    seed: int = 1234,
+    max_retries: int = 3,
+) -> list[str]:
     """The lm-eval CLI call for one task against the served endpoint (DESIGN §6).
 
     ``local-completions`` sends token-id prompts and scores them with ``echo`` + ``logprobs``; the
@@ -91,16 +109,33 @@ def lm_eval_command(python: str, task: TaskSpec, *, model: str, base_url: str, t
     root = base_url.rstrip("/")
     common = f"num_concurrent={num_concurrent},max_retries={max_retries},max_length={max_length}"
     if task.chat:
-        model_args = (f"model={model},base_url={root}/v1/chat/completions,{common},"
-                      "tokenized_requests=False")
+        model_args = f"model={model},base_url={root}/v1/chat/completions,{common},tokenized_requests=False"
         kind = "local-chat-completions"
     else:
-        model_args = (f"model={model},base_url={root}/v1/completions,{common},tokenized_requests=True,"
-                      f"tokenizer_backend=huggingface,tokenizer={tokenizer}")
+        model_args = (
+            f"model={model},base_url={root}/v1/completions,{common},tokenized_requests=True,"
+            f"tokenizer_backend=huggingface,tokenizer={tokenizer}"
+        )
         kind = "local-completions"
-    cmd = [python, "-m", "lm_eval", "run", "--model", kind, "--model_args", model_args,
-           "--include_path", include_path, "--tasks", task.name, "--output_path", output_path,
-           "--log_samples", "--seed", str(seed)]
+    cmd = [
+        python,
+        "-m",
+        "lm_eval",
+        "run",
+        "--model",
+        kind,
+        "--model_args",
+        model_args,
+        "--include_path",
+        include_path,
+        "--tasks",
+        task.name,
+        "--output_path",
+        output_path,
+        "--log_samples",
+        "--seed",
+        str(seed),
+    ]
     if task.limit is not None:
         cmd += ["--limit", str(task.limit)]
     if task.num_fewshot is not None:
@@ -113,8 +148,7 @@ def lm_eval_command(python: str, task: TaskSpec, *, model: str, base_url: str, t
 def lm_eval_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """lm-eval's environment: offline (local tokenizer and task data), no tokenizer threads fighting."""
     env = dict(os.environ if base is None else base)
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.setdefault("OPENAI_API_KEY", "EMPTY")
     return env
 
@@ -136,16 +170,20 @@ def unknown_task_error(output: str, task: str, include_path: str, python: str) -
     if not m:
         return None
     shipped = ", ".join(taskdata.TASKS)
-    return (f"unknown lm-eval task {m.group(1).strip() or task!r} (config key accuracy.tasks): it is neither "
-            f"in the include path {include_path} (worthit's offline tasks: {shipped}) nor in lm-eval's "
-            f"task registry ({registry_path(python)}); list the registry with `{python} -m lm_eval ls tasks`")
+    return (
+        f"unknown lm-eval task {m.group(1).strip() or task!r} (config key accuracy.tasks): it is neither "
+        f"in the include path {include_path} (worthit's offline tasks: {shipped}) nor in lm-eval's "
+        f"task registry ({registry_path(python)}); list the registry with `{python} -m lm_eval ls tasks`"
+    )
 
 
 def missing_logprobs_reason(url: str, detail: str, tasks: Sequence[str]) -> str:
-    return (f"the server at {url} does not return prompt logprobs (POST /v1/completions with token-id "
-            f"prompt, echo=true, logprobs=1, max_tokens=1: {detail}); lm-eval's local-completions needs "
-            f"them to score loglikelihood / multiple-choice tasks ({', '.join(tasks)}). Serve with prompt "
-            f"logprobs enabled (vLLM: --max-logprobs >= 1), or keep only generate-until tasks")
+    return (
+        f"the server at {url} does not return prompt logprobs (POST /v1/completions with token-id "
+        f"prompt, echo=true, logprobs=1, max_tokens=1: {detail}); lm-eval's local-completions needs "
+        f"them to score loglikelihood / multiple-choice tasks ({', '.join(tasks)}). Serve with prompt "
+        f"logprobs enabled (vLLM: --max-logprobs >= 1), or keep only generate-until tasks"
+    )
 
 
 def check_prompt_logprobs(response: Mapping[str, Any], n_prompt: int) -> str | None:
@@ -164,13 +202,14 @@ def check_prompt_logprobs(response: Mapping[str, Any], n_prompt: int) -> str | N
     return None
 
 
-def probe_prompt_logprobs(url: str, model: str, prompt_ids: Sequence[int],
-                          timeout_s: float = 60) -> str | None:
+def probe_prompt_logprobs(url: str, model: str, prompt_ids: Sequence[int], timeout_s: float = 60) -> str | None:
     """Ask the server for what local-completions will ask: None if it answers with prompt logprobs."""
-    body = json.dumps({"model": model, "prompt": list(prompt_ids), "max_tokens": 1, "logprobs": 1,
-                       "echo": True, "temperature": 0.0}).encode()
-    req = urllib.request.Request(url.rstrip("/") + "/v1/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {"model": model, "prompt": list(prompt_ids), "max_tokens": 1, "logprobs": 1, "echo": True, "temperature": 0.0}
+    ).encode()
+    req = urllib.request.Request(
+        url.rstrip("/") + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             payload = json.loads(resp.read())
@@ -211,12 +250,21 @@ def parse_results(results: Mapping[str, Any], variant: str, task: str) -> list[d
         if "," not in key or "_stderr," in key:
             continue
         metric, filt = key.split(",", 1)
-        rows.append({
-            "variant": variant, "task": task, "metric": metric, "filter": filt,
-            "status": schemas.STATUS_OK, "reason": None,
-            "value": _num(value), "stderr": _num(res.get(f"{metric}_stderr,{filt}")),
-            "n": n_samples.get("effective"), "num_fewshot": shots, "lm_eval_version": version,
-        })
+        rows.append(
+            {
+                "variant": variant,
+                "task": task,
+                "metric": metric,
+                "filter": filt,
+                "status": schemas.STATUS_OK,
+                "reason": None,
+                "value": _num(value),
+                "stderr": _num(res.get(f"{metric}_stderr,{filt}")),
+                "n": n_samples.get("effective"),
+                "num_fewshot": shots,
+                "lm_eval_version": version,
+            }
+        )
     return rows
 
 
@@ -229,15 +277,30 @@ def sample_rows(output_path: str | Path, variant: str, task: str) -> list[dict[s
                 continue
             s = json.loads(line)
             for metric in s.get("metrics", []):
-                rows.append({"variant": variant, "task": task, "metric": metric, "filter": s.get("filter", "none"),
-                             "doc_id": int(s["doc_id"]), "value": _num(s.get(metric))})
+                rows.append(
+                    {
+                        "variant": variant,
+                        "task": task,
+                        "metric": metric,
+                        "filter": s.get("filter", "none"),
+                        "doc_id": int(s["doc_id"]),
+                        "value": _num(s.get(metric)),
+                    }
+                )
     return rows
 
 
 def failed_row(variant: str, task: TaskSpec, reason: str, duration_s: float | None = None) -> dict[str, Any]:
-    return {"variant": variant, "task": task.name, "metric": None, "filter": None,
-            "status": schemas.STATUS_FAILED, "reason": reason, "num_fewshot": task.num_fewshot,
-            "duration_s": duration_s}
+    return {
+        "variant": variant,
+        "task": task.name,
+        "metric": None,
+        "filter": None,
+        "status": schemas.STATUS_FAILED,
+        "reason": reason,
+        "num_fewshot": task.num_fewshot,
+        "duration_s": duration_s,
+    }
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -249,13 +312,11 @@ class TaskRun:
     output_tail: str
 
 
-def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float,
-                log_path: str | Path) -> TaskRun:
+def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float, log_path: str | Path) -> TaskRun:
     """Run lm-eval with its output in ``log_path``; on timeout kill its whole process group."""
     t0 = time.monotonic()
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=dict(env),
-                                start_new_session=True)
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
         try:
             rc, timed_out = proc.wait(timeout=timeout_s), False
         except subprocess.TimeoutExpired:
@@ -263,40 +324,66 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float,
             proc.wait()
             rc, timed_out = TIMEOUT_RC, True
     from worthit.server import log_tail
+
     return TaskRun(rc, timed_out, time.monotonic() - t0, log_tail(log_path, 30))
 
 
-def evaluate_task(task: TaskSpec, variant: str, cmd: Sequence[str], env: Mapping[str, str], timeout_s: float,
-                  output_path: Path, include_path: str,
-                  python: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def evaluate_task(
+    task: TaskSpec,
+    variant: str,
+    cmd: Sequence[str],
+    env: Mapping[str, str],
+    timeout_s: float,
+    output_path: Path,
+    include_path: str,
+    python: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One task -> its rows and per-document scores, or one failed row (timeout, unknown task, error)."""
     output_path.mkdir(parents=True, exist_ok=True)
     log_path = output_path / "lm_eval.log"
     log.info("task %s: %s", task.name, " ".join(cmd))
     run = run_command(cmd, env, timeout_s, log_path)
     if run.timed_out:
-        reason = (f"lm-eval timed out after {timeout_s:g} s (config key accuracy.timeout_s or "
-                  "accuracy.tasks[].timeout_s)")
+        reason = (
+            f"lm-eval timed out after {timeout_s:g} s (config key accuracy.timeout_s or accuracy.tasks[].timeout_s)"
+        )
         log.error("task %s: %s", task.name, reason)
         return [failed_row(variant, task, reason, run.duration_s)], []
     results = find_results(output_path)
     if run.returncode != 0 or results is None:
-        reason = (unknown_task_error(run.output_tail, task.name, include_path, python)
-                  or f"lm-eval exited with code {run.returncode}; see {log_path}:\n{run.output_tail}")
+        reason = (
+            unknown_task_error(run.output_tail, task.name, include_path, python)
+            or f"lm-eval exited with code {run.returncode}; see {log_path}:\n{run.output_tail}"
+        )
         log.error("task %s: %s", task.name, reason)
         return [failed_row(variant, task, reason, run.duration_s)], []
     rows = parse_results(json.loads(results.read_text()), variant, task.name)
     for r in rows:
         r["duration_s"] = run.duration_s
-        log.info("task %s: %s/%s = %s ± %s (n=%s, %.0f s)", task.name, r["metric"], r["filter"], r["value"],
-                 r["stderr"], r["n"], run.duration_s)
+        log.info(
+            "task %s: %s/%s = %s ± %s (n=%s, %.0f s)",
+            task.name,
+            r["metric"],
+            r["filter"],
+            r["value"],
+            r["stderr"],
+            r["n"],
+            run.duration_s,
+        )
     return rows, sample_rows(output_path, variant, task.name)
 
 
-def evaluate(variant: str, url: str, served_name: str, tokenizer_dir: str, acc_cfg: Mapping[str, Any],
-             python: str, raw_dir: str | Path, max_length: int,
-             prompt_ids: Sequence[int] | None = None
-             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+def evaluate(
+    variant: str,
+    url: str,
+    served_name: str,
+    tokenizer_dir: str,
+    acc_cfg: Mapping[str, Any],
+    python: str,
+    raw_dir: str | Path,
+    max_length: int,
+    prompt_ids: Sequence[int] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Every configured task against the server at ``url``: result rows, per-document rows, metadata.
 
     lm-eval's raw output (results JSON, samples, log) and the task files it read stay under ``raw_dir``.
@@ -321,37 +408,54 @@ def evaluate(variant: str, url: str, served_name: str, tokenizer_dir: str, acc_c
     used: set[str] = set()
     for i, task in enumerate(specs):
         if task.chat and task.output_type not in (None, GENERATIVE):
-            rows.append(failed_row(variant, task, (
-                f"task {task.name} is {task.output_type}: chat (config key accuracy.tasks[].chat) is for "
-                "generate-until tasks only; chat completions return no prompt logprobs")))
+            rows.append(
+                failed_row(
+                    variant,
+                    task,
+                    (
+                        f"task {task.name} is {task.output_type}: chat (config key accuracy.tasks[].chat) is for "
+                        "generate-until tasks only; chat completions return no prompt logprobs"
+                    ),
+                )
+            )
             continue
         if missing and task.needs_prompt_logprobs:
             rows.append(failed_row(variant, task, missing))
             continue
         out = raw / (task.name if task.name not in used else f"{task.name}-{i}")
         used.add(task.name)
-        cmd = lm_eval_command(python, task, model=served_name, base_url=url, tokenizer=tokenizer_dir,
-                              include_path=str(include), output_path=str(out),
-                              num_concurrent=int(acc_cfg["num_concurrent"]), max_length=max_length,
-                              seed=int(acc_cfg["seed"]), max_retries=int(acc_cfg["max_retries"]))
+        cmd = lm_eval_command(
+            python,
+            task,
+            model=served_name,
+            base_url=url,
+            tokenizer=tokenizer_dir,
+            include_path=str(include),
+            output_path=str(out),
+            num_concurrent=int(acc_cfg["num_concurrent"]),
+            max_length=max_length,
+            seed=int(acc_cfg["seed"]),
+            max_retries=int(acc_cfg["max_retries"]),
+        )
         commands[task.name] = cmd
         timeout_s = float(task.timeout_s or acc_cfg["timeout_s"])
         task_rows, task_samples = evaluate_task(task, variant, cmd, env, timeout_s, out, str(include), python)
         rows += task_rows
         samples += task_samples
-    return rows, samples, {"lm_eval_commands": commands, "raw_dir": str(raw),
-                  "tasks": [t.__dict__ for t in specs]}
+    return rows, samples, {"lm_eval_commands": commands, "raw_dir": str(raw), "tasks": [t.__dict__ for t in specs]}
 
 
 def _prompt_ids(tokenizer_dir: str) -> list[int]:
     from worthit.loadgen.workload import load_tokenizer
+
     text = "The capital of France is Paris. The capital of Italy is"
     return list(load_tokenizer(tokenizer_dir).encode(text))
 
 
 # ------------------------------------------------------------------------------------------ the stage
-def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out: str, samples_out: str,
-             raw_dir: str) -> None:
+def accuracy(
+    study: Any, variant: str, state_path: str, manifest_path: str, out: str, samples_out: str, raw_dir: str
+) -> None:
     """The evaluate_accuracy consumer: wait for the server, take the last turn on it, run every task."""
     from worthit.config import config_hash
     from worthit.models import Manifest
@@ -363,12 +467,25 @@ def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out:
     acc = study.cfg["accuracy"]
     manifest = Manifest.load(manifest_path)
     max_length = int(v.engine_args.get("max-model-len") or acc["max_length"])
-    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args,
-                 config_hash=config_hash(study.cfg), accuracy=dict(acc))
+    meta = stamp(
+        variant=variant,
+        manifest=manifest,
+        engine_args=v.engine_args,
+        config_hash=config_hash(study.cfg),
+        accuracy=dict(acc),
+    )
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, samples, extra = evaluate(variant, state.url, state.served_model_name, manifest.model_dir, acc,
-                                        study.python("evaluate"), raw_dir, max_length)
+        rows, samples, extra = evaluate(
+            variant,
+            state.url,
+            state.served_model_name,
+            manifest.model_dir,
+            acc,
+            study.python("evaluate"),
+            raw_dir,
+            max_length,
+        )
         schemas.write(samples_out, schemas.ACCURACY_SAMPLES, samples, metadata=meta)
         failed = [r["task"] for r in rows if r["status"] != schemas.STATUS_OK]
         log.info("accuracy: %d rows, failed tasks: %s", len(rows), ", ".join(failed) or "none")
@@ -378,5 +495,6 @@ def accuracy(study: Any, variant: str, state_path: str, manifest_path: str, out:
     Path(raw_dir).mkdir(parents=True, exist_ok=True)  # the rule's directory output, also after a failure
     if not Path(samples_out).exists():  # the server failed or does not apply: the same record for both
         res = schemas.read(out, schemas.ACCURACY)
-        schemas.write_failure(samples_out, schemas.ACCURACY_SAMPLES, res.reason, log_tail=res.log_tail,
-                              status=res.status, metadata=meta)
+        schemas.write_failure(
+            samples_out, schemas.ACCURACY_SAMPLES, res.reason, log_tail=res.log_tail, status=res.status, metadata=meta
+        )

@@ -28,8 +28,9 @@ def _fmt(x: Any, digits: int = 1) -> str:
     return " ".join(str(x).split()).replace("|", "\\|")
 
 
-def summary_rows(kv_files: Mapping[str, str], load_files: Mapping[str, Sequence[str]],
-                 slo: Slo) -> list[dict[str, Any]]:
+def summary_rows(
+    kv_files: Mapping[str, str], load_files: Mapping[str, Sequence[str]], slo: Slo
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for variant in dict.fromkeys([*kv_files, *load_files]):
         kv: dict[str, Any] = {}
@@ -49,23 +50,43 @@ def summary_rows(kv_files: Mapping[str, str], load_files: Mapping[str, Sequence[
             res = schemas.read(path, schemas.LOAD_REQUESTS)
             conc, run = res.metadata.get("concurrency"), int(res.metadata.get("repeat") or 1)
             if not res.ok:
-                level_rows.append({"variant": variant, "status": res.status, "reason": res.reason,
-                                   "concurrency": conc, "run": run, **kv_cols})
+                level_rows.append(
+                    {
+                        "variant": variant,
+                        "status": res.status,
+                        "reason": res.reason,
+                        "concurrency": conc,
+                        "run": run,
+                        **kv_cols,
+                    }
+                )
                 continue
             recs = res.table.to_pylist()
             s = summarize(recs, slo)
-            level_rows.append({
-                "variant": variant, "status": status, "reason": reason,
-                "concurrency": conc if conc is not None else (recs[0]["concurrency"] if recs else None),
-                "run": run,
-                "n": s.n, "n_errors": s.n_errors, "n_warmup": res.metadata.get("n_warmup"),
-                "ttft_ms_p50": s.ttft_ms.p50, "ttft_ms_p99": s.ttft_ms.p99,
-                "tpot_ms_p50": s.tpot_ms.p50, "tpot_ms_p99": s.tpot_ms.p99,
-                "itl_ms_p50": s.itl_ms.p50, "e2e_ms_p50": s.e2e_ms.p50,
-                "output_tok_per_s": s.output_tok_per_s, "requests_per_s": s.requests_per_s,
-                "goodput_tok_per_s": s.goodput_tok_per_s, "goodput_requests_per_s": s.goodput_requests_per_s,
-                "duration_s": s.duration_s, **kv_cols,
-            })
+            level_rows.append(
+                {
+                    "variant": variant,
+                    "status": status,
+                    "reason": reason,
+                    "concurrency": conc if conc is not None else (recs[0]["concurrency"] if recs else None),
+                    "run": run,
+                    "n": s.n,
+                    "n_errors": s.n_errors,
+                    "n_warmup": res.metadata.get("n_warmup"),
+                    "ttft_ms_p50": s.ttft_ms.p50,
+                    "ttft_ms_p99": s.ttft_ms.p99,
+                    "tpot_ms_p50": s.tpot_ms.p50,
+                    "tpot_ms_p99": s.tpot_ms.p99,
+                    "itl_ms_p50": s.itl_ms.p50,
+                    "e2e_ms_p50": s.e2e_ms.p50,
+                    "output_tok_per_s": s.output_tok_per_s,
+                    "requests_per_s": s.requests_per_s,
+                    "goodput_tok_per_s": s.goodput_tok_per_s,
+                    "goodput_requests_per_s": s.goodput_requests_per_s,
+                    "duration_s": s.duration_s,
+                    **kv_cols,
+                }
+            )
         # runs of a level next to each other (they are measured round after round)
         rows += sorted(level_rows, key=lambda r: (r["concurrency"] or 0, r["run"]))
     return rows
@@ -95,17 +116,30 @@ def write_markdown(path: str | Path, parts: list[str]) -> None:
 
 
 SUMMARY_COLUMNS = (
-    ("variant", "variant"), ("concurrency", "conc"), ("n", "n"), ("n_errors", "errors"),
-    ("ttft_ms_p50", "TTFT P50 ms"), ("ttft_ms_p99", "TTFT P99 ms"), ("tpot_ms_p50", "TPOT P50 ms"),
-    ("tpot_ms_p99", "TPOT P99 ms"), ("output_tok_per_s", "output tok/s"), ("requests_per_s", "req/s"),
+    ("variant", "variant"),
+    ("concurrency", "conc"),
+    ("n", "n"),
+    ("n_errors", "errors"),
+    ("ttft_ms_p50", "TTFT P50 ms"),
+    ("ttft_ms_p99", "TTFT P99 ms"),
+    ("tpot_ms_p50", "TPOT P50 ms"),
+    ("tpot_ms_p99", "TPOT P99 ms"),
+    ("output_tok_per_s", "output tok/s"),
+    ("requests_per_s", "req/s"),
     ("goodput_tok_per_s", "goodput tok/s"),
 )
-KV_COLUMNS = (("variant", "variant"), ("num_blocks", "KV blocks"), ("kv_tokens", "KV tokens"),
-              ("kv_cache_gib", "KV GiB"), ("critical_concurrency", "critical concurrency"))
+KV_COLUMNS = (
+    ("variant", "variant"),
+    ("num_blocks", "KV blocks"),
+    ("kv_tokens", "KV tokens"),
+    ("kv_cache_gib", "KV GiB"),
+    ("critical_concurrency", "critical concurrency"),
+)
 
 
-def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
-                  metadata: Mapping[str, Any]) -> None:
+def write_summary(
+    rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
+) -> None:
     schemas.write(parquet, schemas.SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.SUMMARY.columns)
     # counts stay integers in the Markdown even where a failed variant leaves them empty
@@ -117,22 +151,41 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
     columns = SUMMARY_COLUMNS
     if (df["run"].fillna(1) > 1).any():  # repeated levels: one row per run, the spread is in plain sight
         columns = (*SUMMARY_COLUMNS[:2], ("run", "run"), *SUMMARY_COLUMNS[2:])
-    parts = [f"# {study}: summary", "", "## Load levels", "", markdown_table(ok, columns), "",
-             "## KV cache", "", markdown_table(kv, KV_COLUMNS), ""]
+    parts = [
+        f"# {study}: summary",
+        "",
+        "## Load levels",
+        "",
+        markdown_table(ok, columns),
+        "",
+        "## KV cache",
+        "",
+        markdown_table(kv, KV_COLUMNS),
+        "",
+    ]
     write_markdown(md, parts + failures_section(failed, ("concurrency", "conc")))
 
 
 # ---------------------------------------------------------------------------------------------- accuracy
 Z_95 = 1.96
 ACCURACY_COLUMNS = (
-    ("variant", "variant"), ("task", "task"), ("metric", "metric"), ("filter", "filter"), ("n", "n"),
-    ("num_fewshot", "shots"), ("value", "score"), ("stderr", "± stderr"), ("delta_pt", "Δ vs baseline pt"),
-    ("delta_stderr_pt", "± pt"), ("significant", "significant"),
+    ("variant", "variant"),
+    ("task", "task"),
+    ("metric", "metric"),
+    ("filter", "filter"),
+    ("n", "n"),
+    ("num_fewshot", "shots"),
+    ("value", "score"),
+    ("stderr", "± stderr"),
+    ("delta_pt", "Δ vs baseline pt"),
+    ("delta_stderr_pt", "± pt"),
+    ("significant", "significant"),
 )
 
 
-def accuracy_delta(value: float | None, stderr: float | None, base: float | None,
-                   base_stderr: float | None) -> tuple[float | None, float | None, bool | None]:
+def accuracy_delta(
+    value: float | None, stderr: float | None, base: float | None, base_stderr: float | None
+) -> tuple[float | None, float | None, bool | None]:
     """Change vs the baseline in percentage points, its standard error, and whether it exceeds the noise.
 
     The two scores come from the same items, so treating them as independent overstates the error of the
@@ -147,15 +200,19 @@ def accuracy_delta(value: float | None, stderr: float | None, base: float | None
     return delta, se, bool(abs(delta) > Z_95 * se) if se > 0 else bool(delta != 0)
 
 
-def paired_delta(scores: Mapping[int, float | None], base: Mapping[int, float | None]
-                 ) -> tuple[float | None, float | None, bool | None, int]:
+def paired_delta(
+    scores: Mapping[int, float | None], base: Mapping[int, float | None]
+) -> tuple[float | None, float | None, bool | None, int]:
     """Change vs the baseline over the documents both scored, in points: delta, its stderr, significant, n.
 
     Both variants answer the same documents, so the error of the change is that of the mean per-document
     difference, far smaller than the two scores' errors combined when most answers agree.
     """
-    diffs = [float(scores[d]) - float(base[d]) for d in scores.keys() & base.keys()
-             if scores[d] is not None and base[d] is not None]
+    diffs = [
+        float(scores[d]) - float(base[d])
+        for d in scores.keys() & base.keys()
+        if scores[d] is not None and base[d] is not None
+    ]
     n = len(diffs)
     if n < 2:
         return None, None, None, n
@@ -173,8 +230,9 @@ def _per_doc(path: str) -> dict[tuple[Any, Any, Any], dict[int, float | None]]:
     return out
 
 
-def accuracy_rows(files: Mapping[str, str], baseline: str,
-                  sample_files: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def accuracy_rows(
+    files: Mapping[str, str], baseline: str, sample_files: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter).
 
     With ``sample_files`` (each variant's accuracy_samples.parquet) the change and its error are paired
@@ -188,10 +246,14 @@ def accuracy_rows(files: Mapping[str, str], baseline: str,
         if not res.ok:
             per_variant[variant] = [{"variant": variant, "status": res.status, "reason": res.reason}]
             continue
-        per_variant[variant] = [{k: r.get(k) for k in schemas.ACCURACY_SUMMARY.columns if k in r}
-                                for r in res.table.to_pylist()]
-    base = {(r.get("task"), r.get("metric"), r.get("filter")): r for r in per_variant.get(baseline, [])
-            if r.get("status") == schemas.STATUS_OK}
+        per_variant[variant] = [
+            {k: r.get(k) for k in schemas.ACCURACY_SUMMARY.columns if k in r} for r in res.table.to_pylist()
+        ]
+    base = {
+        (r.get("task"), r.get("metric"), r.get("filter")): r
+        for r in per_variant.get(baseline, [])
+        if r.get("status") == schemas.STATUS_OK
+    }
     rows: list[dict[str, Any]] = []
     for recs in per_variant.values():
         for r in recs:
@@ -199,21 +261,33 @@ def accuracy_rows(files: Mapping[str, str], baseline: str,
             b = base.get((r.get("task"), r.get("metric"), r.get("filter")))
             if b is not None and row["status"] == schemas.STATUS_OK:
                 key = (r.get("task"), r.get("metric"), r.get("filter"))
-                d, se, sig, n_paired = paired_delta(per_doc.get(r["variant"], {}).get(key, {}),
-                                                    base_docs.get(key, {}))
+                d, se, sig, n_paired = paired_delta(per_doc.get(r["variant"], {}).get(key, {}), base_docs.get(key, {}))
                 method = "paired"
                 if se is None:
                     d, se, sig = accuracy_delta(r.get("value"), r.get("stderr"), b.get("value"), b.get("stderr"))
                     method, n_paired = "independent", None
-                row.update(baseline_variant=baseline, baseline_value=b.get("value"),
-                           baseline_stderr=b.get("stderr"), delta_pt=d, delta_stderr_pt=se, significant=sig,
-                           delta_method=method, n_paired=n_paired)
+                row.update(
+                    baseline_variant=baseline,
+                    baseline_value=b.get("value"),
+                    baseline_stderr=b.get("stderr"),
+                    delta_pt=d,
+                    delta_stderr_pt=se,
+                    significant=sig,
+                    delta_method=method,
+                    n_paired=n_paired,
+                )
             rows.append(row)
     return rows
 
 
-def write_accuracy_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
-                           baseline: str, metadata: Mapping[str, Any]) -> None:
+def write_accuracy_summary(
+    rows: list[dict[str, Any]],
+    parquet: str | Path,
+    md: str | Path,
+    study: str,
+    baseline: str,
+    metadata: Mapping[str, Any],
+) -> None:
     schemas.write(parquet, schemas.ACCURACY_SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.ACCURACY_SUMMARY.columns)
     ok = df[df["status"] == schemas.STATUS_OK].copy()
@@ -221,13 +295,25 @@ def write_accuracy_summary(rows: list[dict[str, Any]], parquet: str | Path, md: 
         ok[col] = ok[col] * 100
     ok["significant"] = ok["significant"].map({True: "yes", False: "no"})
     failed = df[df["status"] != schemas.STATUS_OK]
-    parts = [f"# {study}: accuracy", "",
-             f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}`, "
-             f"significant when |Δ| > {Z_95} × ± (paired over the documents both variants scored where "
-             "their per-document scores exist).", "", markdown_table(ok, ACCURACY_COLUMNS), ""]
+    parts = [
+        f"# {study}: accuracy",
+        "",
+        f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}`, "
+        f"significant when |Δ| > {Z_95} × ± (paired over the documents both variants scored where "
+        "their per-document scores exist).",
+        "",
+        markdown_table(ok, ACCURACY_COLUMNS),
+        "",
+    ]
     if len(failed):
-        parts += ["## Failed", "", markdown_table(failed, (("variant", "variant"), ("task", "task"),
-                                                          ("status", "status"), ("reason", "reason"))), ""]
+        parts += [
+            "## Failed",
+            "",
+            markdown_table(
+                failed, (("variant", "variant"), ("task", "task"), ("status", "status"), ("reason", "reason"))
+            ),
+            "",
+        ]
     tmp = Path(str(md) + ".tmp")
     tmp.write_text("\n".join(parts))
     tmp.replace(md)

@@ -18,9 +18,14 @@ from worthit.loadgen.client import ClientConfig, RequestSpec, open_loop, run
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
 
 WATCHED = (
-    "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:spec_decode_num_drafts_total",
-    "vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total",
-    "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
 )
 
 
@@ -44,13 +49,15 @@ def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]
         if a.prompts:
             specs = from_jsonl(a.prompts, tok, a.output_tokens, limit=a.num_requests)
         else:
-            specs = RandomWorkload(a.prompt_tokens, a.output_tokens, a.num_requests, seed=a.seed,
-                                   prompt_tokens_spread=a.prompt_spread).build(tok)
+            specs = RandomWorkload(
+                a.prompt_tokens, a.output_tokens, a.num_requests, seed=a.seed, prompt_tokens_spread=a.prompt_spread
+            ).build(tok)
         warm = RandomWorkload(a.prompt_tokens, a.output_tokens, a.warmup, seed=a.seed + 1).build(tok)
         return specs, warm
     # Without a tokenizer the prompt length is approximate: say so rather than pretend.
-    logging.warning("no --tokenizer: prompts are %d repeated words, not exactly %d tokens",
-                    a.prompt_tokens, a.prompt_tokens)
+    logging.warning(
+        "no --tokenizer: prompts are %d repeated words, not exactly %d tokens", a.prompt_tokens, a.prompt_tokens
+    )
     spec = RequestSpec(" hello" * a.prompt_tokens, -1, a.output_tokens)
     return [spec] * a.num_requests, [spec] * a.warmup
 
@@ -67,8 +74,12 @@ def print_summary(s: LevelSummary, title: str, deltas: dict[str, float] | None =
     t = Table(title=title)
     for col in ("metric", "n", "mean", "p50", "p90", "p99", "p50 95% CI"):
         t.add_column(col, justify="left" if col == "metric" else "right")
-    rows: list[tuple[str, Stat]] = [("TTFT ms", s.ttft_ms), ("TPOT ms", s.tpot_ms), ("ITL ms", s.itl_ms),
-                                    ("E2E ms", s.e2e_ms)]
+    rows: list[tuple[str, Stat]] = [
+        ("TTFT ms", s.ttft_ms),
+        ("TPOT ms", s.tpot_ms),
+        ("ITL ms", s.itl_ms),
+        ("E2E ms", s.e2e_ms),
+    ]
     for name, st in rows:
         ci = f"{_fmt(st.ci95_low, 2)} – {_fmt(st.ci95_high, 2)}" if st.ci95_low is not None else "-"
         t.add_row(name, str(st.n), _fmt(st.mean, 2), _fmt(st.p50, 2), _fmt(st.p90, 2), _fmt(st.p99, 2), ci)
@@ -90,13 +101,28 @@ def print_summary(s: LevelSummary, title: str, deltas: dict[str, float] | None =
 
 
 def loadtest(a: argparse.Namespace) -> int:
-    cfg = ClientConfig(base_url=a.url, model=a.model, endpoint=a.endpoint, request_timeout_s=a.timeout_s,
-                       ignore_eos=not a.no_ignore_eos)
+    cfg = ClientConfig(
+        base_url=a.url,
+        model=a.model,
+        endpoint=a.endpoint,
+        request_timeout_s=a.timeout_s,
+        ignore_eos=not a.no_ignore_eos,
+    )
     specs, warm = _specs(a)
     before = _counters(a.url)
     if a.request_rate:
-        result = asyncio.run(open_loop(cfg, specs, a.request_rate, a.burstiness, a.seed,
-                                       max_concurrency=a.concurrency, warmup=warm, duration_s=a.duration_s))
+        result = asyncio.run(
+            open_loop(
+                cfg,
+                specs,
+                a.request_rate,
+                a.burstiness,
+                a.seed,
+                max_concurrency=a.concurrency,
+                warmup=warm,
+                duration_s=a.duration_s,
+            )
+        )
     else:
         result = run(cfg, specs, a.concurrency, processes=a.processes, warmup=warm, duration_s=a.duration_s)
     after = _counters(a.url)
@@ -110,46 +136,63 @@ def loadtest(a: argparse.Namespace) -> int:
         from worthit import schemas
 
         for r in rows:
-            r.update(variant=a.variant, concurrency=0 if a.request_rate else a.concurrency,
-                     request_rate_per_s=a.request_rate)
-        meta: dict[str, Any] = {"n_warmup": result.warmup, "wall_s": result.wall_s,
-                                "metrics_delta": deltas,
-                                "workload": {"prompt_tokens": a.prompt_tokens,
-                                             "output_tokens": a.output_tokens, "num_requests": a.num_requests,
-                                             "seed": a.seed, "endpoint": a.endpoint},
-                                "server_url": a.url}
+            r.update(
+                variant=a.variant, concurrency=0 if a.request_rate else a.concurrency, request_rate_per_s=a.request_rate
+            )
+        meta: dict[str, Any] = {
+            "n_warmup": result.warmup,
+            "wall_s": result.wall_s,
+            "metrics_delta": deltas,
+            "workload": {
+                "prompt_tokens": a.prompt_tokens,
+                "output_tokens": a.output_tokens,
+                "num_requests": a.num_requests,
+                "seed": a.seed,
+                "endpoint": a.endpoint,
+            },
+            "server_url": a.url,
+        }
         schemas.write(a.out, schemas.LOAD_REQUESTS, rows, metadata=meta)
         print(f"wrote {len(rows)} requests to {a.out}")
     return 0 if s.n_errors == 0 else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="worthit", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="worthit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     lt = sub.add_parser("loadtest", help="run one load level against an OpenAI-compatible server")
     lt.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
     lt.add_argument("--model", required=True, help="served model name")
     lt.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
-    lt.add_argument("--concurrency", type=int, default=1,
-                    help="closed-loop requests in flight (the cap on in-flight requests with --request-rate)")
+    lt.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="closed-loop requests in flight (the cap on in-flight requests with --request-rate)",
+    )
     lt.add_argument("--request-rate", type=float, default=None, help="open loop: requests per second")
     lt.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of arrivals; 1 = Poisson")
     lt.add_argument("--num-requests", type=int, default=32)
-    lt.add_argument("--duration-s", type=float, default=None,
-                    help="stop starting requests after this long (cycling through the prompts)")
+    lt.add_argument(
+        "--duration-s",
+        type=float,
+        default=None,
+        help="stop starting requests after this long (cycling through the prompts)",
+    )
     lt.add_argument("--prompt-tokens", type=int, default=256)
     lt.add_argument("--prompt-spread", type=float, default=0.0, help="uniform +- fraction of prompt length")
     lt.add_argument("--output-tokens", type=int, default=64)
     lt.add_argument("--prompts", default=None, help="JSONL file of prompts (a 'prompt' field per line)")
-    lt.add_argument("--tokenizer", default=None,
-                    help="model folder whose tokenizer builds exact-length prompts")
+    lt.add_argument("--tokenizer", default=None, help="model folder whose tokenizer builds exact-length prompts")
     lt.add_argument("--warmup", type=int, default=2, help="warm-up requests, excluded from the figures")
     lt.add_argument("--seed", type=int, default=0)
     lt.add_argument("--timeout-s", type=float, default=600.0, help="per-request timeout")
     lt.add_argument("--processes", type=int, default=1, help="client worker processes (closed loop)")
-    lt.add_argument("--no-ignore-eos", action="store_true",
-                    help="let the model stop early (then output length is not checked)")
+    lt.add_argument(
+        "--no-ignore-eos", action="store_true", help="let the model stop early (then output length is not checked)"
+    )
     lt.add_argument("--slo-ttft-ms", type=float, default=None)
     lt.add_argument("--slo-tpot-ms", type=float, default=None)
     lt.add_argument("--slo-e2e-ms", type=float, default=None)

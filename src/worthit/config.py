@@ -75,20 +75,24 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [f"{source}: key '{_key(e.absolute_path)}': {e.message}"
-                 + (f" ({_allowed(e)})" if _allowed(e) else "") for e in errors[:10]]
+        lines = [
+            f"{source}: key '{_key(e.absolute_path)}': {e.message}" + (f" ({_allowed(e)})" if _allowed(e) else "")
+            for e in errors[:10]
+        ]
         raise ConfigError("invalid study config\n  " + "\n  ".join(lines))
     models = sorted(cfg["models"])
     for name, v in cfg["variants"].items():
         if v["model"] not in cfg["models"]:
-            raise ConfigError(f"{source}: key 'variants.{name}.model': unknown model {v['model']!r} "
-                              f"(allowed: {', '.join(models)})")
+            raise ConfigError(
+                f"{source}: key 'variants.{name}.model': unknown model {v['model']!r} (allowed: {', '.join(models)})"
+            )
     base = cfg.get("baseline_variant")
     if base is None:
         cfg["baseline_variant"] = next(iter(cfg["variants"]))
     elif base not in cfg["variants"]:
-        raise ConfigError(f"{source}: key 'baseline_variant': unknown variant {base!r} "
-                          f"(allowed: {', '.join(cfg['variants'])})")
+        raise ConfigError(
+            f"{source}: key 'baseline_variant': unknown variant {base!r} (allowed: {', '.join(cfg['variants'])})"
+        )
     _check_specdec(cfg, source)
     return cfg
 
@@ -97,13 +101,15 @@ def _check_specdec(cfg: Mapping[str, Any], source: str) -> None:
     sd = cfg["specdec"]
     names = ", ".join(cfg["variants"])
     if sd["base_variant"] is not None and sd["base_variant"] not in cfg["variants"]:
-        raise ConfigError(f"{source}: key 'specdec.base_variant': unknown variant {sd['base_variant']!r} "
-                          f"(allowed: {names})")
+        raise ConfigError(
+            f"{source}: key 'specdec.base_variant': unknown variant {sd['base_variant']!r} (allowed: {names})"
+        )
     for spec, draft in sd["draft_variants"].items():
         for name in (spec, draft):
             if name not in cfg["variants"]:
-                raise ConfigError(f"{source}: key 'specdec.draft_variants.{spec}': unknown variant {name!r} "
-                                  f"(allowed: {names})")
+                raise ConfigError(
+                    f"{source}: key 'specdec.draft_variants.{spec}': unknown variant {name!r} (allowed: {names})"
+                )
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -243,8 +249,10 @@ class Study:
     @property
     def verify_sizes(self) -> list[int]:
         """Tokens per sequence a verify step processes (k + 1), one per distinct k, plus 1 (plain decode)."""
-        ks = {int((self.variant(v).speculative_config or {}).get("num_speculative_tokens") or 0)
-              for v in self.spec_variants}
+        ks = {
+            int((self.variant(v).speculative_config or {}).get("num_speculative_tokens") or 0)
+            for v in self.spec_variants
+        }
         return sorted({1} | {k + 1 for k in ks if k > 0})
 
     def consumers(self, variant: str) -> Iterator[str]:

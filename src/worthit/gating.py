@@ -54,8 +54,12 @@ def detect_gpus(visible: str | None = None) -> list[Gpu]:
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = parse_nvidia_smi(out.stdout)
@@ -84,8 +88,10 @@ def kv_cache_dtype_gate(kv_cache_dtype: str | None, gpus: Sequence[Gpu]) -> str 
     for gpu in gpus:
         if gpu.capability < FP8_MIN_COMPUTE_CAPABILITY:
             need = ".".join(map(str, FP8_MIN_COMPUTE_CAPABILITY))
-            return (f"not applicable: {gpu.name} is {gpu.sm}; --kv-cache-dtype {kv_cache_dtype} "
-                    f"needs compute capability >= {need} (Ada, Hopper or newer)")
+            return (
+                f"not applicable: {gpu.name} is {gpu.sm}; --kv-cache-dtype {kv_cache_dtype} "
+                f"needs compute capability >= {need} (Ada, Hopper or newer)"
+            )
     return None
 
 

@@ -15,9 +15,20 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 DTYPE_BYTES = {
-    "float32": 4, "fp32": 4, "float": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "int8": 1,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "int8": 1,
 }
 
 
@@ -67,8 +78,9 @@ def model_shape_from(cfg: dict[str, Any]) -> dict[str, int]:
 
 def model_dtype(model_dir: str | Path) -> str:
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    return str(cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("text_config", {}).get("torch_dtype")
-               or "bfloat16")
+    return str(
+        cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("text_config", {}).get("torch_dtype") or "bfloat16"
+    )
 
 
 def kv_bytes_per_token(shape: Mapping[str, int], cache_dtype: str, model_dtype: str) -> int:

@@ -127,8 +127,11 @@ def summarize(records: Sequence[Mapping[str, object]], slo: Slo | None = None) -
         if not r.get("success"):
             reason = str(r.get("error") or "unknown")[:120]
             errors[reason] = errors.get(reason, 0) + 1
-    ends = [float(r["start_s"]) + float(r["e2e_ms"]) / 1e3  # type: ignore[arg-type]
-            for r in records if r.get("e2e_ms") is not None]
+    ends = [
+        float(r["start_s"]) + float(r["e2e_ms"]) / 1e3  # type: ignore[arg-type]
+        for r in records
+        if r.get("e2e_ms") is not None
+    ]
     starts = [float(r["start_s"]) for r in records]  # type: ignore[arg-type]
     duration = (max(ends) - min(starts)) if ends and starts else None
     out_tokens = sum(int(r.get("output_tokens") or 0) for r in ok)  # type: ignore[call-overload]

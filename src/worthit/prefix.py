@@ -37,13 +37,25 @@ HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total
 
 # --- measurement -------------------------------------------------------------------------------------
 
-def run_prefix_length(url: str, model: str, tokenizer_dir: str, prefix_tokens: int, suffix_tokens: int,
-                      output_tokens: int, num_requests: int, concurrency: int = 1, warmup: int = 1,
-                      seed: int = 0, timeout_s: float = 600.0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+
+def run_prefix_length(
+    url: str,
+    model: str,
+    tokenizer_dir: str,
+    prefix_tokens: int,
+    suffix_tokens: int,
+    output_tokens: int,
+    num_requests: int,
+    concurrency: int = 1,
+    warmup: int = 1,
+    seed: int = 0,
+    timeout_s: float = 600.0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One shared-prefix length: per-request rows and metadata with the measured requests' counter deltas."""
     tok = load_tokenizer(tokenizer_dir)
-    specs = SharedPrefixWorkload(prefix_tokens, suffix_tokens, output_tokens, warmup + num_requests,
-                                 seed=seed * 1_000_003 + prefix_tokens).build(tok)
+    specs = SharedPrefixWorkload(
+        prefix_tokens, suffix_tokens, output_tokens, warmup + num_requests, seed=seed * 1_000_003 + prefix_tokens
+    ).build(tok)
     warm, measured = specs[:warmup], specs[warmup:]
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
     if warm:
@@ -54,44 +66,83 @@ def run_prefix_length(url: str, model: str, tokenizer_dir: str, prefix_tokens: i
     delta = prometheus_delta(before, after)
     rows = []
     for rec in result.records:
-        rows.append({"prefix_tokens": prefix_tokens, "concurrency": concurrency, "request_id": rec.request_id,
-                     "prompt_tokens": rec.prompt_tokens, "prompt_tokens_reported": rec.prompt_tokens_reported,
-                     "output_tokens": rec.output_tokens, "ttft_ms": rec.ttft_ms, "e2e_ms": rec.e2e_ms,
-                     "success": rec.success, "error": rec.error})
-    meta = {"n_warmup": len(warm), "wall_s": result.wall_s, "metrics_delta": delta,
-            "hit_rate": hit_rate(delta),
-            "workload": {"prefix_tokens": prefix_tokens, "suffix_tokens": suffix_tokens,
-                         "output_tokens": output_tokens, "num_requests": num_requests,
-                         "concurrency": concurrency, "seed": seed}}
+        rows.append(
+            {
+                "prefix_tokens": prefix_tokens,
+                "concurrency": concurrency,
+                "request_id": rec.request_id,
+                "prompt_tokens": rec.prompt_tokens,
+                "prompt_tokens_reported": rec.prompt_tokens_reported,
+                "output_tokens": rec.output_tokens,
+                "ttft_ms": rec.ttft_ms,
+                "e2e_ms": rec.e2e_ms,
+                "success": rec.success,
+                "error": rec.error,
+            }
+        )
+    meta = {
+        "n_warmup": len(warm),
+        "wall_s": result.wall_s,
+        "metrics_delta": delta,
+        "hit_rate": hit_rate(delta),
+        "workload": {
+            "prefix_tokens": prefix_tokens,
+            "suffix_tokens": suffix_tokens,
+            "output_tokens": output_tokens,
+            "num_requests": num_requests,
+            "concurrency": concurrency,
+            "seed": seed,
+        },
+    }
     return rows, meta
 
 
-def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str, manifest_path: str,
-                out: str) -> None:
+def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str, manifest_path: str, out: str) -> None:
     """The prefix_test rule: one length on the variant's server, in its turn; failures are results."""
     v = study.variant(variant)
     pc = study.cfg["prefix"]
     manifest = Manifest.load(manifest_path)
-    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args,
-                 config_hash=config_hash(study.cfg), prefix_tokens=prefix_tokens,
-                 prefix_caching=v.prefix_caching)
+    meta = stamp(
+        variant=variant,
+        manifest=manifest,
+        engine_args=v.engine_args,
+        config_hash=config_hash(study.cfg),
+        prefix_tokens=prefix_tokens,
+        prefix_caching=v.prefix_caching,
+    )
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, extra = run_prefix_length(state.url, state.served_model_name, manifest.model_dir, prefix_tokens,
-                                        pc["suffix_tokens"], pc["output_tokens"], pc["num_requests"],
-                                        pc["concurrency"], pc["warmup_requests"], pc["seed"],
-                                        pc["request_timeout_s"])
+        rows, extra = run_prefix_length(
+            state.url,
+            state.served_model_name,
+            manifest.model_dir,
+            prefix_tokens,
+            pc["suffix_tokens"],
+            pc["output_tokens"],
+            pc["num_requests"],
+            pc["concurrency"],
+            pc["warmup_requests"],
+            pc["seed"],
+            pc["request_timeout_s"],
+        )
         for r in rows:
             r["variant"] = variant
         ok = [r["ttft_ms"] for r in rows if r["success"]]
-        log.info("prefix %d tokens: %d/%d ok, TTFT P50 %s ms, hit rate %s", prefix_tokens, len(ok), len(rows),
-                 percentile(ok, 50), extra["hit_rate"])
+        log.info(
+            "prefix %d tokens: %d/%d ok, TTFT P50 %s ms, hit rate %s",
+            prefix_tokens,
+            len(ok),
+            len(rows),
+            percentile(ok, 50),
+            extra["hit_rate"],
+        )
         return rows, extra
 
     _consume(study, variant, f"prefix/len~{prefix_tokens}", out, schemas.PREFIX, state_path, meta, body)
 
 
 # --- analysis (pure) ---------------------------------------------------------------------------------
+
 
 def hit_rate(delta: Mapping[str, float]) -> float | None:
     """Prefix-cache hit tokens / queried tokens; None when nothing was queried (or no counters)."""
@@ -118,18 +169,26 @@ def slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def length_row(variant: str, prefix_caching: bool, prefix_tokens: int,
-               result: schemas.Result) -> dict[str, Any]:
+def length_row(variant: str, prefix_caching: bool, prefix_tokens: int, result: schemas.Result) -> dict[str, Any]:
     """One variant x length file reduced to the summary's own columns."""
-    row: dict[str, Any] = {"variant": variant, "status": result.status, "reason": result.reason or None,
-                           "prefix_caching": prefix_caching, "prefix_tokens": prefix_tokens}
+    row: dict[str, Any] = {
+        "variant": variant,
+        "status": result.status,
+        "reason": result.reason or None,
+        "prefix_caching": prefix_caching,
+        "prefix_tokens": prefix_tokens,
+    }
     if not result.ok:
         return row
     recs = result.table.to_pylist()
     ttft = [r["ttft_ms"] for r in recs if r["success"]]
-    row.update(n=len(recs), n_errors=len(recs) - len(ttft), ttft_ms_p50=percentile(ttft, 50),
-               ttft_ms_p99=percentile(ttft, 99),
-               hit_rate=hit_rate(result.metadata.get("metrics_delta") or {}))
+    row.update(
+        n=len(recs),
+        n_errors=len(recs) - len(ttft),
+        ttft_ms_p50=percentile(ttft, 50),
+        ttft_ms_p99=percentile(ttft, 99),
+        hit_rate=hit_rate(result.metadata.get("metrics_delta") or {}),
+    )
     return row
 
 
@@ -152,36 +211,51 @@ def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if off is None or not r.get("prefix_caching"):
             continue
         ref_row = ref.get(r["prefix_tokens"], {})
-        r.update(reference_variant=off, ref_ttft_ms_p50=ref_row.get("ttft_ms_p50"),
-                 ref_ttft_ms_p99=ref_row.get("ttft_ms_p99"),
-                 ref_ttft_slope_ms_per_1k_tokens=slopes.get(off))
+        r.update(
+            reference_variant=off,
+            ref_ttft_ms_p50=ref_row.get("ttft_ms_p50"),
+            ref_ttft_ms_p99=ref_row.get("ttft_ms_p99"),
+            ref_ttft_slope_ms_per_1k_tokens=slopes.get(off),
+        )
         r["ttft_p50_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p50"], r.get("ttft_ms_p50"))
         r["ttft_p99_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p99"], r.get("ttft_ms_p99"))
         r["slope_reduction_pct"] = reduction_pct(slopes.get(off), slopes[r["variant"]])
     return out
 
 
-def read_rows(files: Mapping[tuple[str, int], str],
-              prefix_caching: Mapping[str, bool]) -> list[dict[str, Any]]:
+def read_rows(files: Mapping[tuple[str, int], str], prefix_caching: Mapping[str, bool]) -> list[dict[str, Any]]:
     """{(variant, length): path} -> summary rows (failed files become rows with their status)."""
-    rows = [length_row(v, prefix_caching[v], n, schemas.read(path, schemas.PREFIX))
-            for (v, n), path in sorted(files.items(), key=lambda kv: (list(prefix_caching).index(kv[0][0]),
-                                                                       kv[0][1]))]
+    rows = [
+        length_row(v, prefix_caching[v], n, schemas.read(path, schemas.PREFIX))
+        for (v, n), path in sorted(files.items(), key=lambda kv: (list(prefix_caching).index(kv[0][0]), kv[0][1]))
+    ]
     return summary_rows(rows)
 
 
-COLUMNS = (("variant", "variant"), ("prefix_caching", "cache"), ("prefix_tokens", "prefix tokens"),
-           ("n", "n"), ("ttft_ms_p50", "TTFT P50 ms"), ("ttft_ms_p99", "TTFT P99 ms"),
-           ("hit_rate_pct", "hit rate %"), ("reference_variant", "vs"),
-           ("ref_ttft_ms_p50", "ref TTFT P50 ms"),
-           ("ttft_p50_reduction_pct", "P50 reduction %"), ("ttft_p99_reduction_pct", "P99 reduction %"))
-SLOPE_COLUMNS = (("variant", "variant"), ("prefix_caching", "cache"),
-                 ("ttft_slope_ms_per_1k_tokens", "TTFT slope ms / 1k prefix tokens"),
-                 ("slope_reduction_pct", "slope reduction %"))
+COLUMNS = (
+    ("variant", "variant"),
+    ("prefix_caching", "cache"),
+    ("prefix_tokens", "prefix tokens"),
+    ("n", "n"),
+    ("ttft_ms_p50", "TTFT P50 ms"),
+    ("ttft_ms_p99", "TTFT P99 ms"),
+    ("hit_rate_pct", "hit rate %"),
+    ("reference_variant", "vs"),
+    ("ref_ttft_ms_p50", "ref TTFT P50 ms"),
+    ("ttft_p50_reduction_pct", "P50 reduction %"),
+    ("ttft_p99_reduction_pct", "P99 reduction %"),
+)
+SLOPE_COLUMNS = (
+    ("variant", "variant"),
+    ("prefix_caching", "cache"),
+    ("ttft_slope_ms_per_1k_tokens", "TTFT slope ms / 1k prefix tokens"),
+    ("slope_reduction_pct", "slope reduction %"),
+)
 
 
-def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
-                  metadata: Mapping[str, Any]) -> None:
+def write_summary(
+    rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
+) -> None:
     from worthit.aggregate import failures_section, markdown_table, write_markdown
 
     schemas.write(parquet, schemas.PREFIX_SUMMARY, rows, metadata=metadata)
@@ -189,9 +263,17 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
     ok = df[df["status"] == schemas.STATUS_OK].copy()
     ok["hit_rate_pct"] = ok["hit_rate"].astype(float) * 100.0
     failed = df[df["status"] != schemas.STATUS_OK]
-    parts = [f"# {study}: prefix caching", "",
-             "TTFT of requests sharing a prefix of the given length (unique suffix each), cache on vs off; "
-             "reduction = (off - on) / off.", "", markdown_table(ok, COLUMNS), "",
-             "## TTFT against prefix length (least squares)", "",
-             markdown_table(ok.drop_duplicates("variant"), SLOPE_COLUMNS), ""]
+    parts = [
+        f"# {study}: prefix caching",
+        "",
+        "TTFT of requests sharing a prefix of the given length (unique suffix each), cache on vs off; "
+        "reduction = (off - on) / off.",
+        "",
+        markdown_table(ok, COLUMNS),
+        "",
+        "## TTFT against prefix length (least squares)",
+        "",
+        markdown_table(ok.drop_duplicates("variant"), SLOPE_COLUMNS),
+        "",
+    ]
     write_markdown(md, parts + failures_section(failed, ("prefix_tokens", "prefix tokens")))

@@ -29,12 +29,20 @@ def hardware() -> dict[str, Any]:
     if shutil.which("nvidia-smi"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap,memory.total",
-                 "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
+                ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap,memory.total", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
             if out:
                 first = [x.strip() for x in out.splitlines()[0].split(",")]
-                info.update(gpu=first[0], driver=first[1], compute_capability=first[2],
-                            gpu_memory=first[3], gpu_count=len(out.splitlines()))
+                info.update(
+                    gpu=first[0],
+                    driver=first[1],
+                    compute_capability=first[2],
+                    gpu_memory=first[3],
+                    gpu_count=len(out.splitlines()),
+                )
     return info
 
 
@@ -46,9 +54,15 @@ def server_version(url: str) -> str | None:
     return None
 
 
-def stamp(*, variant: str | None = None, server_url: str | None = None, manifest: Any = None,
-          engine_args: Mapping[str, Any] | None = None, config_hash: str | None = None,
-          **extra: Any) -> dict[str, Any]:
+def stamp(
+    *,
+    variant: str | None = None,
+    server_url: str | None = None,
+    manifest: Any = None,
+    engine_args: Mapping[str, Any] | None = None,
+    config_hash: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "worthit_version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -59,8 +73,13 @@ def stamp(*, variant: str | None = None, server_url: str | None = None, manifest
     if server_url:
         meta["vllm_version"] = server_version(server_url)
     if manifest is not None:
-        meta["model"] = {"name": manifest.name, "source": manifest.source, "hash": manifest.hash,
-                         "parameters": manifest.parameters, "dtype": manifest.dtype}
+        meta["model"] = {
+            "name": manifest.name,
+            "source": manifest.source,
+            "hash": manifest.hash,
+            "parameters": manifest.parameters,
+            "dtype": manifest.dtype,
+        }
     if engine_args is not None:
         meta["engine_args"] = dict(engine_args)
     if config_hash:

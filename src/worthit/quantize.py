@@ -59,8 +59,15 @@ GROUPED_SCHEMES = ("W4A16_ASYM", "W4A16")
 GROUP_SIZES = (32, 64, 128, 256)
 # Architectures AutoAWQ 0.2.9 has model classes for (subset relevant here); llm-compressor's list is
 # read from its AWQ mapping registry at run time.
-AUTOAWQ_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                         "GemmaForCausalLM", "Gemma2ForCausalLM", "Phi3ForCausalLM")
+AUTOAWQ_ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+    "Phi3ForCausalLM",
+)
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -77,7 +84,7 @@ class NotAvailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Calibration:
-    dataset: str = "builtin"        # builtin | file:PATH(.jsonl|.txt) | a hub dataset id
+    dataset: str = "builtin"  # builtin | file:PATH(.jsonl|.txt) | a hub dataset id
     split: str = "train"
     text_column: str = "text"
     samples: int = 16
@@ -173,52 +180,65 @@ def architecture(model_dir: Path) -> str:
     return str(archs[0])
 
 
-def validate_plan(plan: Plan, base_dir: Path | None = None,
-                  supported_architectures: Sequence[str] | None = None) -> None:
+def validate_plan(
+    plan: Plan, base_dir: Path | None = None, supported_architectures: Sequence[str] | None = None
+) -> None:
     """Raise :class:`QuantizeError` for a plan that cannot work, before any model is loaded.
 
     ``base_dir`` (the base model folder) enables the checks that need the weights' shapes;
     ``supported_architectures`` (the backend's list) enables the architecture check.
     """
     if plan.scheme not in SCHEMES:
-        raise QuantizeError(f"key '{plan.key('scheme')}': unknown scheme {plan.scheme!r} "
-                            f"(allowed: {', '.join(SCHEMES)})")
+        raise QuantizeError(
+            f"key '{plan.key('scheme')}': unknown scheme {plan.scheme!r} (allowed: {', '.join(SCHEMES)})"
+        )
     if plan.method not in METHODS:
-        raise QuantizeError(f"key '{plan.key('method')}': unknown method {plan.method!r} "
-                            f"(allowed: {', '.join(METHODS)})")
+        raise QuantizeError(
+            f"key '{plan.key('method')}': unknown method {plan.method!r} (allowed: {', '.join(METHODS)})"
+        )
     if plan.scheme not in METHOD_SCHEMES[plan.method]:
-        raise QuantizeError(f"key '{plan.key('scheme')}': method {plan.method} cannot produce "
-                            f"{plan.scheme} (allowed with {plan.method}: "
-                            f"{', '.join(METHOD_SCHEMES[plan.method])}; use method rtn for the others)")
+        raise QuantizeError(
+            f"key '{plan.key('scheme')}': method {plan.method} cannot produce "
+            f"{plan.scheme} (allowed with {plan.method}: "
+            f"{', '.join(METHOD_SCHEMES[plan.method])}; use method rtn for the others)"
+        )
     grouped = plan.scheme in GROUPED_SCHEMES
     if grouped and plan.group_size not in GROUP_SIZES:
-        raise QuantizeError(f"key '{plan.key('group_size')}': {plan.group_size!r} "
-                            f"(allowed for {plan.scheme}: {', '.join(map(str, GROUP_SIZES))})")
+        raise QuantizeError(
+            f"key '{plan.key('group_size')}': {plan.group_size!r} "
+            f"(allowed for {plan.scheme}: {', '.join(map(str, GROUP_SIZES))})"
+        )
     cal = plan.calibration
     if plan.needs_calibration and (cal.samples < 1 or cal.seq_len < 8):
-        raise QuantizeError(f"key '{plan.key('calibration')}': samples >= 1 and seq_len >= 8 needed "
-                            f"(got samples={cal.samples}, seq_len={cal.seq_len})")
+        raise QuantizeError(
+            f"key '{plan.key('calibration')}': samples >= 1 and seq_len >= 8 needed "
+            f"(got samples={cal.samples}, seq_len={cal.seq_len})"
+        )
     if plan.max_nll_increase <= 0:
         raise QuantizeError(f"key '{plan.key('max_nll_increase')}': must be > 0 (nats per token)")
     if plan.calibration_dtype not in ("float32", "bfloat16", "float16"):
-        raise QuantizeError(f"key '{plan.key('calibration_dtype')}': {plan.calibration_dtype!r} "
-                            "(allowed: float32, bfloat16, float16)")
+        raise QuantizeError(
+            f"key '{plan.key('calibration_dtype')}': {plan.calibration_dtype!r} (allowed: float32, bfloat16, float16)"
+        )
     if base_dir is None:
         return
     base_dir = Path(base_dir)
     if not (base_dir / "config.json").exists():
-        raise QuantizeError(f"key '{plan.key('base')}': base model {plan.base!r} at {base_dir} has no "
-                            "config.json")
+        raise QuantizeError(f"key '{plan.key('base')}': base model {plan.base!r} at {base_dir} has no config.json")
     arch = architecture(base_dir)
     if supported_architectures is not None and arch not in supported_architectures:
-        raise QuantizeError(f"key '{plan.key('method')}': method {plan.method} does not support "
-                            f"architecture {arch} of base model {plan.base!r} (supported: "
-                            f"{', '.join(sorted(supported_architectures))}; method rtn works for any "
-                            "model made of Linear layers)")
+        raise QuantizeError(
+            f"key '{plan.key('method')}': method {plan.method} does not support "
+            f"architecture {arch} of base model {plan.base!r} (supported: "
+            f"{', '.join(sorted(supported_architectures))}; method rtn works for any "
+            "model made of Linear layers)"
+        )
     linears = quantised_linears(base_dir, plan.ignore)
     if not linears:
-        raise QuantizeError(f"key '{plan.key('base')}': base model {plan.base!r} has no safetensors "
-                            f"Linear weights to quantise in {base_dir}")
+        raise QuantizeError(
+            f"key '{plan.key('base')}': base model {plan.base!r} has no safetensors "
+            f"Linear weights to quantise in {base_dir}"
+        )
     if grouped:
         assert plan.group_size is not None
         bad = {m: n for m, n in linears.items() if n % plan.group_size}
@@ -228,7 +248,8 @@ def validate_plan(plan: Plan, base_dir: Path | None = None,
             raise QuantizeError(
                 f"key '{plan.key('group_size')}': {plan.group_size} does not divide the in-features "
                 f"{', '.join(map(str, widths))} of {len(bad)} layer(s) of {plan.base!r} (e.g. "
-                f"{next(iter(bad))}) (allowed for this model: {', '.join(map(str, fits)) or 'none'})")
+                f"{next(iter(bad))}) (allowed for this model: {', '.join(map(str, fits)) or 'none'})"
+            )
 
 
 def _known_model_dir(spec: Mapping[str, Any], manifest: Path) -> Path | None:
@@ -247,8 +268,7 @@ def _default_manifest(model: str) -> Path:
     return Path(f"resources/models/{model}/manifest.json")
 
 
-def check_quantize_plans(cfg: Mapping[str, Any], source: str,
-                         manifest_of: Any = _default_manifest) -> list[Plan]:
+def check_quantize_plans(cfg: Mapping[str, Any], source: str, manifest_of: Any = _default_manifest) -> list[Plan]:
     """Parse-time checks of every ``quantize:`` block of a validated study config: the base is a fetched
     model, and the plan fits it (group size vs layer widths) when the base is already on disk."""
     models = cfg["models"]
@@ -259,8 +279,10 @@ def check_quantize_plans(cfg: Mapping[str, Any], source: str,
             continue
         plan = Plan.from_config(name, spec["quantize"])
         if plan.base not in fetched:
-            raise QuantizeError(f"{source}: key '{plan.key('base')}': {plan.base!r} is not a model with a "
-                                f"source (allowed: {', '.join(fetched) or 'none'})")
+            raise QuantizeError(
+                f"{source}: key '{plan.key('base')}': {plan.base!r} is not a model with a "
+                f"source (allowed: {', '.join(fetched) or 'none'})"
+            )
         try:
             validate_plan(plan, _known_model_dir(models[plan.base], manifest_of(plan.base)))
         except QuantizeError as e:
@@ -306,7 +328,7 @@ def token_windows(token_lists: Sequence[Sequence[int]], samples: int, seq_len: i
     need = samples * seq_len
     while len(stream) < need:
         stream = stream + stream
-    return [stream[i * seq_len:(i + 1) * seq_len] for i in range(samples)]
+    return [stream[i * seq_len : (i + 1) * seq_len] for i in range(samples)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -347,8 +369,9 @@ def llmcompressor_recipe(plan: Plan) -> list[Any]:
     scheme = preset_name_to_scheme(plan.scheme, ["Linear"])
     if plan.scheme in GROUPED_SCHEMES:
         assert scheme.weights is not None
-        scheme = QuantizationScheme(targets=["Linear"],
-                                    weights=scheme.weights.model_copy(update={"group_size": plan.group_size}))
+        scheme = QuantizationScheme(
+            targets=["Linear"], weights=scheme.weights.model_copy(update={"group_size": plan.group_size})
+        )
     quant = QuantizationModifier(config_groups={"group_0": scheme}, ignore=list(plan.ignore))
     if plan.method != "awq":
         return [quant]
@@ -374,11 +397,16 @@ def run_llmcompressor(plan: Plan, base_dir: Path, out: Path) -> dict[str, Any]:
     if plan.needs_calibration:
         cal = plan.calibration
         texts = calibration_texts(cal)
-        windows = token_windows([tok(t, add_special_tokens=False)["input_ids"] for t in texts],
-                                cal.samples, cal.seq_len)
+        windows = token_windows(
+            [tok(t, add_special_tokens=False)["input_ids"] for t in texts], cal.samples, cal.seq_len
+        )
         ds = Dataset.from_dict({"input_ids": windows, "attention_mask": [[1] * len(w) for w in windows]})
-        kwargs = dict(dataset=ds, num_calibration_samples=len(windows), max_seq_length=cal.seq_len,
-                      shuffle_calibration_samples=False)
+        kwargs = dict(
+            dataset=ds,
+            num_calibration_samples=len(windows),
+            max_seq_length=cal.seq_len,
+            shuffle_calibration_samples=False,
+        )
         info["calibration_tokens"] = sum(len(w) for w in windows)
         info["calibration_texts"] = len(texts)
     oneshot(model=model, recipe=llmcompressor_recipe(plan), **kwargs)
@@ -405,8 +433,15 @@ def _autoawq_cpu_backup_fix() -> Iterator[None]:
 
     original = AwqQuantizer._search_best_scale
 
-    def patched(self: Any, module: Any, prev_op: Any, layers: list[Any], inp: Any,
-                module2inspect: Any = None, kwargs: Any = None) -> Any:
+    def patched(
+        self: Any,
+        module: Any,
+        prev_op: Any,
+        layers: list[Any],
+        inp: Any,
+        module2inspect: Any = None,
+        kwargs: Any = None,
+    ) -> Any:
         target = module2inspect if module2inspect is not None else layers[0]
         cls_state_dict = type(target).state_dict
 
@@ -433,7 +468,8 @@ def run_autoawq(plan: Plan, base_dir: Path, out: Path) -> dict[str, Any]:
         raise NotAvailable(
             "AutoAWQ is not installed in the quantize environment (it is archived; 0.2.9 pins old "
             f"torch/transformers that cannot be met next to llm-compressor): {type(e).__name__}: {e}. "
-            "Use method awq (llm-compressor) instead.") from e
+            "Use method awq (llm-compressor) instead."
+        ) from e
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(base_dir))
@@ -441,11 +477,21 @@ def run_autoawq(plan: Plan, base_dir: Path, out: Path) -> dict[str, Any]:
     model = AutoAWQForCausalLM.from_pretrained(str(base_dir), torch_dtype=dtype)
     cal = plan.calibration
     texts = calibration_texts(cal)
-    quant_config = {"zero_point": plan.scheme == "W4A16_ASYM", "q_group_size": plan.group_size,
-                    "w_bit": 4, "version": "GEMM"}
+    quant_config = {
+        "zero_point": plan.scheme == "W4A16_ASYM",
+        "q_group_size": plan.group_size,
+        "w_bit": 4,
+        "version": "GEMM",
+    }
     with _autoawq_cpu_backup_fix():
-        model.quantize(tok, quant_config=quant_config, calib_data=texts, n_parallel_calib_samples=None,
-                       max_calib_samples=cal.samples, max_calib_seq_len=cal.seq_len)
+        model.quantize(
+            tok,
+            quant_config=quant_config,
+            calib_data=texts,
+            n_parallel_calib_samples=None,
+            max_calib_samples=cal.samples,
+            max_calib_seq_len=cal.seq_len,
+        )
     model.save_quantized(str(out))
     tok.save_pretrained(str(out))
     return {"backend": "autoawq", "backend_version": _version("autoawq"), "quant_config": quant_config}
@@ -496,8 +542,9 @@ def _load_for_gate(model_dir: Path) -> Any:
     return model
 
 
-def nll_and_kl(base_dir: Path | None, quant_dir: Path, texts: Sequence[str],
-               max_tokens: int = 512) -> tuple[float | None, float, float | None, int]:
+def nll_and_kl(
+    base_dir: Path | None, quant_dir: Path, texts: Sequence[str], max_tokens: int = 512
+) -> tuple[float | None, float, float | None, int]:
     """Mean NLL per token of ``texts`` under the base and the quantised model, and the mean
     KL(base || quantised) of the next-token distributions (nats)."""
     import torch
@@ -526,8 +573,13 @@ def nll_and_kl(base_dir: Path | None, quant_dir: Path, texts: Sequence[str],
     return (nll_b / n if base is not None else None), nll_q / n, (kl / n if base is not None else None), n
 
 
-def quality_gate(base_dir: Path | None, quant_dir: Path, max_nll_increase: float,
-                 max_kl: float | None = None, texts: Sequence[str] | None = None) -> GateResult:
+def quality_gate(
+    base_dir: Path | None,
+    quant_dir: Path,
+    max_nll_increase: float,
+    max_kl: float | None = None,
+    texts: Sequence[str] | None = None,
+) -> GateResult:
     """Judge a quantised checkpoint as written to disk against its base model."""
     t0 = time.monotonic()
     texts = list(texts) if texts is not None else read_texts(HELDOUT_FILE)
@@ -537,13 +589,24 @@ def quality_gate(base_dir: Path | None, quant_dir: Path, max_nll_increase: float
     if not math.isfinite(nll_q):
         reasons.append(f"held-out NLL of the quantised model is {nll_q}")
     if inc is not None and inc > max_nll_increase:
-        reasons.append(f"held-out NLL rose by {inc:.3f} nats/token ({nll_b:.3f} -> {nll_q:.3f}), "
-                       f"above the bound max_nll_increase={max_nll_increase}")
+        reasons.append(
+            f"held-out NLL rose by {inc:.3f} nats/token ({nll_b:.3f} -> {nll_q:.3f}), "
+            f"above the bound max_nll_increase={max_nll_increase}"
+        )
     if kl is not None and max_kl is not None and kl > max_kl:
         reasons.append(f"KL(base || quantised) {kl:.3f} nats/token above the bound max_kl={max_kl}")
-    return GateResult(nll_base=nll_b, nll_quantized=nll_q, nll_increase=inc, kl=kl, tokens=n,
-                      max_nll_increase=max_nll_increase, max_kl=max_kl, passed=not reasons,
-                      reason="; ".join(reasons), wall_s=time.monotonic() - t0)
+    return GateResult(
+        nll_base=nll_b,
+        nll_quantized=nll_q,
+        nll_increase=inc,
+        kl=kl,
+        tokens=n,
+        max_nll_increase=max_nll_increase,
+        max_kl=max_kl,
+        passed=not reasons,
+        reason="; ".join(reasons),
+        wall_s=time.monotonic() - t0,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -558,18 +621,32 @@ def model_bytes(model_dir: Path) -> int:
     return sum(p.stat().st_size for p in Path(model_dir).glob("*.safetensors"))
 
 
-def write_result_manifest(out_dir: Path, plan: Plan, base: Manifest, model_dir: Path, status: str,
-                          reason: str, quant: Mapping[str, Any], gate: GateResult | None) -> Manifest:
+def write_result_manifest(
+    out_dir: Path,
+    plan: Plan,
+    base: Manifest,
+    model_dir: Path,
+    status: str,
+    reason: str,
+    quant: Mapping[str, Any],
+    gate: GateResult | None,
+) -> Manifest:
     """The quantised model's manifest: the usual model manifest (files, hashes, bytes) plus, in
     ``extra``, the quantisation record, the gate's numbers and the status the serve stage obeys."""
     source = f"quantize:{plan.base}:{plan.method}:{plan.scheme}"
     if (model_dir / "config.json").exists():
         m = build_manifest(plan.name, source, base.hash, model_dir)
     else:
-        m = Manifest(name=plan.name, source=source, revision=base.hash, model_dir=str(model_dir.resolve()),
-                     fetched_at=time.time())
-    m.extra.update(status=status, reason=reason, quantization=dict(quant),
-                   quality_gate=gate.to_dict() if gate else None)
+        m = Manifest(
+            name=plan.name,
+            source=source,
+            revision=base.hash,
+            model_dir=str(model_dir.resolve()),
+            fetched_at=time.time(),
+        )
+    m.extra.update(
+        status=status, reason=reason, quantization=dict(quant), quality_gate=gate.to_dict() if gate else None
+    )
     m.write(out_dir / "manifest.json")
     return m
 
@@ -589,7 +666,10 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
     staging = out_dir / "model.partial"
     shutil.rmtree(staging, ignore_errors=True)
     quant: dict[str, Any] = {
-        "base": plan.base, "base_hash": base.hash, "scheme": plan.scheme, "method": plan.method,
+        "base": plan.base,
+        "base_hash": base.hash,
+        "scheme": plan.scheme,
+        "method": plan.method,
         "group_size": plan.group_size if plan.scheme in GROUPED_SCHEMES else None,
         "ignore": list(plan.ignore),
         "calibration": asdict(plan.calibration) if plan.needs_calibration else None,
@@ -598,8 +678,15 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
     }
     if plan.method == "awq":
         quant.update(n_grid=plan.n_grid, duo_scaling=plan.duo_scaling)
-    log.info("quantising %s (%s, %s %s, group %s) -> %s", plan.base, base_dir, plan.method, plan.scheme,
-             quant["group_size"], model_dir)
+    log.info(
+        "quantising %s (%s, %s %s, group %s) -> %s",
+        plan.base,
+        base_dir,
+        plan.method,
+        plan.scheme,
+        quant["group_size"],
+        model_dir,
+    )
     t0 = time.monotonic()
     try:
         runner = run_autoawq if plan.method == "autoawq" else run_llmcompressor
@@ -607,31 +694,55 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
     except NotAvailable as e:
         log.error("%s", e)
         shutil.rmtree(staging, ignore_errors=True)
-        return write_result_manifest(out_dir, plan, base, model_dir, STATUS_NOT_AVAILABLE, str(e), quant,
-                                     None)
+        return write_result_manifest(out_dir, plan, base, model_dir, STATUS_NOT_AVAILABLE, str(e), quant, None)
     except Exception as e:  # a backend crash is a failed result, not a crashed study
         log.error("quantisation failed:\n%s", traceback.format_exc())
         shutil.rmtree(staging, ignore_errors=True)
-        return write_result_manifest(out_dir, plan, base, model_dir, STATUS_FAILED,
-                                     f"{plan.method} {plan.scheme} failed: {type(e).__name__}: {e}", quant,
-                                     None)
+        return write_result_manifest(
+            out_dir,
+            plan,
+            base,
+            model_dir,
+            STATUS_FAILED,
+            f"{plan.method} {plan.scheme} failed: {type(e).__name__}: {e}",
+            quant,
+            None,
+        )
     quant["wall_s"] = round(time.monotonic() - t0, 2)
     quant["peak_rss_bytes"] = peak_rss_bytes()
     quant["bytes_after"] = model_bytes(staging)
     shutil.rmtree(model_dir, ignore_errors=True)
     os.replace(staging, model_dir)
-    log.info("quantised in %.1f s, peak RSS %.2f GB, %.1f MB -> %.1f MB", quant["wall_s"],
-             quant["peak_rss_bytes"] / 1e9, quant["bytes_before"] / 1e6, quant["bytes_after"] / 1e6)
+    log.info(
+        "quantised in %.1f s, peak RSS %.2f GB, %.1f MB -> %.1f MB",
+        quant["wall_s"],
+        quant["peak_rss_bytes"] / 1e9,
+        quant["bytes_before"] / 1e6,
+        quant["bytes_after"] / 1e6,
+    )
     try:
         gate = quality_gate(base_dir, model_dir, plan.max_nll_increase, plan.max_kl)
     except Exception as e:  # a checkpoint transformers cannot even load is a failed gate too
         log.error("quality gate could not evaluate the checkpoint:\n%s", traceback.format_exc())
-        return write_result_manifest(out_dir, plan, base, model_dir, STATUS_FAILED,
-                                     f"quality gate could not load or run the checkpoint: "
-                                     f"{type(e).__name__}: {e}", quant, None)
-    log.info("quality gate: NLL base %.4f, quantised %.4f (+%.4f), KL %.4f over %d tokens: %s",
-             gate.nll_base, gate.nll_quantized, gate.nll_increase, gate.kl, gate.tokens,
-             "passed" if gate.passed else "FAILED: " + gate.reason)
+        return write_result_manifest(
+            out_dir,
+            plan,
+            base,
+            model_dir,
+            STATUS_FAILED,
+            f"quality gate could not load or run the checkpoint: {type(e).__name__}: {e}",
+            quant,
+            None,
+        )
+    log.info(
+        "quality gate: NLL base %.4f, quantised %.4f (+%.4f), KL %.4f over %d tokens: %s",
+        gate.nll_base,
+        gate.nll_quantized,
+        gate.nll_increase,
+        gate.kl,
+        gate.tokens,
+        "passed" if gate.passed else "FAILED: " + gate.reason,
+    )
     status = STATUS_OK if gate.passed else STATUS_FAILED
     reason = "" if gate.passed else f"quality gate failed for {plan.name}: {gate.reason}"
     return write_result_manifest(out_dir, plan, base, model_dir, status, reason, quant, gate)
@@ -651,21 +762,29 @@ def weights_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
     cal = q.get("calibration") or {}
     status, reason = manifest_status(manifest)
     return {
-        "model": manifest.get("name"), "status": status, "reason": reason or None,
-        "scheme": q.get("scheme"), "method": q.get("method"), "group_size": q.get("group_size"),
-        "calibration_samples": cal.get("samples"), "calibration_seq_len": cal.get("seq_len"),
-        "quantize_wall_s": q.get("wall_s"), "quantize_peak_rss_gib": (q["peak_rss_bytes"] / 2**30
-                                                                     if q.get("peak_rss_bytes") else None),
+        "model": manifest.get("name"),
+        "status": status,
+        "reason": reason or None,
+        "scheme": q.get("scheme"),
+        "method": q.get("method"),
+        "group_size": q.get("group_size"),
+        "calibration_samples": cal.get("samples"),
+        "calibration_seq_len": cal.get("seq_len"),
+        "quantize_wall_s": q.get("wall_s"),
+        "quantize_peak_rss_gib": (q["peak_rss_bytes"] / 2**30 if q.get("peak_rss_bytes") else None),
         "weight_bytes_before": q.get("bytes_before"),
         "weight_bytes": q.get("bytes_after", manifest.get("weight_bytes")),
-        "nll_base": g.get("nll_base"), "nll": g.get("nll_quantized"), "nll_increase": g.get("nll_increase"),
+        "nll_base": g.get("nll_base"),
+        "nll": g.get("nll_quantized"),
+        "nll_increase": g.get("nll_increase"),
         "kl": g.get("kl"),
     }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m worthit.quantize",
-                                description="Quantise a model (or judge a checkpoint); write its manifest.")
+    p = argparse.ArgumentParser(
+        prog="python -m worthit.quantize", description="Quantise a model (or judge a checkpoint); write its manifest."
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     q = sub.add_parser("run", help="quantise a base model per a quantize: block of the study config")
     q.add_argument("--name", required=True, help="the quantised model's name (a key of models)")

@@ -44,8 +44,10 @@ class Table:
     @property
     def schema(self) -> pa.Schema:
         return pa.schema(
-            [pa.field(f.name, f.type, nullable=f.nullable, metadata={"description": f.description})
-             for f in self.fields],
+            [
+                pa.field(f.name, f.type, nullable=f.nullable, metadata={"description": f.description})
+                for f in self.fields
+            ],
             metadata={f"{META_PREFIX}table": self.name},
         )
 
@@ -54,8 +56,7 @@ class Table:
         return [f.name for f in self.fields]
 
     def markdown(self) -> str:
-        rows = [f"### `{self.name}`", "", self.description, "", "| column | type | description |",
-                "|---|---|---|"]
+        rows = [f"### `{self.name}`", "", self.description, "", "| column | type | description |", "|---|---|---|"]
         rows += [f"| `{f.name}` | {f.type} | {f.description} |" for f in self.fields]
         return "\n".join(rows)
 
@@ -178,8 +179,11 @@ ACCURACY_SUMMARY = Table(
         _f("baseline_stderr", pa.float64(), "its standard error"),
         _f("delta_pt", pa.float64(), "(value - baseline_value) x 100, in percentage points"),
         _f("delta_stderr_pt", pa.float64(), "standard error of delta_pt (see delta_method)"),
-        _f("delta_method", pa.string(),
-           "paired: std of per-document differences / sqrt(n_paired); independent: sqrt(se^2 + se_base^2)"),
+        _f(
+            "delta_method",
+            pa.string(),
+            "paired: std of per-document differences / sqrt(n_paired); independent: sqrt(se^2 + se_base^2)",
+        ),
         _f("n_paired", pa.int32(), "documents scored by both variants (paired method)"),
         _f("significant", pa.bool_(), "|delta| > 1.96 x delta_stderr (null without a standard error)"),
     ),
@@ -215,111 +219,160 @@ SUMMARY = Table(
     ),
 )
 
+
 def _measure(name: str, what: str) -> tuple[Field, ...]:
     """A reported figure with its sample size and 95% interval (worthit.report)."""
-    return (_f(name, pa.float64(), what), _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
-            _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
-            _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"))
+    return (
+        _f(name, pa.float64(), what),
+        _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
+        _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
+        _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"),
+    )
 
 
-_REPORT_STATUS = (_f("status", pa.string(), "ok / failed / not_applicable", False),
-                  _f("reason", pa.string(), "why it failed or does not apply"))
+_REPORT_STATUS = (
+    _f("status", pa.string(), "ok / failed / not_applicable", False),
+    _f("reason", pa.string(), "why it failed or does not apply"),
+)
 
 REPORT_LEVELS = Table(
     "report_levels",
     "Report: per variant x load level, every figure with n and a 95% interval (order statistics for "
     "percentiles, a bootstrap over requests or a t-interval over repeats for rates).",
-    (_VARIANT, _f("concurrency", pa.int32(), "closed-loop concurrency"), *_REPORT_STATUS,
-     _f("n", pa.int32(), "measured requests (all repeats)"), _f("n_errors", pa.int32(), "failed requests"),
-     _f("runs", pa.int32(), "repeated runs of this level"),
-     *_measure("ttft_ms_p50", "TTFT median"), *_measure("ttft_ms_p99", "TTFT 99th percentile"),
-     *_measure("tpot_ms_p50", "TPOT median"), *_measure("tpot_ms_p99", "TPOT 99th percentile"),
-     *_measure("output_tok_per_s", "output tokens/s"), *_measure("goodput_tok_per_s", "goodput tokens/s"),
-     _f("runs_tpot_ms_p50_min", pa.float64(), "smallest TPOT P50 over repeats (spread)"),
-     _f("runs_tpot_ms_p50_max", pa.float64(), "largest TPOT P50 over repeats (spread)"),
-     _f("runs_output_tok_per_s_min", pa.float64(), "smallest output tok/s over repeats (spread)"),
-     _f("runs_output_tok_per_s_max", pa.float64(), "largest output tok/s over repeats (spread)")),
+    (
+        _VARIANT,
+        _f("concurrency", pa.int32(), "closed-loop concurrency"),
+        *_REPORT_STATUS,
+        _f("n", pa.int32(), "measured requests (all repeats)"),
+        _f("n_errors", pa.int32(), "failed requests"),
+        _f("runs", pa.int32(), "repeated runs of this level"),
+        *_measure("ttft_ms_p50", "TTFT median"),
+        *_measure("ttft_ms_p99", "TTFT 99th percentile"),
+        *_measure("tpot_ms_p50", "TPOT median"),
+        *_measure("tpot_ms_p99", "TPOT 99th percentile"),
+        *_measure("output_tok_per_s", "output tokens/s"),
+        *_measure("goodput_tok_per_s", "goodput tokens/s"),
+        _f("runs_tpot_ms_p50_min", pa.float64(), "smallest TPOT P50 over repeats (spread)"),
+        _f("runs_tpot_ms_p50_max", pa.float64(), "largest TPOT P50 over repeats (spread)"),
+        _f("runs_output_tok_per_s_min", pa.float64(), "smallest output tok/s over repeats (spread)"),
+        _f("runs_output_tok_per_s_max", pa.float64(), "largest output tok/s over repeats (spread)"),
+    ),
 )
 
 REPORT_COMPARISON = Table(
     "report_comparison",
     "Report: the study's comparison table, baseline vs each variant, one row per quantity.",
-    (_VARIANT, _f("baseline", pa.string(), "the baseline variant", False),
-     _f("quantity", pa.string(), "what is compared (weights, KV blocks, TPOT P50 @ c=1, ...)", False),
-     _f("unit", pa.string(), "unit of the values"),
-     _f("kind", pa.string(), "capacity / latency / throughput / accuracy / weights"),
-     *_measure("baseline_value", "the baseline's figure"), *_measure("value", "the variant's figure"),
-     _f("change_pct", pa.float64(), "(variant - baseline) / baseline x 100"),
-     _f("change_pt", pa.float64(), "accuracy change in percentage points"),
-     _f("significant", pa.bool_(), "95% intervals clear of each other; null when either has none"),
-     *_REPORT_STATUS),
+    (
+        _VARIANT,
+        _f("baseline", pa.string(), "the baseline variant", False),
+        _f("quantity", pa.string(), "what is compared (weights, KV blocks, TPOT P50 @ c=1, ...)", False),
+        _f("unit", pa.string(), "unit of the values"),
+        _f("kind", pa.string(), "capacity / latency / throughput / accuracy / weights"),
+        *_measure("baseline_value", "the baseline's figure"),
+        *_measure("value", "the variant's figure"),
+        _f("change_pct", pa.float64(), "(variant - baseline) / baseline x 100"),
+        _f("change_pt", pa.float64(), "accuracy change in percentage points"),
+        _f("significant", pa.bool_(), "95% intervals clear of each other; null when either has none"),
+        *_REPORT_STATUS,
+    ),
 )
 
 REPORT_EXPERIMENTS = Table(
     "report_experiments",
     "Report: the other experiments (prefix caching, speculative decoding, KV cache dtypes), failures "
     "included with their reasons.",
-    (_f("experiment", pa.string(), "prefix caching / speculative decoding / KV cache dtype / ...", False),
-     _f("variant", pa.string(), "variant measured"), _f("setting", pa.string(), "length, concurrency, ..."),
-     _f("quantity", pa.string(), "what is reported"), _f("unit", pa.string(), "unit of the value"),
-     *_measure("value", "the figure"), _f("reference", pa.string(), "what it is compared with"),
-     _f("reference_value", pa.float64(), "the reference's figure"),
-     _f("change_pct", pa.float64(), "(value - reference) / reference x 100"),
-     _f("significant", pa.bool_(), "95% intervals clear of each other"), *_REPORT_STATUS),
+    (
+        _f("experiment", pa.string(), "prefix caching / speculative decoding / KV cache dtype / ...", False),
+        _f("variant", pa.string(), "variant measured"),
+        _f("setting", pa.string(), "length, concurrency, ..."),
+        _f("quantity", pa.string(), "what is reported"),
+        _f("unit", pa.string(), "unit of the value"),
+        *_measure("value", "the figure"),
+        _f("reference", pa.string(), "what it is compared with"),
+        _f("reference_value", pa.float64(), "the reference's figure"),
+        _f("change_pct", pa.float64(), "(value - reference) / reference x 100"),
+        _f("significant", pa.bool_(), "95% intervals clear of each other"),
+        *_REPORT_STATUS,
+    ),
 )
 
 REPORT_VERDICTS = Table(
     "report_verdicts",
     "Report: the decision table, one row per optimised variant, from the configurable `decide:` rules.",
-    (_VARIANT, _f("description", pa.string(), "what the variant changes"),
-     _f("benefit", pa.string(), "measurable benefits"), _f("accuracy_cost", pa.string(), "accuracy change"),
-     _f("max_accuracy_drop_pt", pa.float64(), "largest per-task accuracy drop in points"),
-     _f("effort", pa.string(), "effort label from decide.effort"),
-     _f("verdict", pa.string(), "adopt / reject / not applicable / no measurable difference", False),
-     _f("reason", pa.string(), "why, in words"),
-     _f("predicted_speedup", pa.float64(), "speculative speed-up model S, when it applies"),
-     _f("status", pa.string(), "ok / failed / not_applicable of the variant's results", False)),
+    (
+        _VARIANT,
+        _f("description", pa.string(), "what the variant changes"),
+        _f("benefit", pa.string(), "measurable benefits"),
+        _f("accuracy_cost", pa.string(), "accuracy change"),
+        _f("max_accuracy_drop_pt", pa.float64(), "largest per-task accuracy drop in points"),
+        _f("effort", pa.string(), "effort label from decide.effort"),
+        _f("verdict", pa.string(), "adopt / reject / not applicable / no measurable difference", False),
+        _f("reason", pa.string(), "why, in words"),
+        _f("predicted_speedup", pa.float64(), "speculative speed-up model S, when it applies"),
+        _f("status", pa.string(), "ok / failed / not_applicable of the variant's results", False),
+    ),
 )
 
 REPORT_CAPACITY = Table(
     "report_capacity",
     "Report: per variant, KV capacity set against the knees of the throughput and latency curves, and "
     "memory-bandwidth utilisation at the lowest level.",
-    (_VARIANT, _f("weight_bytes", pa.int64(), "weight bytes read per decode step (as served)"),
-     _f("num_blocks", pa.int64(), "KV blocks"), _f("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
-     _f("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
-     _f("throughput_knee_concurrency", pa.int32(), "lowest level reaching decide.knee.throughput_fraction "
-        "of peak output tok/s"),
-     _f("latency_knee_concurrency", pa.int32(), "highest level with TPOT P50 within "
-        "decide.knee.latency_factor x the lowest level's"),
-     _f("highest_level", pa.int32(), "highest concurrency measured"),
-     _f("preemptions", pa.float64(), "vllm:num_preemptions_total over the load levels"),
-     _f("bound", pa.string(), "what limits concurrency"),
-     _f("tpot_ms_p50", pa.float64(), "TPOT P50 at the lowest level"),
-     _f("mbu", pa.float64(), "(weight + KV bytes per step) / TPOT / peak bandwidth; null when unknown"),
-     _f("peak_bandwidth_gb_s", pa.float64(), "peak memory bandwidth used for MBU"),
-     _f("bandwidth_source", pa.string(), "datasheet or config the peak comes from")),
+    (
+        _VARIANT,
+        _f("weight_bytes", pa.int64(), "weight bytes read per decode step (as served)"),
+        _f("num_blocks", pa.int64(), "KV blocks"),
+        _f("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
+        _f("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
+        _f(
+            "throughput_knee_concurrency",
+            pa.int32(),
+            "lowest level reaching decide.knee.throughput_fraction of peak output tok/s",
+        ),
+        _f(
+            "latency_knee_concurrency",
+            pa.int32(),
+            "highest level with TPOT P50 within decide.knee.latency_factor x the lowest level's",
+        ),
+        _f("highest_level", pa.int32(), "highest concurrency measured"),
+        _f("preemptions", pa.float64(), "vllm:num_preemptions_total over the load levels"),
+        _f("bound", pa.string(), "what limits concurrency"),
+        _f("tpot_ms_p50", pa.float64(), "TPOT P50 at the lowest level"),
+        _f("mbu", pa.float64(), "(weight + KV bytes per step) / TPOT / peak bandwidth; null when unknown"),
+        _f("peak_bandwidth_gb_s", pa.float64(), "peak memory bandwidth used for MBU"),
+        _f("bandwidth_source", pa.string(), "datasheet or config the peak comes from"),
+    ),
 )
 
 REPORT_CAPABILITY = Table(
     "report_capability",
     "Report: the capability boundary of this hardware + model (fastest TPOT, highest throughput, KV "
     "capacity, largest prefill saving).",
-    (_f("quantity", pa.string(), "the boundary", False), *_measure("value", "the best figure measured"),
-     _f("unit", pa.string(), "unit"), _f("variant", pa.string(), "the variant reaching it"),
-     _f("note", pa.string(), "setting and what bounds it")),
+    (
+        _f("quantity", pa.string(), "the boundary", False),
+        *_measure("value", "the best figure measured"),
+        _f("unit", pa.string(), "unit"),
+        _f("variant", pa.string(), "the variant reaching it"),
+        _f("note", pa.string(), "setting and what bounds it"),
+    ),
 )
 
 REPORT_DEPLOYMENTS = Table(
     "report_deployments",
     "Report: recommended deployments (latency: highest concurrency whose P99 TPOT and TTFT meet the SLO; "
     "throughput: highest goodput) as complete `vllm serve` commands with the figures they promise.",
-    (_f("scenario", pa.string(), "latency / throughput", False), _f("variant", pa.string(), "variant"),
-     _f("max_num_seqs", pa.int32(), "the concurrency measured = --max-num-seqs"),
-     _f("command", pa.string(), "the vllm serve command"), *_REPORT_STATUS,
-     *_measure("tpot_ms_p50", "TPOT median"), *_measure("tpot_ms_p99", "TPOT 99th percentile"),
-     *_measure("ttft_ms_p50", "TTFT median"), *_measure("ttft_ms_p99", "TTFT 99th percentile"),
-     *_measure("output_tok_per_s", "output tokens/s"), *_measure("goodput_tok_per_s", "goodput tokens/s")),
+    (
+        _f("scenario", pa.string(), "latency / throughput", False),
+        _f("variant", pa.string(), "variant"),
+        _f("max_num_seqs", pa.int32(), "the concurrency measured = --max-num-seqs"),
+        _f("command", pa.string(), "the vllm serve command"),
+        *_REPORT_STATUS,
+        *_measure("tpot_ms_p50", "TPOT median"),
+        *_measure("tpot_ms_p99", "TPOT 99th percentile"),
+        *_measure("ttft_ms_p50", "TTFT median"),
+        *_measure("ttft_ms_p99", "TTFT 99th percentile"),
+        *_measure("output_tok_per_s", "output tokens/s"),
+        *_measure("goodput_tok_per_s", "goodput tokens/s"),
+    ),
 )
 
 PREFIX_SUMMARY = Table(
@@ -394,20 +447,44 @@ SPECDEC_SUMMARY = Table(
     ),
 )
 
+
 def _measure(name: str, what: str) -> tuple[Field, ...]:
     """A reported figure with its sample size and 95% interval (worthit.report)."""
-    return (_f(name, pa.float64(), what), _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
-            _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
-            _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"))
+    return (
+        _f(name, pa.float64(), what),
+        _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
+        _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
+        _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"),
+    )
 
 
-REPORT_TABLES = (REPORT_LEVELS, REPORT_COMPARISON, REPORT_EXPERIMENTS, REPORT_VERDICTS, REPORT_CAPACITY,
-                 REPORT_CAPABILITY, REPORT_DEPLOYMENTS)
+REPORT_TABLES = (
+    REPORT_LEVELS,
+    REPORT_COMPARISON,
+    REPORT_EXPERIMENTS,
+    REPORT_VERDICTS,
+    REPORT_CAPACITY,
+    REPORT_CAPABILITY,
+    REPORT_DEPLOYMENTS,
+)
 
 
-TABLES: dict[str, Table] = {t.name: t for t in (LOAD_REQUESTS, KV_CACHE, PREFIX, ACCURACY, SUMMARY,
-                                                PREFIX_SUMMARY, VERIFY, SPECDEC_SUMMARY,
-                                                ACCURACY_SUMMARY, ACCURACY_SAMPLES, *REPORT_TABLES)}
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        LOAD_REQUESTS,
+        KV_CACHE,
+        PREFIX,
+        ACCURACY,
+        SUMMARY,
+        PREFIX_SUMMARY,
+        VERIFY,
+        SPECDEC_SUMMARY,
+        ACCURACY_SUMMARY,
+        ACCURACY_SAMPLES,
+        *REPORT_TABLES,
+    )
+}
 
 
 class SchemaError(ValueError):
@@ -467,8 +544,15 @@ def write(
     return path
 
 
-def write_failure(path: str | os.PathLike[str], table: Table, reason: str, *, log_tail: str = "",
-                  status: str = STATUS_FAILED, metadata: Mapping[str, Any] | None = None) -> Path:
+def write_failure(
+    path: str | os.PathLike[str],
+    table: Table,
+    reason: str,
+    *,
+    log_tail: str = "",
+    status: str = STATUS_FAILED,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
     """A failed (or not applicable) experiment: zero rows, the reason and the log tail in metadata."""
     return write(path, table, [], status=status, reason=reason, log_tail=log_tail, metadata=metadata)
 
@@ -508,9 +592,9 @@ def read(path: str | os.PathLike[str], table: Table) -> Result:
         if not k.startswith(META_PREFIX):
             continue
         try:
-            decoded[k[len(META_PREFIX):]] = json.loads(v)
+            decoded[k[len(META_PREFIX) :]] = json.loads(v)
         except json.JSONDecodeError:
-            decoded[k[len(META_PREFIX):]] = v
+            decoded[k[len(META_PREFIX) :]] = v
     return Result(
         table=arrow.select(table.columns),
         status=str(decoded.get("status", STATUS_OK)),

@@ -77,11 +77,23 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
     return flags + list(extra)
 
 
-def serve_command(python: str, model_dir: str, served_name: str, port: int,
-                  args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
-    return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-            "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
-            *engine_flags(args, extra)]
+def serve_command(
+    python: str, model_dir: str, served_name: str, port: int, args: Mapping[str, Any] | None, extra: Sequence[str] = ()
+) -> list[str]:
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_dir,
+        "--served-model-name",
+        served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *engine_flags(args, extra),
+    ]
 
 
 def free_port() -> int:
@@ -99,8 +111,12 @@ _LOG_PREFIX = re.compile(r"^\([A-Za-z_:]+[^)]*\)\s*(?:(?:DEBUG|INFO|WARNING|ERRO
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)): (.+)$")
 _ARGPARSE_ERROR = re.compile(r"^\S+: error: (.+)$")
 # Wrappers vLLM raises around the real cause, which it logs first.
-_GENERIC_ERRORS = ("Engine core initialization failed", "EngineCore encountered an issue",
-                   "EngineDeadError", "See root cause above")
+_GENERIC_ERRORS = (
+    "Engine core initialization failed",
+    "EngineCore encountered an issue",
+    "EngineDeadError",
+    "See root cause above",
+)
 
 
 def startup_error(log_text: str) -> str | None:
@@ -108,9 +124,9 @@ def startup_error(log_text: str) -> str | None:
     device cuda:0 (9.71/139.8 GiB) on startup is less than desired GPU memory utilization ...`` or
     ``unrecognized arguments: --no-such-flag``; None when the log names none."""
     start = log_text.rfind("[worthit] ")
-    while start > 0 and " starting: " not in log_text[start:log_text.find("\n", start)]:
+    while start > 0 and " starting: " not in log_text[start : log_text.find("\n", start)]:
         start = log_text.rfind("[worthit] ", 0, start)
-    for raw in log_text[max(start, 0):].splitlines():
+    for raw in log_text[max(start, 0) :].splitlines():
         line = _LOG_PREFIX.sub("", raw.strip()).strip()
         if m := _ARGPARSE_ERROR.match(line):
             return m[1][:400]
@@ -166,8 +182,9 @@ def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
     """vLLM processes of process group ``pgid`` started after ``not_before`` (epoch s): pid -> command."""
     found: dict[int, str] = {}
     try:
-        btime = next(float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
-                     if ln.startswith("btime "))
+        btime = next(
+            float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime ")
+        )
     except (OSError, StopIteration):
         return found
     ticks = os.sysconf("SC_CLK_TCK")
@@ -183,8 +200,9 @@ def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
     return found
 
 
-def reap_leftover_group(state_path: str | os.PathLike[str], log_path: str | os.PathLike[str],
-                        grace_s: float = 10.0) -> list[str]:
+def reap_leftover_group(
+    state_path: str | os.PathLike[str], log_path: str | os.PathLike[str], grace_s: float = 10.0
+) -> list[str]:
     """Stop what an earlier server of this variant left running, and return its command lines.
 
     A supervisor killed with SIGKILL (a hard job-time limit, the OOM killer, ``kill -9``) cannot stop its
@@ -210,8 +228,10 @@ def reap_leftover_group(state_path: str | os.PathLike[str], log_path: str | os.P
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         with open(log_path, "ab") as log:
-            log.write(f"[worthit] stopped {len(left)} process(es) an earlier, killed run of this server left "
-                      f"behind (process group {pgid}): {'; '.join(left.values())}\n".encode())
+            log.write(
+                f"[worthit] stopped {len(left)} process(es) an earlier, killed run of this server left "
+                f"behind (process group {pgid}): {'; '.join(left.values())}\n".encode()
+            )
     side.unlink(missing_ok=True)
     return list(left.values())
 
@@ -258,9 +278,18 @@ def _claim_gpus(count: int, lock_dir: Path) -> tuple[str | None, list[Any]]:
         time.sleep(5)
 
 
-def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, python: str,
-              args: Mapping[str, Any] | None, extra: Sequence[str], env: Mapping[str, str],
-              gpus: int = 0, devices: Sequence[gating.Gpu] | None = None) -> int:
+def supervise(
+    state_path: Path,
+    log_path: Path,
+    variant: str,
+    model_dir: str,
+    python: str,
+    args: Mapping[str, Any] | None,
+    extra: Sequence[str],
+    env: Mapping[str, str],
+    gpus: int = 0,
+    devices: Sequence[gating.Gpu] | None = None,
+) -> int:
     """Run the server until told to stop; return 0 after a clean stop.
 
     ``devices`` are the GPUs the hardware gate judges (None: ask nvidia-smi about the claimed ones).
@@ -287,19 +316,36 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
         child_env["CUDA_VISIBLE_DEVICES"] = cuda
     refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices)
     if refused:
-        return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks,
-                       lambda: stopping, parent)
+        return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent)
     reap_leftover_group(state_path, log_path)
     with open(log_path, "ab") as log:
         log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=child_env, start_new_session=True, preexec_fn=_set_pdeathsig)
-    _group_path(state_path).write_text(json.dumps({"pgid": proc.pid, "supervisor_pid": os.getpid(),
-                                                   "started_at": time.time() - 1}))
-    state = ServerState(variant=variant, url=f"http://127.0.0.1:{port}", port=port, pid=proc.pid,
-                        supervisor_pid=os.getpid(), log=str(log_path), model_dir=model_dir,
-                        served_model_name=variant, command=cmd, started_at=time.time(), gpus=cuda)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=child_env,
+            start_new_session=True,
+            preexec_fn=_set_pdeathsig,
+        )
+    _group_path(state_path).write_text(
+        json.dumps({"pgid": proc.pid, "supervisor_pid": os.getpid(), "started_at": time.time() - 1})
+    )
+    state = ServerState(
+        variant=variant,
+        url=f"http://127.0.0.1:{port}",
+        port=port,
+        pid=proc.pid,
+        supervisor_pid=os.getpid(),
+        log=str(log_path),
+        model_dir=model_dir,
+        served_model_name=variant,
+        command=cmd,
+        started_at=time.time(),
+        gpus=cuda,
+    )
     tmp = state_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=1))
     os.replace(tmp, state_path)
@@ -328,17 +374,37 @@ def supervise(state_path: Path, log_path: Path, variant: str, model_dir: str, py
     return 0
 
 
-def _refuse(state_path: Path, log_path: Path, variant: str, model_dir: str, cmd: list[str], port: int,
-            reason: str, locks: list[Any], stopping: Callable[[], bool], parent: int,
-            status: str = "not_applicable") -> int:
+def _refuse(
+    state_path: Path,
+    log_path: Path,
+    variant: str,
+    model_dir: str,
+    cmd: list[str],
+    port: int,
+    reason: str,
+    locks: list[Any],
+    stopping: Callable[[], bool],
+    parent: int,
+    status: str = "not_applicable",
+) -> int:
     """Do not start the server; tell consumers why (exit file, then state) and wait for the group's end."""
     with open(log_path, "ab") as log:
         log.write(f"[worthit] {time.strftime('%F %T')} not starting the server: {reason}\n".encode())
-    _exit_path(state_path).write_text(json.dumps({"returncode": None, "status": status, "reason": reason,
-                                                  "at": time.time()}))
-    state = ServerState(variant=variant, url=f"http://127.0.0.1:{port}", port=port, pid=os.getpid(),
-                        supervisor_pid=os.getpid(), log=str(log_path), model_dir=model_dir,
-                        served_model_name=variant, command=cmd, started_at=time.time())
+    _exit_path(state_path).write_text(
+        json.dumps({"returncode": None, "status": status, "reason": reason, "at": time.time()})
+    )
+    state = ServerState(
+        variant=variant,
+        url=f"http://127.0.0.1:{port}",
+        port=port,
+        pid=os.getpid(),
+        supervisor_pid=os.getpid(),
+        log=str(log_path),
+        model_dir=model_dir,
+        served_model_name=variant,
+        command=cmd,
+        started_at=time.time(),
+    )
     tmp = state_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=1))
     os.replace(tmp, state_path)
@@ -404,8 +470,12 @@ def _live_state(state_path: Path) -> ServerState | None:
     return ServerState(**data)
 
 
-def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
-               poll_s: float = 1.0, gone_after_s: float = STATE_GONE_AFTER_S) -> ServerState:
+def wait_ready(
+    state_path: str | os.PathLike[str],
+    timeout_s: float = 600.0,
+    poll_s: float = 1.0,
+    gone_after_s: float = STATE_GONE_AFTER_S,
+) -> ServerState:
     """Block until the server answers /health; raise :class:`ServerFailed` when it cannot.
 
     The state file exists from parse time on (placeholder) and is replaced atomically by the supervisor;
@@ -421,18 +491,23 @@ def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
         elif missing_since is None:
             missing_since = now
         elif now - missing_since > gone_after_s:
-            raise ServerFailed(f"the server state file {state_path} was removed: Snakemake ended the serve job "
-                               "(its group failed or was cancelled; see the Snakemake log)")
+            raise ServerFailed(
+                f"the server state file {state_path} was removed: Snakemake ended the serve job "
+                "(its group failed or was cancelled; see the Snakemake log)"
+            )
         if now > deadline:
-            raise ServerFailed(f"no running server for {state_path} after {timeout_s:.0f}s "
-                               "(did the serve job start? see its log)")
+            raise ServerFailed(
+                f"no running server for {state_path} after {timeout_s:.0f}s (did the serve job start? see its log)"
+            )
         time.sleep(poll_s)
     while True:
         exit_file = _exit_path(state_path)
         if exit_file.exists() or not _alive(state.pid):
             info = json.loads(exit_file.read_text()) if exit_file.exists() else {}
-            reason = info.get("reason") or (f"vLLM server for variant '{state.variant}' exited "
-                                            f"(code {info.get('returncode', 'unknown')}) before it became ready")
+            reason = info.get("reason") or (
+                f"vLLM server for variant '{state.variant}' exited "
+                f"(code {info.get('returncode', 'unknown')}) before it became ready"
+            )
             if not info.get("reason") and (cause := startup_error(_read_tail(state.log))):
                 reason += f": {cause}"
             # "status" is set when the supervisor refused to start (hardware gate, manifest gate)
@@ -444,8 +519,9 @@ def wait_ready(state_path: str | os.PathLike[str], timeout_s: float = 600.0,
         except (OSError, urllib.error.URLError):
             pass
         if time.monotonic() > deadline:
-            raise ServerFailed(f"vLLM server for variant '{state.variant}' not ready after "
-                               f"{timeout_s:.0f}s", log_tail(state.log))
+            raise ServerFailed(
+                f"vLLM server for variant '{state.variant}' not ready after {timeout_s:.0f}s", log_tail(state.log)
+            )
         time.sleep(poll_s)
 
 
@@ -518,8 +594,14 @@ def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: floa
     lock = open(qdir / "lock", "w")  # noqa: SIM115 - closed in finally
     try:
         while True:
-            earlier = [t for t in qdir.iterdir() if t.name[:4].isdigit() and t != ticket
-                       and int(t.name[:4]) < index and _alive(int(t.name.split("-")[1]))]
+            earlier = [
+                t
+                for t in qdir.iterdir()
+                if t.name[:4].isdigit()
+                and t != ticket
+                and int(t.name[:4]) < index
+                and _alive(int(t.name.split("-")[1]))
+            ]
             if not earlier:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -534,8 +616,9 @@ def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m worthit.server",
-                                description="Supervise one variant's vLLM server (the serve rule).")
+    p = argparse.ArgumentParser(
+        prog="python -m worthit.server", description="Supervise one variant's vLLM server (the serve rule)."
+    )
     p.add_argument("--state", required=True, type=Path, help="state file to write (service output)")
     p.add_argument("--log", required=True, type=Path, help="server log")
     src = p.add_mutually_exclusive_group(required=True)
@@ -550,12 +633,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda *_: stop.append(1))
-        return _refuse(ns.state, ns.log, spec["variant"], model_dir, [], 0,
-                       f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
-                       f"(model status {status}): {reason or 'no reason recorded'}", [],
-                       lambda: bool(stop), os.getppid(), status="failed")
-    return supervise(ns.state, ns.log, spec["variant"], model_dir, spec["python"],
-                     spec.get("args"), spec.get("extra", []), spec.get("env", {}), int(spec.get("gpus", 0)))
+        return _refuse(
+            ns.state,
+            ns.log,
+            spec["variant"],
+            model_dir,
+            [],
+            0,
+            f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
+            f"(model status {status}): {reason or 'no reason recorded'}",
+            [],
+            lambda: bool(stop),
+            os.getppid(),
+            status="failed",
+        )
+    return supervise(
+        ns.state,
+        ns.log,
+        spec["variant"],
+        model_dir,
+        spec["python"],
+        spec.get("args"),
+        spec.get("extra", []),
+        spec.get("env", {}),
+        int(spec.get("gpus", 0)),
+    )
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ GENERATED = "vllm:generation_tokens_total"
 
 # --- the model (pure) --------------------------------------------------------------------------------
 
+
 def predicted_speedup(alpha: float, k: int, gamma: float, c: float) -> float:
     """S = alpha / (k gamma + c): plain decode time per token over speculative time per token."""
     cost = k * gamma + c
@@ -89,8 +90,7 @@ def acceptance_rate(draft_tokens: float, accepted: float) -> float | None:
     return accepted / draft_tokens if draft_tokens > 0 else None
 
 
-def decode_steps(generated: float, requests: int, drafts: float,
-                 accepted: float) -> tuple[float, float] | None:
+def decode_steps(generated: float, requests: int, drafts: float, accepted: float) -> tuple[float, float] | None:
     """(decode tokens, estimated decode steps) over a run.
 
     Each request's first token comes from its prefill; every later token comes from a decode step that
@@ -110,16 +110,18 @@ def gamma_from_tpot(draft_tpot_ms: float | None, target_tpot_ms: float | None) -
     return draft_tpot_ms / target_tpot_ms
 
 
-def c_from_verify(ttft_verify_ms: float | None, ttft_decode_ms: float | None,
-                  tpot_base_ms: float | None) -> float | None:
+def c_from_verify(
+    ttft_verify_ms: float | None, ttft_decode_ms: float | None, tpot_base_ms: float | None
+) -> float | None:
     """c = 1 + (TTFT of k + 1 new tokens - TTFT of 1 new token) / plain decode TPOT."""
     if ttft_verify_ms is None or ttft_decode_ms is None or not tpot_base_ms:
         return None
     return 1.0 + (ttft_verify_ms - ttft_decode_ms) / tpot_base_ms
 
 
-def implied_c(alpha: float | None, k: int, gamma: float | None, tpot_spec_ms: float | None,
-              tpot_base_ms: float | None) -> float | None:
+def implied_c(
+    alpha: float | None, k: int, gamma: float | None, tpot_spec_ms: float | None, tpot_base_ms: float | None
+) -> float | None:
     """The c at which the model would reproduce the measured TPOT ratio (a diagnostic, not an input)."""
     if alpha is None or gamma is None or tpot_spec_ms is None or not tpot_base_ms:
         return None
@@ -128,20 +130,28 @@ def implied_c(alpha: float | None, k: int, gamma: float | None, tpot_spec_ms: fl
 
 # --- measuring c on the base variant -----------------------------------------------------------------
 
-def verify_specs(tok: Any, context_tokens: int, sizes: Sequence[int], repeats: int,
-                 seed: int = 0) -> tuple[RequestSpec, list[tuple[int, RequestSpec]]]:
+
+def verify_specs(
+    tok: Any, context_tokens: int, sizes: Sequence[int], repeats: int, seed: int = 0
+) -> tuple[RequestSpec, list[tuple[int, RequestSpec]]]:
     """A warm-up request (puts the context in the cache) and the timed requests, sizes interleaved so
     drift over the run hits every size alike. One context for all: the same seed builds the same prefix."""
-    by_size = {m: SharedPrefixWorkload(context_tokens, m, 1, repeats + 1, seed=seed).build(tok)
-               for m in sizes}
+    by_size = {m: SharedPrefixWorkload(context_tokens, m, 1, repeats + 1, seed=seed).build(tok) for m in sizes}
     warm = by_size[min(sizes)][0]
     timed = [(m, by_size[m][1 + i]) for i in range(repeats) for m in sizes]
     return warm, timed
 
 
-def run_verify(url: str, model: str, tokenizer_dir: str, context_tokens: int, sizes: Sequence[int],
-               repeats: int, seed: int = 0,
-               timeout_s: float = 600.0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_verify(
+    url: str,
+    model: str,
+    tokenizer_dir: str,
+    context_tokens: int,
+    sizes: Sequence[int],
+    repeats: int,
+    seed: int = 0,
+    timeout_s: float = 600.0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Time one-step requests of a cached context + m new tokens for each m in ``sizes``."""
     info = kvmod.cache_config(scrape(url))
     block = int(float(info.get("block_size", 16)))
@@ -154,15 +164,26 @@ def run_verify(url: str, model: str, tokenizer_dir: str, context_tokens: int, si
     before = kvmod.counters(scrape(url), WATCHED_COUNTERS)
     result = asyncio.run(closed_loop(cfg, [s for _, s in timed], 1))
     delta = prometheus_delta(before, kvmod.counters(scrape(url), WATCHED_COUNTERS))
-    rows = [{"new_tokens": m, "context_tokens": context, "request_id": rec.request_id,
-             "ttft_ms": rec.ttft_ms, "success": rec.success, "error": rec.error}
-            for (m, _), rec in zip(timed, result.records, strict=True)]
+    rows = [
+        {
+            "new_tokens": m,
+            "context_tokens": context,
+            "request_id": rec.request_id,
+            "ttft_ms": rec.ttft_ms,
+            "success": rec.success,
+            "error": rec.error,
+        }
+        for (m, _), rec in zip(timed, result.records, strict=True)
+    ]
     queries = delta.get("vllm:prefix_cache_queries_total") or 0.0
     hit = delta.get("vllm:prefix_cache_hits_total", 0.0) / queries if queries else None
-    return rows, {"metrics_delta": delta, "hit_rate": hit, "block_size_tokens": block,
-                  "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
-                  "workload": {"context_tokens": context, "sizes": list(sizes), "repeats": repeats,
-                               "seed": seed}}
+    return rows, {
+        "metrics_delta": delta,
+        "hit_rate": hit,
+        "block_size_tokens": block,
+        "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
+        "workload": {"context_tokens": context, "sizes": list(sizes), "repeats": repeats, "seed": seed},
+    }
 
 
 def measure_verify(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
@@ -171,19 +192,30 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
     sd = study.cfg["specdec"]
     context = int(sd["verify_context_tokens"] or study.cfg["loadtest"]["prompt_tokens"])
     manifest = Manifest.load(manifest_path)
-    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args,
-                 config_hash=config_hash(study.cfg))
+    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args, config_hash=config_hash(study.cfg))
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, extra = run_verify(state.url, state.served_model_name, manifest.model_dir, context,
-                                 study.verify_sizes, int(sd["verify_repeats"]),
-                                 study.cfg["loadtest"]["seed"], study.cfg["loadtest"]["request_timeout_s"])
+        rows, extra = run_verify(
+            state.url,
+            state.served_model_name,
+            manifest.model_dir,
+            context,
+            study.verify_sizes,
+            int(sd["verify_repeats"]),
+            study.cfg["loadtest"]["seed"],
+            study.cfg["loadtest"]["request_timeout_s"],
+        )
         for r in rows:
             r["variant"] = variant
         for m in study.verify_sizes:
             ttft = [r["ttft_ms"] for r in rows if r["new_tokens"] == m and r["success"]]
-            log.info("verify %d new tokens on %d cached: TTFT P50 %s ms (n=%d)", m,
-                     rows[0]["context_tokens"], percentile(ttft, 50), len(ttft))
+            log.info(
+                "verify %d new tokens on %d cached: TTFT P50 %s ms (n=%d)",
+                m,
+                rows[0]["context_tokens"],
+                percentile(ttft, 50),
+                len(ttft),
+            )
         log.info("prefix-cache hit rate over the timed requests: %s", extra["hit_rate"])
         return rows, extra
 
@@ -192,15 +224,21 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
 
 # --- analysis ----------------------------------------------------------------------------------------
 
+
 def level_stats(result: schemas.Result) -> dict[str, Any]:
     """A load level reduced to what the analysis needs."""
     if not result.ok:
         return {"status": result.status, "reason": result.reason}
     recs = result.table.to_pylist()
     s = summarize(recs)
-    return {"status": schemas.STATUS_OK, "reason": None, "tpot_ms_p50": s.tpot_ms.p50,
-            "ttft_ms_p99": s.ttft_ms.p99, "metrics_delta": result.metadata.get("metrics_delta") or {},
-            "requests": len(recs) + int(result.metadata.get("n_warmup") or 0)}
+    return {
+        "status": schemas.STATUS_OK,
+        "reason": None,
+        "tpot_ms_p50": s.tpot_ms.p50,
+        "ttft_ms_p99": s.ttft_ms.p99,
+        "metrics_delta": result.metadata.get("metrics_delta") or {},
+        "requests": len(recs) + int(result.metadata.get("n_warmup") or 0),
+    }
 
 
 def verify_medians(result: schemas.Result) -> dict[int, float | None]:
@@ -218,10 +256,18 @@ def method_of(spec_config: Mapping[str, Any]) -> str:
     return str(spec_config.get("method") or ("draft_model" if spec_config.get("model") else "unknown"))
 
 
-def spec_rows(variant: str, spec_config: Mapping[str, Any], base: str, draft: str | None,
-              levels: Mapping[int, Mapping[str, Any]], base_levels: Mapping[int, Mapping[str, Any]],
-              draft_levels: Mapping[int, Mapping[str, Any]] | None, verify: Mapping[int, float | None],
-              verify_failure: str | None = None, threshold: float = 1.3) -> list[dict[str, Any]]:
+def spec_rows(
+    variant: str,
+    spec_config: Mapping[str, Any],
+    base: str,
+    draft: str | None,
+    levels: Mapping[int, Mapping[str, Any]],
+    base_levels: Mapping[int, Mapping[str, Any]],
+    draft_levels: Mapping[int, Mapping[str, Any]] | None,
+    verify: Mapping[int, float | None],
+    verify_failure: str | None = None,
+    threshold: float = 1.3,
+) -> list[dict[str, Any]]:
     """One row per load level of a speculative variant (pure: inputs already reduced)."""
     method = method_of(spec_config)
     k = int(spec_config.get("num_speculative_tokens") or 0)
@@ -246,64 +292,111 @@ def spec_rows(variant: str, spec_config: Mapping[str, Any], base: str, draft: st
     rows = []
     for conc in sorted(levels):
         lv = levels[conc]
-        row: dict[str, Any] = {"variant": variant, "status": lv["status"], "reason": lv.get("reason"),
-                               "method": method, "k": k, "concurrency": conc, "base_variant": base,
-                               "draft_variant": draft, "gamma": gamma, "c": c}
+        row: dict[str, Any] = {
+            "variant": variant,
+            "status": lv["status"],
+            "reason": lv.get("reason"),
+            "method": method,
+            "k": k,
+            "concurrency": conc,
+            "base_variant": base,
+            "draft_variant": draft,
+            "gamma": gamma,
+            "c": c,
+        }
         if lv["status"] != schemas.STATUS_OK:
             rows.append(row)
             continue
         d = lv.get("metrics_delta") or {}
         alpha = alpha_from_counters(d.get(DRAFTS, 0.0), d.get(ACCEPTED, 0.0))
-        steps = decode_steps(d.get(GENERATED, 0.0), int(lv.get("requests") or 0), d.get(DRAFTS, 0.0),
-                             d.get(ACCEPTED, 0.0))
+        steps = decode_steps(
+            d.get(GENERATED, 0.0), int(lv.get("requests") or 0), d.get(DRAFTS, 0.0), d.get(ACCEPTED, 0.0)
+        )
         bl = base_levels.get(conc, {})
         tpot, base_tpot = lv.get("tpot_ms_p50"), bl.get("tpot_ms_p50")
-        pred = (predicted_speedup(alpha, k, gamma, c)  # type: ignore[arg-type]
-                if alpha is not None and gamma is not None and c is not None else None)
+        pred = (
+            predicted_speedup(alpha, k, gamma, c)  # type: ignore[arg-type]
+            if alpha is not None and gamma is not None and c is not None
+            else None
+        )
         row_notes = list(notes) + ([] if alpha is not None else ["alpha unknown: no drafts counted"])
         row.update(
-            alpha=alpha, acceptance_rate=acceptance_rate(d.get(DRAFT_TOKENS, 0.0), d.get(ACCEPTED, 0.0)),
+            alpha=alpha,
+            acceptance_rate=acceptance_rate(d.get(DRAFT_TOKENS, 0.0), d.get(ACCEPTED, 0.0)),
             draft_coverage=(d.get(DRAFTS, 0.0) / steps[1]) if steps else None,
             alpha_effective=(steps[0] / steps[1]) if steps else None,
-            c_implied=implied_c(alpha, k, gamma, tpot, base_tpot), predicted_speedup=pred,
-            tpot_ms_p50=tpot, base_tpot_ms_p50=base_tpot,
+            c_implied=implied_c(alpha, k, gamma, tpot, base_tpot),
+            predicted_speedup=pred,
+            tpot_ms_p50=tpot,
+            base_tpot_ms_p50=base_tpot,
             measured_speedup=(base_tpot / tpot) if tpot and base_tpot else None,
-            ttft_ms_p99=lv.get("ttft_ms_p99"), base_ttft_ms_p99=bl.get("ttft_ms_p99"),
-            verdict=verdict(pred, threshold), note="; ".join(row_notes) or None)
+            ttft_ms_p99=lv.get("ttft_ms_p99"),
+            base_ttft_ms_p99=bl.get("ttft_ms_p99"),
+            verdict=verdict(pred, threshold),
+            note="; ".join(row_notes) or None,
+        )
         rows.append(row)
     return rows
 
 
-def summary_rows(study: Study, load_files: Mapping[tuple[str, int], str],
-                 verify_file: str | None) -> list[dict[str, Any]]:
+def summary_rows(
+    study: Study, load_files: Mapping[tuple[str, int], str], verify_file: str | None
+) -> list[dict[str, Any]]:
     """Every speculative variant x level, from the files the aggregate rule gets."""
+
     def levels_of(variant: str | None) -> dict[int, dict[str, Any]]:
-        return {c: level_stats(schemas.read(p, schemas.LOAD_REQUESTS))
-                for (v, c), p in load_files.items() if v == variant}
+        return {
+            c: level_stats(schemas.read(p, schemas.LOAD_REQUESTS)) for (v, c), p in load_files.items() if v == variant
+        }
 
     base = study.specdec_base
     verify_res = schemas.read(verify_file, schemas.VERIFY) if verify_file else None
     verify = verify_medians(verify_res) if verify_res else {}
-    failure = (None if verify_res is None or verify_res.ok
-               else f"verify timing {verify_res.status}: {verify_res.reason}")
+    failure = None if verify_res is None or verify_res.ok else f"verify timing {verify_res.status}: {verify_res.reason}"
     rows: list[dict[str, Any]] = []
     for v in study.spec_variants:
         draft = study.draft_variant(v)
-        rows += spec_rows(v, study.variant(v).speculative_config or {}, base, draft, levels_of(v),
-                          levels_of(base), levels_of(draft) if draft else None, verify, failure,
-                          float(study.cfg["specdec"]["worth_trying_speedup"]))
+        rows += spec_rows(
+            v,
+            study.variant(v).speculative_config or {},
+            base,
+            draft,
+            levels_of(v),
+            levels_of(base),
+            levels_of(draft) if draft else None,
+            verify,
+            failure,
+            float(study.cfg["specdec"]["worth_trying_speedup"]),
+        )
     return rows
 
 
-COLUMNS = (("variant", "variant"), ("method", "method"), ("k", "k"), ("concurrency", "conc"),
-           ("alpha", "α"), ("gamma", "γ"), ("c", "c"), ("predicted_speedup", "predicted S"),
-           ("measured_speedup", "measured TPOT speed-up"), ("tpot_ms_p50", "TPOT P50 ms"),
-           ("base_tpot_ms_p50", "base TPOT P50 ms"), ("c_implied", "c implied"),
-           ("acceptance_rate", "acceptance"), ("verdict", "verdict"))
+COLUMNS = (
+    ("variant", "variant"),
+    ("method", "method"),
+    ("k", "k"),
+    ("concurrency", "conc"),
+    ("alpha", "α"),
+    ("gamma", "γ"),
+    ("c", "c"),
+    ("predicted_speedup", "predicted S"),
+    ("measured_speedup", "measured TPOT speed-up"),
+    ("tpot_ms_p50", "TPOT P50 ms"),
+    ("base_tpot_ms_p50", "base TPOT P50 ms"),
+    ("c_implied", "c implied"),
+    ("acceptance_rate", "acceptance"),
+    ("verdict", "verdict"),
+)
 
 
-def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str,
-                  metadata: Mapping[str, Any], threshold: float = 1.3) -> None:
+def write_summary(
+    rows: list[dict[str, Any]],
+    parquet: str | Path,
+    md: str | Path,
+    study: str,
+    metadata: Mapping[str, Any],
+    threshold: float = 1.3,
+) -> None:
     from worthit.aggregate import _fmt, failures_section, markdown_table, write_markdown
 
     schemas.write(parquet, schemas.SPECDEC_SUMMARY, rows, metadata=metadata)
@@ -311,12 +404,18 @@ def write_summary(rows: list[dict[str, Any]], parquet: str | Path, md: str | Pat
     ok = df[df["status"] == schemas.STATUS_OK]
     failed = df[df["status"] != schemas.STATUS_OK].drop_duplicates(["variant", "reason"])
     notes = sorted({n for n in ok["note"].dropna()})
-    parts = [f"# {study}: speculative decoding", "",
-             "Predicted S = α / (kγ + c) next to the measured TPOT speed-up (base TPOT P50 / speculative "
-             f"TPOT P50) at each concurrency; predicted S < {_fmt(threshold, 2)} is flagged "
-             f"\"{NOT_WORTH_TRYING}\". "
-             "α from the spec-decode counters of each level, γ from the draft model served alone, c from "
-             "verify-step timing on the base variant; \"c implied\" is the c that would make the model match "
-             "the measurement (a diagnostic, not an input).", "", markdown_table(ok, COLUMNS), ""]
+    parts = [
+        f"# {study}: speculative decoding",
+        "",
+        "Predicted S = α / (kγ + c) next to the measured TPOT speed-up (base TPOT P50 / speculative "
+        f"TPOT P50) at each concurrency; predicted S < {_fmt(threshold, 2)} is flagged "
+        f'"{NOT_WORTH_TRYING}". '
+        "α from the spec-decode counters of each level, γ from the draft model served alone, c from "
+        'verify-step timing on the base variant; "c implied" is the c that would make the model match '
+        "the measurement (a diagnostic, not an input).",
+        "",
+        markdown_table(ok, COLUMNS),
+        "",
+    ]
     parts += [f"- {n}" for n in notes] + ([""] if notes else [])
     write_markdown(md, parts + failures_section(failed, ("concurrency", "conc")))

@@ -27,10 +27,14 @@ from worthit.server import ServerFailed, ServerState, consumer_presence, http_ge
 log = logging.getLogger("worthit")
 
 WATCHED_COUNTERS = (
-    "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
-    "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-    "vllm:spec_decode_num_accepted_tokens_total", "vllm:num_preemptions_total",
-    "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
 )
 
 
@@ -39,8 +43,9 @@ def setup_logging(path: str | None) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         handlers = [logging.FileHandler(path, mode="w")]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
-                        handlers=handlers, force=True)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers, force=True
+    )
 
 
 def scrape(url: str) -> str:
@@ -50,9 +55,16 @@ def scrape(url: str) -> str:
     return body
 
 
-def _consume(study: Study, variant: str, consumer: str, out: str, table: schemas.Table, state_path: str,
-             meta: dict[str, Any],
-             body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]]) -> None:
+def _consume(
+    study: Study,
+    variant: str,
+    consumer: str,
+    out: str,
+    table: schemas.Table,
+    state_path: str,
+    meta: dict[str, Any],
+    body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
+) -> None:
     """Wait for the server, take this measurement's turn on it, measure, write; failures are results."""
     order = list(study.consumers(variant))
     try:
@@ -65,9 +77,13 @@ def _consume(study: Study, variant: str, consumer: str, out: str, table: schemas
     schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
 
 
-def _measure_in_turn(study: Study, consumer: str, order: list[str], state_path: str,
-                     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]]
-                     ) -> tuple[ServerState, list[dict[str, Any]], dict[str, Any]]:
+def _measure_in_turn(
+    study: Study,
+    consumer: str,
+    order: list[str],
+    state_path: str,
+    body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
+) -> tuple[ServerState, list[dict[str, Any]], dict[str, Any]]:
     state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
     with turn(state_path, order.index(consumer), consumer):
         log.info("measuring %s on %s", consumer, state.url)
@@ -82,20 +98,35 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
     meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args, config_hash=config_hash(study.cfg))
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        row = kvmod.kv_row(variant, scrape(state.url), manifest.model_dir, v.served_dtype,
-                           study.tokens_per_request)
-        log.info("KV: %s blocks x %s tokens = %s tokens (%.3f GiB, %s), critical concurrency %.1f",
-                 row["num_blocks"], row["block_size_tokens"], row["kv_tokens"], row["kv_cache_gib"],
-                 row["cache_dtype"], row["critical_concurrency"])
+        row = kvmod.kv_row(variant, scrape(state.url), manifest.model_dir, v.served_dtype, study.tokens_per_request)
+        log.info(
+            "KV: %s blocks x %s tokens = %s tokens (%.3f GiB, %s), critical concurrency %.1f",
+            row["num_blocks"],
+            row["block_size_tokens"],
+            row["kv_tokens"],
+            row["kv_cache_gib"],
+            row["cache_dtype"],
+            row["critical_concurrency"],
+        )
         return [row], {}
 
     _consume(study, variant, "kv", out, schemas.KV_CACHE, state_path, meta, body)
 
 
-def run_level(url: str, model: str, tokenizer_dir: str, concurrency: int, num_requests: int,
-              prompt_tokens: int, output_tokens: int, warmup: int = 2, seed: int = 0,
-              endpoint: str = "completions", timeout_s: float = 600.0,
-              progress: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_level(
+    url: str,
+    model: str,
+    tokenizer_dir: str,
+    concurrency: int,
+    num_requests: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    warmup: int = 2,
+    seed: int = 0,
+    endpoint: str = "completions",
+    timeout_s: float = 600.0,
+    progress: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One closed-loop level: records (one per request) and run metadata incl. /metrics deltas."""
     tok = load_tokenizer(tokenizer_dir)
     specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=concurrency)
@@ -107,36 +138,72 @@ def run_level(url: str, model: str, tokenizer_dir: str, concurrency: int, num_re
     def on_done(rec: RequestRecord) -> None:
         nonlocal done
         done += 1
-        log.info("conc=%d request %d/%d %s ttft=%.1fms e2e=%.1fms tokens=%d%s", concurrency, done,
-                 num_requests, "ok" if rec.success else "FAILED", rec.ttft_ms or -1, rec.e2e_ms or -1,
-                 rec.output_tokens, f" error={rec.error}" if rec.error else "")
+        log.info(
+            "conc=%d request %d/%d %s ttft=%.1fms e2e=%.1fms tokens=%d%s",
+            concurrency,
+            done,
+            num_requests,
+            "ok" if rec.success else "FAILED",
+            rec.ttft_ms or -1,
+            rec.e2e_ms or -1,
+            rec.output_tokens,
+            f" error={rec.error}" if rec.error else "",
+        )
 
     result = asyncio.run(closed_loop(cfg, specs, concurrency, warmup=warm, on_done=on_done if progress else None))
     after = kvmod.counters(scrape(url), WATCHED_COUNTERS)
-    meta = {"n_warmup": result.warmup, "wall_s": result.wall_s, "metrics_delta": prometheus_delta(before, after),
-            "workload": {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-                         "num_requests": num_requests, "seed": seed, "endpoint": endpoint}}
+    meta = {
+        "n_warmup": result.warmup,
+        "wall_s": result.wall_s,
+        "metrics_delta": prometheus_delta(before, after),
+        "workload": {
+            "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "num_requests": num_requests,
+            "seed": seed,
+            "endpoint": endpoint,
+        },
+    }
     return result.rows(), meta
 
 
-def loadtest(study: Study, variant: str, concurrency: int, state_path: str, manifest_path: str, out: str,
-             run: int = 1) -> None:
+def loadtest(
+    study: Study, variant: str, concurrency: int, state_path: str, manifest_path: str, out: str, run: int = 1
+) -> None:
     """One run of one load level. Run r of a level uses its own prompts (seed + 2(r-1)), so a server
     with prefix caching on cannot answer a repeat from the cache of an earlier run."""
     if not 1 <= run <= study.repeats:
-        raise ConfigError(f"{out}: run {run} of level {concurrency} is not part of the study "
-                          f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it")
+        raise ConfigError(
+            f"{out}: run {run} of level {concurrency} is not part of the study "
+            f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it"
+        )
     v = study.variant(variant)
     lt = study.cfg["loadtest"]
     manifest = Manifest.load(manifest_path)
-    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args,
-                 config_hash=config_hash(study.cfg), concurrency=concurrency, repeat=run)
+    meta = stamp(
+        variant=variant,
+        manifest=manifest,
+        engine_args=v.engine_args,
+        config_hash=config_hash(study.cfg),
+        concurrency=concurrency,
+        repeat=run,
+    )
     seed = int(lt["seed"]) + 2 * (run - 1)  # run 1: prompts from seed, warm-up from seed + 1
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, extra = run_level(state.url, state.served_model_name, manifest.model_dir, concurrency,
-                                study.num_requests(concurrency), lt["prompt_tokens"], lt["output_tokens"],
-                                lt["warmup_requests"], seed, lt["endpoint"], lt["request_timeout_s"])
+        rows, extra = run_level(
+            state.url,
+            state.served_model_name,
+            manifest.model_dir,
+            concurrency,
+            study.num_requests(concurrency),
+            lt["prompt_tokens"],
+            lt["output_tokens"],
+            lt["warmup_requests"],
+            seed,
+            lt["endpoint"],
+            lt["request_timeout_s"],
+        )
         for r in rows:
             r.update(variant=variant, concurrency=concurrency, request_rate_per_s=None)
         ok = sum(r["success"] for r in rows)

@@ -22,10 +22,28 @@ ACC_CFG = {"num_concurrent": 4, "max_retries": 3, "max_length": 2048, "timeout_s
 
 def _serve(tmp: Path, model_dir: Path, serve_python: Path, extra_args: dict | None = None) -> Iterator[ServerState]:
     state = tmp / "server.json"
-    spec = {"variant": "t", "model_dir": str(model_dir), "python": str(serve_python),
-            "args": {**CPU_ENGINE_ARGS, **(extra_args or {})}, "extra": [], "env": {}, "gpus": 0}
-    proc = subprocess.Popen([sys.executable, "-m", "worthit.server", "--state", str(state), "--log",
-                             str(tmp / "server.log"), "--spec", json.dumps(spec)])
+    spec = {
+        "variant": "t",
+        "model_dir": str(model_dir),
+        "python": str(serve_python),
+        "args": {**CPU_ENGINE_ARGS, **(extra_args or {})},
+        "extra": [],
+        "env": {},
+        "gpus": 0,
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worthit.server",
+            "--state",
+            str(state),
+            "--log",
+            str(tmp / "server.log"),
+            "--spec",
+            json.dumps(spec),
+        ]
+    )
     try:
         yield wait_ready(state, 600)
     finally:
@@ -44,10 +62,17 @@ def evaluate_python() -> Path:
 
 
 def test_shipped_tasks_score_through_the_served_endpoint(server, model_dir, evaluate_python, tmp_path):
-    cfg = {**ACC_CFG, "tasks": [{"name": "worthit_arc", "limit": 24}, {"name": "worthit_hellaswag", "limit": 12},
-                                {"name": "worthit_gsm", "limit": 4}]}
-    rows, samples, meta = acc.evaluate("t", server.url, server.served_model_name, str(model_dir), cfg,
-                                       str(evaluate_python), tmp_path / "raw", 2048)
+    cfg = {
+        **ACC_CFG,
+        "tasks": [
+            {"name": "worthit_arc", "limit": 24},
+            {"name": "worthit_hellaswag", "limit": 12},
+            {"name": "worthit_gsm", "limit": 4},
+        ],
+    }
+    rows, samples, meta = acc.evaluate(
+        "t", server.url, server.served_model_name, str(model_dir), cfg, str(evaluate_python), tmp_path / "raw", 2048
+    )
     schemas.write(tmp_path / "accuracy.parquet", schemas.ACCURACY, rows)
     schemas.write(tmp_path / "accuracy_samples.parquet", schemas.ACCURACY_SAMPLES, samples)
     arc_docs = {s["doc_id"] for s in samples if s["task"] == "worthit_arc" and s["metric"] == "acc"}
@@ -69,13 +94,20 @@ def test_shipped_tasks_score_through_the_served_endpoint(server, model_dir, eval
     assert "--include_path" in meta["lm_eval_commands"]["worthit_arc"]
 
 
-def test_unknown_task_and_timeout_are_failed_rows_and_the_other_tasks_still_run(server, model_dir,
-                                                                                   evaluate_python, tmp_path):
-    cfg = {**ACC_CFG, "tasks": [{"name": "no_such_task_anywhere"},
-                                {"name": "worthit_gsm", "limit": 50, "timeout_s": 8},
-                                {"name": "worthit_arc", "limit": 4}]}
-    rows, _, _ = acc.evaluate("t", server.url, server.served_model_name, str(model_dir), cfg,
-                              str(evaluate_python), tmp_path / "raw", 2048)
+def test_unknown_task_and_timeout_are_failed_rows_and_the_other_tasks_still_run(
+    server, model_dir, evaluate_python, tmp_path
+):
+    cfg = {
+        **ACC_CFG,
+        "tasks": [
+            {"name": "no_such_task_anywhere"},
+            {"name": "worthit_gsm", "limit": 50, "timeout_s": 8},
+            {"name": "worthit_arc", "limit": 4},
+        ],
+    }
+    rows, _, _ = acc.evaluate(
+        "t", server.url, server.served_model_name, str(model_dir), cfg, str(evaluate_python), tmp_path / "raw", 2048
+    )
     by = {r["task"]: r for r in rows}
     unknown = by["no_such_task_anywhere"]
     assert unknown["status"] == "failed"
@@ -84,11 +116,13 @@ def test_unknown_task_and_timeout_are_failed_rows_and_the_other_tasks_still_run(
     assert by["worthit_arc"]["status"] == "ok" and by["worthit_arc"]["n"] == 4
 
 
-def test_a_server_without_prompt_logprobs_is_named_as_the_missing_capability(tmp_path, model_dir, serve_python,
-                                                                              evaluate_python):
+def test_a_server_without_prompt_logprobs_is_named_as_the_missing_capability(
+    tmp_path, model_dir, serve_python, evaluate_python
+):
     for state in _serve(tmp_path, model_dir, serve_python, {"max-logprobs": 0}):
         cfg = {**ACC_CFG, "tasks": [{"name": "worthit_arc", "limit": 4}]}
-        rows, _, _ = acc.evaluate("t", state.url, state.served_model_name, str(model_dir), cfg,
-                                  str(evaluate_python), tmp_path / "raw", 2048)
+        rows, _, _ = acc.evaluate(
+            "t", state.url, state.served_model_name, str(model_dir), cfg, str(evaluate_python), tmp_path / "raw", 2048
+        )
         assert len(rows) == 1 and rows[0]["status"] == "failed"
         assert "does not return prompt logprobs" in rows[0]["reason"] and "worthit_arc" in rows[0]["reason"]

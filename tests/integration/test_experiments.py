@@ -19,19 +19,47 @@ def study(tmp_path_factory, model_dir) -> Path:
     """One small study with every experiment, run once for the module."""
     work = tmp_path_factory.mktemp("experiments")
     cfg = study_config(model_dir)
-    cfg["loadtest"] = {"prompt_tokens": 32, "output_tokens": 16, "levels": [1, 2],
-                       "num_requests": {"min": 3, "per_concurrency": 1}, "warmup_requests": 1}
+    cfg["loadtest"] = {
+        "prompt_tokens": 32,
+        "output_tokens": 16,
+        "levels": [1, 2],
+        "num_requests": {"min": 3, "per_concurrency": 1},
+        "warmup_requests": 1,
+    }
     cfg["variants"] = {
         "base": {"model": "smol", "experiments": ["kv", "loadtest", "prefix"]},
-        "nocache": {"model": "smol", "engine_args": {"no-enable-prefix-caching": True},
-                    "experiments": ["prefix"]},
+        "nocache": {"model": "smol", "engine_args": {"no-enable-prefix-caching": True}, "experiments": ["prefix"]},
         "fp8": {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}, "experiments": ["kv", "loadtest"]},
-        "ngram": {"model": "smol", "experiments": ["loadtest"], "engine_args": {"speculative-config": {
-            "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 3}}},
-        "draft": {"model": "smol", "experiments": ["loadtest"], "engine_args": {"speculative-config": {
-            "method": "draft_model", "model": str(model_dir), "num_speculative_tokens": 3}}},
-        "badspec": {"model": "smol", "experiments": ["loadtest"], "engine_args": {"speculative-config": {
-            "method": "draft_model", "model": "/nonexistent/draft-model", "num_speculative_tokens": 3}}},
+        "ngram": {
+            "model": "smol",
+            "experiments": ["loadtest"],
+            "engine_args": {
+                "speculative-config": {
+                    "method": "ngram",
+                    "num_speculative_tokens": 3,
+                    "prompt_lookup_min": 2,
+                    "prompt_lookup_max": 3,
+                }
+            },
+        },
+        "draft": {
+            "model": "smol",
+            "experiments": ["loadtest"],
+            "engine_args": {
+                "speculative-config": {"method": "draft_model", "model": str(model_dir), "num_speculative_tokens": 3}
+            },
+        },
+        "badspec": {
+            "model": "smol",
+            "experiments": ["loadtest"],
+            "engine_args": {
+                "speculative-config": {
+                    "method": "draft_model",
+                    "model": "/nonexistent/draft-model",
+                    "num_speculative_tokens": 3,
+                }
+            },
+        },
     }
     cfg["baseline_variant"] = "base"
     cfg["prefix"] = {"lengths": [0, 512], "suffix_tokens": 16, "output_tokens": 4, "num_requests": 3}

@@ -30,8 +30,12 @@ def test_fp8_kv_on_sm86_is_recorded_not_applicable_without_starting_a_server(tmp
     args = json.dumps({"state": str(state), "log": str(log), "model_dir": str(model_dir)})
     proc = subprocess.Popen([sys.executable, "-c", SUPERVISE, args], cwd=ROOT)
     try:
-        cfg = validate(study_config(model_dir, variants={
-            "fp8": {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}, "experiments": ["kv"]}}))
+        cfg = validate(
+            study_config(
+                model_dir,
+                variants={"fp8": {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}, "experiments": ["kv"]}},
+            )
+        )
         out = tmp_path / "kv.parquet"
         t0 = time.monotonic()
         measure_kv(Study(cfg), "fp8", str(state), str(model_dir.parent / "manifest.json"), str(out))

@@ -48,8 +48,17 @@ def vllm_url(serve_python: Path, model_dir: Path, tmp_path_factory: pytest.TempP
 
 
 def test_run_level_measures_every_request_and_counts_generated_tokens(vllm_url: str, model_dir: Path) -> None:
-    rows, meta = run_level(vllm_url, "smol", str(model_dir), concurrency=2, num_requests=4, prompt_tokens=32,
-                           output_tokens=8, warmup=1, progress=False)
+    rows, meta = run_level(
+        vllm_url,
+        "smol",
+        str(model_dir),
+        concurrency=2,
+        num_requests=4,
+        prompt_tokens=32,
+        output_tokens=8,
+        warmup=1,
+        progress=False,
+    )
     assert len(rows) == 4 and all(r["success"] for r in rows), [r["error"] for r in rows]
     for r in rows:
         assert r["output_tokens"] == 8 and r["prompt_tokens_reported"] == 32  # exact prompts, by round trip
@@ -61,9 +70,31 @@ def test_run_level_measures_every_request_and_counts_generated_tokens(vllm_url: 
 
 def test_cli_loadtest_writes_a_readable_level(vllm_url: str, model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "conc~2.parquet"
-    rc = main(["loadtest", "--url", vllm_url, "--model", "smol", "--concurrency", "2",
-               "--num-requests", "3", "--prompt-tokens", "16", "--output-tokens", "4",
-               "--tokenizer", str(model_dir), "--warmup", "0", "--endpoint", "chat", "--out", str(out)])
+    rc = main(
+        [
+            "loadtest",
+            "--url",
+            vllm_url,
+            "--model",
+            "smol",
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "3",
+            "--prompt-tokens",
+            "16",
+            "--output-tokens",
+            "4",
+            "--tokenizer",
+            str(model_dir),
+            "--warmup",
+            "0",
+            "--endpoint",
+            "chat",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     df = schemas.read(out, schemas.LOAD_REQUESTS).to_pandas()
     assert len(df) == 3 and df["success"].all() and (df["output_tokens"] == 4).all()

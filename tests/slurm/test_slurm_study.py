@@ -28,13 +28,27 @@ RUN_TIMEOUT_S = 1500
 # The profile as a user runs it, with the machine-size keys scaled down to this 2-CPU CI node.
 # (A command-line flag replaces the profile's key as a whole, so each list is complete.)
 CI_OVERRIDES = [
-    "--resources", "gpu=2",  # two GPU jobs in flight: the variants' groups may run at once
-    "--set-threads", "serve_variant=1", "measure_kv=0", "loadtest=0", "prefix_test=0",
-    "evaluate_accuracy=0", "measure_verify=0", "fetch_model=1", "quantize_model=1",
-    "--set-resources", "serve_variant:mem_mb=3000", "serve_variant:runtime=20",
-    "evaluate_accuracy:mem_mb=2000", "fetch_model:mem_mb=1000",
-    "--default-resources", "runtime=10", "mem_mb=300",
-    "--slurm-init-seconds-before-status-checks", "5",
+    "--resources",
+    "gpu=2",  # two GPU jobs in flight: the variants' groups may run at once
+    "--set-threads",
+    "serve_variant=1",
+    "measure_kv=0",
+    "loadtest=0",
+    "prefix_test=0",
+    "evaluate_accuracy=0",
+    "measure_verify=0",
+    "fetch_model=1",
+    "quantize_model=1",
+    "--set-resources",
+    "serve_variant:mem_mb=3000",
+    "serve_variant:runtime=20",
+    "evaluate_accuracy:mem_mb=2000",
+    "fetch_model:mem_mb=1000",
+    "--default-resources",
+    "runtime=10",
+    "mem_mb=300",
+    "--slurm-init-seconds-before-status-checks",
+    "5",
 ]
 
 
@@ -54,11 +68,29 @@ def snakemake_slurm(workdir: Path, cfg: dict, *args: str) -> subprocess.Complete
     workdir.mkdir(parents=True, exist_ok=True)
     cfgfile = workdir / "study.yaml"
     cfgfile.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    env = {**os.environ, "VIRTUAL_ENV": str(VENVS / "workflow"),
-           "PATH": f"{VENVS / 'workflow' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    cmd = ["timeout", "-k", "60", str(RUN_TIMEOUT_S), str(python), "-m", "snakemake",
-           "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(cfgfile),
-           "--profile", str(ROOT / "profiles" / "slurm"), *args]
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(VENVS / "workflow"),
+        "PATH": f"{VENVS / 'workflow' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    cmd = [
+        "timeout",
+        "-k",
+        "60",
+        str(RUN_TIMEOUT_S),
+        str(python),
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(cfgfile),
+        "--profile",
+        str(ROOT / "profiles" / "slurm"),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
     (workdir / "snakemake.out").write_text(proc.stdout + proc.stderr)
     return proc
@@ -72,23 +104,26 @@ def slurm_jobs(workdir: Path) -> dict[str, Path]:
 
 def scontrol_job(job_id: str) -> dict[str, str]:
     """A job as slurmctld still holds it after it ended (MinJobAge=600 here; no sacct without slurmdbd)."""
-    out = subprocess.run(["timeout", "10", "scontrol", "-o", "show", "job", job_id],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["timeout", "10", "scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=True
+    ).stdout
     return dict(re.findall(r"(\S+?)=(\S*)", out))
 
 
 def result_schemas(results: Path) -> dict[str, pa.Schema]:
     """Every Parquet file under ``results`` (relative path -> Arrow schema without metadata)."""
-    return {str(p.relative_to(results)): pq.read_schema(p).remove_metadata()
-            for p in sorted(results.rglob("*.parquet"))}
+    return {
+        str(p.relative_to(results)): pq.read_schema(p).remove_metadata() for p in sorted(results.rglob("*.parquet"))
+    }
 
 
 def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, model_dir, slurm_cluster):
     cfg = two_variant_study(model_dir)
     cluster_dir = tmp_path / "cluster"
     proc = snakemake_slurm(cluster_dir, cfg, *CI_OVERRIDES)
-    assert proc.returncode == 0, f"snakemake --profile profiles/slurm failed ({proc.returncode}):\n" \
-        f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, (
+        f"snakemake --profile profiles/slurm failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    )
 
     # each variant's server group (server + KV + both load levels) was one SLURM job with one GPU
     jobs = slurm_jobs(cluster_dir)
@@ -96,19 +131,22 @@ def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, mod
     groups = {i: log for i, log in jobs.items() if log.parts[0].startswith("group_serve")}
     assert len(groups) == 2, jobs
     for variant in ("base", "small_batch"):
-        serving = [i for i, log in groups.items()
-                   if f"output: results/t/variant~{variant}/server.json (service)" in (logs / log).read_text()]
+        serving = [
+            i
+            for i, log in groups.items()
+            if f"output: results/t/variant~{variant}/server.json (service)" in (logs / log).read_text()
+        ]
         assert len(serving) == 1, (variant, jobs)
     # no member of a server group was submitted on its own
-    assert not [log for log in jobs.values()
-                if log.parts[0] in ("rule_serve_variant", "rule_loadtest", "rule_measure_kv")], jobs
+    assert not [
+        log for log in jobs.values() if log.parts[0] in ("rule_serve_variant", "rule_loadtest", "rule_measure_kv")
+    ], jobs
     group_jobs = [scontrol_job(i) for i in groups]
     for job in group_jobs:
         assert job["JobState"] == "COMPLETED", job
         assert job["TresPerJob"] == "gres:gpu:1", job  # the plugin's --gpus=1 from `resources: gpu=1`
     # the cluster had GPUs for both: the two variants' jobs ran at the same time
-    spans = sorted((datetime.fromisoformat(j["StartTime"]), datetime.fromisoformat(j["EndTime"]))
-                   for j in group_jobs)
+    spans = sorted((datetime.fromisoformat(j["StartTime"]), datetime.fromisoformat(j["EndTime"])) for j in group_jobs)
     assert spans[1][0] < spans[0][1], f"variant jobs ran one after the other: {spans}"
 
     # the servers ran inside their jobs and none outlived them
@@ -125,8 +163,9 @@ def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, mod
     assert cluster_tables.keys() == local_tables.keys()
     for name, schema in cluster_tables.items():
         assert schema.equals(local_tables[name]), name
-    summaries = [schemas.read(d / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()
-                 for d in (cluster_dir, local_dir)]
+    summaries = [
+        schemas.read(d / "results/t/summary.parquet", schemas.SUMMARY).to_pandas() for d in (cluster_dir, local_dir)
+    ]
     keys = [sorted(zip(s["variant"], s["concurrency"], s["status"], strict=True)) for s in summaries]
     assert keys[0] == keys[1] == [(v, c, "ok") for v in ("base", "small_batch") for c in (1, 2)]
     for variant in ("base", "small_batch"):

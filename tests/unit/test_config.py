@@ -56,17 +56,22 @@ def test_the_shipped_default_study_is_valid():
 
 
 def test_variant_engine_args_override_serve_defaults_and_false_drops_a_flag():
-    cfg = validate({**MIN, "serve": {"engine_args": {"dtype": "float32", "enforce-eager": True}},
-                    "variants": {"a": {"model": "m", "engine_args": {"enforce-eager": False, "max-num-seqs": 16}}}})
+    cfg = validate(
+        {
+            **MIN,
+            "serve": {"engine_args": {"dtype": "float32", "enforce-eager": True}},
+            "variants": {"a": {"model": "m", "engine_args": {"enforce-eager": False, "max-num-seqs": 16}}},
+        }
+    )
     v = Study(cfg).variant("a")
     assert engine_flags(v.engine_args) == ["--dtype", "float32", "--max-num-seqs", "16"]
 
 
 def test_engine_flags_pass_mappings_as_json_and_true_as_bare_flag():
-    flags = engine_flags({"speculative-config": {"method": "ngram", "num_speculative_tokens": 3},
-                          "enable_prefix_caching": True})
-    assert flags == ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
-                     "--enable-prefix-caching"]
+    flags = engine_flags(
+        {"speculative-config": {"method": "ngram", "num_speculative_tokens": 3}, "enable_prefix_caching": True}
+    )
+    assert flags == ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}', "--enable-prefix-caching"]
 
 
 def test_requests_per_level_scale_with_concurrency():
@@ -81,8 +86,15 @@ def test_consumers_run_kv_first_then_levels_in_order():
 
 def test_repeated_levels_go_round_after_round_and_keep_run_one_where_it_was():
     s = Study(validate({**MIN, "loadtest": {"levels": [1, 4], "repeats": 3}}))
-    assert list(s.consumers("a")) == ["kv", "load/conc~1", "load/conc~4", "load/conc~1.rep~2", "load/conc~4.rep~2",
-                                      "load/conc~1.rep~3", "load/conc~4.rep~3"]
+    assert list(s.consumers("a")) == [
+        "kv",
+        "load/conc~1",
+        "load/conc~4",
+        "load/conc~1.rep~2",
+        "load/conc~4.rep~2",
+        "load/conc~1.rep~3",
+        "load/conc~4.rep~3",
+    ]
     assert Study(validate(MIN)).repeats == 1
     assert [Study.run_of(w) for w in ("", ".rep~2", ".rep~12")] == [1, 2, 12]
 

@@ -4,17 +4,22 @@ import pytest
 
 from worthit import kv
 
-METRICS = '''# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
 vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",num_gpu_blocks="5306"} 1.0
 # HELP vllm:prefix_cache_hits_total Prefix cache hits
 # TYPE vllm:prefix_cache_hits_total counter
 vllm:prefix_cache_hits_total{engine="0",model_name="m"} 120.0
 vllm:prefix_cache_hits_total{engine="1",model_name="m"} 30.0
-'''
+"""
 
-QWEN7B = {"num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-          "hidden_size": 3584, "torch_dtype": "bfloat16"}
+QWEN7B = {
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "hidden_size": 3584,
+    "torch_dtype": "bfloat16",
+}
 
 
 @pytest.fixture

@@ -17,10 +17,22 @@ from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop, open_
 from worthit.metrics import summarize
 
 
-def one(url: str, max_tokens: int = 8, endpoint: str = "completions", fast: bool = True,
-        timeout_s: float = 30.0, **calibration: Any) -> dict[str, Any]:
-    cfg = ClientConfig(base_url=url, model="calibration", endpoint=endpoint, request_timeout_s=timeout_s,
-                       extra_body={"calibration": calibration} if calibration else {}, fast=fast)
+def one(
+    url: str,
+    max_tokens: int = 8,
+    endpoint: str = "completions",
+    fast: bool = True,
+    timeout_s: float = 30.0,
+    **calibration: Any,
+) -> dict[str, Any]:
+    cfg = ClientConfig(
+        base_url=url,
+        model="calibration",
+        endpoint=endpoint,
+        request_timeout_s=timeout_s,
+        extra_body={"calibration": calibration} if calibration else {},
+        fast=fast,
+    )
     res = asyncio.run(closed_loop(cfg, [RequestSpec("hello", 1, max_tokens)], 1))
     assert len(res.records) == 1
     return res.rows()[0]
@@ -71,12 +83,15 @@ def test_without_usage_tokens_fall_back_to_chunks(server: str) -> None:
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["protocol", "aiohttp"])
-@pytest.mark.parametrize("fail, reason", [
-    ("http500", "HTTP 500"),
-    ("stream_error", "server error in stream"),
-    ("truncate", "connection lost mid-response"),
-    ("no_content", "stream ended without content"),
-])
+@pytest.mark.parametrize(
+    "fail, reason",
+    [
+        ("http500", "HTTP 500"),
+        ("stream_error", "server error in stream"),
+        ("truncate", "connection lost mid-response"),
+        ("no_content", "stream ended without content"),
+    ],
+)
 def test_errored_request_is_recorded_with_its_reason(server: str, fail: str, reason: str, fast: bool) -> None:
     r = one(server, max_tokens=6, fail=fail, fast=fast)
     assert not r["success"]

@@ -6,9 +6,16 @@ from worthit.metrics import Slo, Stat, median_ci95, percentile, summarize, tpot_
 
 
 def rec(start_s, ttft, e2e, tokens, itl=(), success=True, error=None):
-    return {"start_s": start_s, "ttft_ms": ttft, "e2e_ms": e2e, "output_tokens": tokens,
-            "tpot_ms": tpot_ms(ttft, e2e, tokens) if success else None, "itl_ms": list(itl),
-            "success": success, "error": error}
+    return {
+        "start_s": start_s,
+        "ttft_ms": ttft,
+        "e2e_ms": e2e,
+        "output_tokens": tokens,
+        "tpot_ms": tpot_ms(ttft, e2e, tokens) if success else None,
+        "itl_ms": list(itl),
+        "success": success,
+        "error": error,
+    }
 
 
 def test_tpot_excludes_first_token():

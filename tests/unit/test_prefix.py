@@ -24,14 +24,28 @@ def test_slope_is_least_squares_and_skips_missing_points():
 
 
 def _row(variant, on, n, p50, status="ok"):
-    return {"variant": variant, "status": status, "reason": None if status == "ok" else "exited",
-            "prefix_caching": on, "prefix_tokens": n, "ttft_ms_p50": p50, "ttft_ms_p99": p50 and p50 * 1.1}
+    return {
+        "variant": variant,
+        "status": status,
+        "reason": None if status == "ok" else "exited",
+        "prefix_caching": on,
+        "prefix_tokens": n,
+        "ttft_ms_p50": p50,
+        "ttft_ms_p99": p50 and p50 * 1.1,
+    }
 
 
 def test_cache_on_rows_are_compared_with_the_cache_off_variant_length_by_length():
-    rows = summary_rows([_row("on", True, 0, 30.0), _row("on", True, 1500, 27.7),
-                         _row("on", True, 4000, 38.3), _row("off", False, 0, 30.0),
-                         _row("off", False, 1500, 50.8), _row("off", False, 4000, 113.4)])
+    rows = summary_rows(
+        [
+            _row("on", True, 0, 30.0),
+            _row("on", True, 1500, 27.7),
+            _row("on", True, 4000, 38.3),
+            _row("off", False, 0, 30.0),
+            _row("off", False, 1500, 50.8),
+            _row("off", False, 4000, 113.4),
+        ]
+    )
     on = {r["prefix_tokens"]: r for r in rows if r["variant"] == "on"}
     assert on[4000]["reference_variant"] == "off"
     assert on[4000]["ttft_p50_reduction_pct"] == pytest.approx(66.2, abs=0.1)
@@ -39,12 +53,12 @@ def test_cache_on_rows_are_compared_with_the_cache_off_variant_length_by_length(
     assert on[0]["slope_reduction_pct"] > 80
     off = [r for r in rows if r["variant"] == "off"]
     assert all(r.get("reference_variant") is None for r in off)
-    assert off[0]["ttft_slope_ms_per_1k_tokens"] == pytest.approx(
-        slope([0, 1500, 4000], [30.0, 50.8, 113.4]) * 1000)
+    assert off[0]["ttft_slope_ms_per_1k_tokens"] == pytest.approx(slope([0, 1500, 4000], [30.0, 50.8, 113.4]) * 1000)
 
 
 def test_a_failed_length_stays_a_row_and_is_left_out_of_the_slope():
-    rows = summary_rows([_row("on", True, 0, 10.0), _row("on", True, 100, 11.0),
-                         _row("on", True, 200, None, status="failed")])
+    rows = summary_rows(
+        [_row("on", True, 0, 10.0), _row("on", True, 100, 11.0), _row("on", True, 200, None, status="failed")]
+    )
     assert [r["status"] for r in rows] == ["ok", "ok", "failed"]
     assert rows[0]["ttft_slope_ms_per_1k_tokens"] == pytest.approx(10.0)

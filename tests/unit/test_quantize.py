@@ -50,14 +50,22 @@ def write_model(d: Path, shapes: dict[str, list[int]], arch: str = "LlamaForCaus
 def smollm2_like(d: Path, arch: str = "LlamaForCausalLM") -> Path:
     """SmolLM2-135M's widths (hidden 576, MLP 1536, 3 KV heads of 64), one layer."""
     p = "model.layers.0."
-    return write_model(d, {
-        "model.embed_tokens.weight": [64, 576],
-        p + "self_attn.q_proj.weight": [576, 576], p + "self_attn.k_proj.weight": [192, 576],
-        p + "self_attn.v_proj.weight": [192, 576], p + "self_attn.o_proj.weight": [576, 576],
-        p + "mlp.gate_proj.weight": [1536, 576], p + "mlp.up_proj.weight": [1536, 576],
-        p + "mlp.down_proj.weight": [576, 1536], p + "input_layernorm.weight": [576],
-        "lm_head.weight": [100, 50],
-    }, arch)
+    return write_model(
+        d,
+        {
+            "model.embed_tokens.weight": [64, 576],
+            p + "self_attn.q_proj.weight": [576, 576],
+            p + "self_attn.k_proj.weight": [192, 576],
+            p + "self_attn.v_proj.weight": [192, 576],
+            p + "self_attn.o_proj.weight": [576, 576],
+            p + "mlp.gate_proj.weight": [1536, 576],
+            p + "mlp.up_proj.weight": [1536, 576],
+            p + "mlp.down_proj.weight": [576, 1536],
+            p + "input_layernorm.weight": [576],
+            "lm_head.weight": [100, 50],
+        },
+        arch,
+    )
 
 
 def plan(**kw: object) -> Plan:
@@ -143,8 +151,9 @@ def test_schema_fills_quantize_defaults_and_refuses_source_plus_quantize() -> No
     assert q["scheme"] == "W4A16_ASYM" and q["method"] == "awq" and q["group_size"] == 64
     assert q["ignore"] == ["lm_head"] and q["calibration"]["dataset"] == "builtin"
     with pytest.raises(cfgmod.ConfigError, match="models.q"):
-        cfgmod.validate(_study({"smol": {"source": "path:/x"},
-                                "q": {"source": "path:/y", "quantize": {"base": "smol"}}}))
+        cfgmod.validate(
+            _study({"smol": {"source": "path:/x"}, "q": {"source": "path:/y", "quantize": {"base": "smol"}}})
+        )
 
 
 def test_quantised_base_must_be_a_fetched_model_and_plans_are_checked_against_it(tmp_path: Path) -> None:
@@ -154,16 +163,28 @@ def test_quantised_base_must_be_a_fetched_model_and_plans_are_checked_against_it
     with pytest.raises(QuantizeError, match=r"study.yaml: key 'models.q.quantize.base'.*allowed: smol"):
         check_quantize_plans({"models": {**ok, "q": {"quantize": {"base": "nope"}}}}, "study.yaml")
     with pytest.raises(QuantizeError, match="study.yaml: key 'models.q.quantize.group_size'"):
-        check_quantize_plans({"models": {**ok, "q": {"quantize": {"base": "smol", "group_size": 128}}}},
-                             "study.yaml")
+        check_quantize_plans({"models": {**ok, "q": {"quantize": {"base": "smol", "group_size": 128}}}}, "study.yaml")
 
 
 def test_weights_row_reports_scheme_bytes_cost_and_gate_numbers() -> None:
-    m = {"name": "q", "weight_bytes": 10, "extra": {
-        "status": "ok", "quantization": {"scheme": "W4A16_ASYM", "method": "awq", "group_size": 64,
-                                         "calibration": {"samples": 8, "seq_len": 128}, "wall_s": 90.0,
-                                         "peak_rss_bytes": 2**30, "bytes_before": 40, "bytes_after": 10},
-        "quality_gate": {"nll_base": 2.5, "nll_quantized": 2.6, "nll_increase": 0.1, "kl": 0.1}}}
+    m = {
+        "name": "q",
+        "weight_bytes": 10,
+        "extra": {
+            "status": "ok",
+            "quantization": {
+                "scheme": "W4A16_ASYM",
+                "method": "awq",
+                "group_size": 64,
+                "calibration": {"samples": 8, "seq_len": 128},
+                "wall_s": 90.0,
+                "peak_rss_bytes": 2**30,
+                "bytes_before": 40,
+                "bytes_after": 10,
+            },
+            "quality_gate": {"nll_base": 2.5, "nll_quantized": 2.6, "nll_increase": 0.1, "kl": 0.1},
+        },
+    }
     row = weights_row(m)
     assert row["weight_bytes_before"] == 40 and row["weight_bytes"] == 10
     assert row["calibration_samples"] == 8 and row["quantize_peak_rss_gib"] == 1.0
@@ -177,12 +198,33 @@ def test_fetched_manifests_are_servable_and_failed_ones_carry_their_reason() -> 
 
 def test_server_refuses_a_model_that_failed_its_gate_and_consumers_get_the_reason(tmp_path: Path) -> None:
     manifest = tmp_path / "manifest.json"
-    manifest.write_text(json.dumps({"name": "q", "model_dir": str(tmp_path), "extra": {
-        "status": "failed", "reason": "quality gate failed for q: held-out NLL rose by 9.1 nats/token"}}))
+    manifest.write_text(
+        json.dumps(
+            {
+                "name": "q",
+                "model_dir": str(tmp_path),
+                "extra": {
+                    "status": "failed",
+                    "reason": "quality gate failed for q: held-out NLL rose by 9.1 nats/token",
+                },
+            }
+        )
+    )
     state = tmp_path / "server.json"
     spec = {"variant": "awq", "manifest": str(manifest), "python": "/nonexistent/python", "args": {}}
-    proc = subprocess.Popen([sys.executable, "-m", "worthit.server", "--state", str(state),
-                             "--log", str(tmp_path / "serve.log"), "--spec", json.dumps(spec)])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worthit.server",
+            "--state",
+            str(state),
+            "--log",
+            str(tmp_path / "serve.log"),
+            "--spec",
+            json.dumps(spec),
+        ]
+    )
     try:
         t0 = time.monotonic()
         with pytest.raises(ServerFailed) as e:

@@ -6,8 +6,16 @@ from worthit import schemas
 
 
 def row(**kw):
-    base = {"variant": "v", "concurrency": 4, "request_id": 0, "start_s": 0.0, "success": True,
-            "ttft_ms": 12.5, "itl_ms": [1.0, 2.0], "output_tokens": 3}
+    base = {
+        "variant": "v",
+        "concurrency": 4,
+        "request_id": 0,
+        "start_s": 0.0,
+        "success": True,
+        "ttft_ms": 12.5,
+        "itl_ms": [1.0, 2.0],
+        "output_tokens": 3,
+    }
     base.update(kw)
     return base
 
@@ -35,8 +43,9 @@ def test_unknown_column_is_refused_with_the_allowed_ones(tmp_path):
 
 
 def test_failure_record_has_zero_rows_and_reason(tmp_path):
-    p = schemas.write_failure(tmp_path / "f.parquet", schemas.KV_CACHE, "server exited (code 1)",
-                              log_tail="CUDA out of memory")
+    p = schemas.write_failure(
+        tmp_path / "f.parquet", schemas.KV_CACHE, "server exited (code 1)", log_tail="CUDA out of memory"
+    )
     res = schemas.read(p, schemas.KV_CACHE)
     assert not res.ok and res.status == "failed" and res.table.num_rows == 0
     assert res.reason == "server exited (code 1)" and "out of memory" in res.log_tail

@@ -36,9 +36,22 @@ def test_wait_ready_reports_the_recorded_reason_when_the_server_was_refused(tmp_
     state = tmp_path / "server.json"
     log = tmp_path / "serve.log"
     log.write_text("line 1\nnot starting: fp8 KV needs sm_89\n")
-    state.write_text(json.dumps({"variant": "v", "url": "http://127.0.0.1:9", "port": 9, "pid": os.getpid(),
-                                 "supervisor_pid": os.getpid(), "log": str(log), "model_dir": "m",
-                                 "served_model_name": "v", "command": [], "started_at": 0.0}))
+    state.write_text(
+        json.dumps(
+            {
+                "variant": "v",
+                "url": "http://127.0.0.1:9",
+                "port": 9,
+                "pid": os.getpid(),
+                "supervisor_pid": os.getpid(),
+                "log": str(log),
+                "model_dir": "m",
+                "served_model_name": "v",
+                "command": [],
+                "started_at": 0.0,
+            }
+        )
+    )
     (tmp_path / "server.json.exit").write_text(json.dumps({"status": "not_applicable", "reason": "sm_86"}))
     with pytest.raises(ServerFailed) as e:
         wait_ready(state, timeout_s=5)

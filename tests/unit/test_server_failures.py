@@ -35,9 +35,11 @@ def test_only_the_last_start_attempt_counts():
 
 
 def test_wrapper_errors_alone_name_no_cause():
-    text = ("[worthit] 2026-11-30 01:02:23 starting: vllm serve m\n"
-            "(APIServer pid=3188) RuntimeError: Engine core initialization failed. See root cause above. "
-            "Failed core proc(s): {}\n")
+    text = (
+        "[worthit] 2026-11-30 01:02:23 starting: vllm serve m\n"
+        "(APIServer pid=3188) RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}\n"
+    )
     assert server.startup_error(text) is None
 
 
@@ -45,10 +47,17 @@ def orphaned_group() -> tuple[int, int]:
     """A process group whose leader was SIGKILLed, leaving its child (named like vLLM's engine core)
     re-parented to init: what a SIGKILLed ``vllm serve`` leaves. Returns (pgid, orphan pid)."""
     leader = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys, time\n"
-         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', 'VLLM::EngineCore'])\n"
-         "print(p.pid, flush=True); time.sleep(300)"],
-        stdout=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', 'VLLM::EngineCore'])\n"
+            "print(p.pid, flush=True); time.sleep(300)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     orphan = int(leader.stdout.readline())
     leader.kill()
     leader.wait()
@@ -68,8 +77,9 @@ def test_a_killed_runs_engine_is_stopped_before_the_next_start(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
     state, log = tmp_path / "server.json", tmp_path / "serve.log"
-    Path(str(state) + ".group").write_text(json.dumps({"pgid": pgid, "supervisor_pid": dead.pid,
-                                                       "started_at": time.time() - 5}))
+    Path(str(state) + ".group").write_text(
+        json.dumps({"pgid": pgid, "supervisor_pid": dead.pid, "started_at": time.time() - 5})
+    )
     try:
         assert alive(orphan)
         stopped = server.reap_leftover_group(state, log, grace_s=5)
@@ -86,8 +96,9 @@ def test_a_killed_runs_engine_is_stopped_before_the_next_start(tmp_path):
 def test_a_group_whose_supervisor_lives_is_left_alone(tmp_path):
     pgid, orphan = orphaned_group()
     state, log = tmp_path / "server.json", tmp_path / "serve.log"
-    Path(str(state) + ".group").write_text(json.dumps({"pgid": pgid, "supervisor_pid": os.getpid(),
-                                                       "started_at": time.time() - 5}))
+    Path(str(state) + ".group").write_text(
+        json.dumps({"pgid": pgid, "supervisor_pid": os.getpid(), "started_at": time.time() - 5})
+    )
     try:
         assert server.reap_leftover_group(state, log, grace_s=5) == []
         assert alive(orphan)

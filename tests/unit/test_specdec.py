@@ -79,19 +79,38 @@ def test_implied_c_reproduces_the_measurement_by_construction():
 
 
 def _level(tpot, drafts=0.0, accepted=0.0, draft_tokens=0.0, generated=0.0, requests=0):
-    return {"status": "ok", "reason": None, "tpot_ms_p50": tpot, "ttft_ms_p99": 100.0,
-            "requests": requests,
-            "metrics_delta": {specdec.DRAFTS: drafts, specdec.ACCEPTED: accepted,
-                              specdec.DRAFT_TOKENS: draft_tokens, specdec.GENERATED: generated}}
+    return {
+        "status": "ok",
+        "reason": None,
+        "tpot_ms_p50": tpot,
+        "ttft_ms_p99": 100.0,
+        "requests": requests,
+        "metrics_delta": {
+            specdec.DRAFTS: drafts,
+            specdec.ACCEPTED: accepted,
+            specdec.DRAFT_TOKENS: draft_tokens,
+            specdec.GENERATED: generated,
+        },
+    }
 
 
 def test_rows_put_prediction_next_to_measured_speedup_per_concurrency():
-    spec = {1: _level(19.55, drafts=100, accepted=208, draft_tokens=500, generated=330, requests=4),
-            16: _level(25.0, drafts=100, accepted=208, draft_tokens=500, generated=330, requests=4)}
+    spec = {
+        1: _level(19.55, drafts=100, accepted=208, draft_tokens=500, generated=330, requests=4),
+        16: _level(25.0, drafts=100, accepted=208, draft_tokens=500, generated=330, requests=4),
+    }
     base = {1: _level(19.7), 16: _level(23.3)}
     draft = {1: _level(3.94)}
-    rows = spec_rows("spec", {"model": "draft", "num_speculative_tokens": 5}, "base", "draft", spec, base,
-                     draft, verify={1: 40.0, 6: 54.381})
+    rows = spec_rows(
+        "spec",
+        {"model": "draft", "num_speculative_tokens": 5},
+        "base",
+        "draft",
+        spec,
+        base,
+        draft,
+        verify={1: 40.0, 6: 54.381},
+    )
     assert [r["concurrency"] for r in rows] == [1, 16]
     r1 = rows[0]
     assert r1["method"] == "draft_model" and r1["k"] == 5
@@ -104,10 +123,20 @@ def test_rows_put_prediction_next_to_measured_speedup_per_concurrency():
 
 
 def test_ngram_needs_no_draft_variant_and_a_failed_level_stays_a_row():
-    spec = {1: _level(10.0, drafts=10, accepted=10, draft_tokens=40, generated=100, requests=2),
-            4: {"status": "failed", "reason": "server exited"}}
-    rows = spec_rows("ng", {"method": "ngram", "num_speculative_tokens": 4}, "base", None, spec,
-                     {1: _level(12.0), 4: _level(14.0)}, None, verify={1: 40.0, 5: 43.0})
+    spec = {
+        1: _level(10.0, drafts=10, accepted=10, draft_tokens=40, generated=100, requests=2),
+        4: {"status": "failed", "reason": "server exited"},
+    }
+    rows = spec_rows(
+        "ng",
+        {"method": "ngram", "num_speculative_tokens": 4},
+        "base",
+        None,
+        spec,
+        {1: _level(12.0), 4: _level(14.0)},
+        None,
+        verify={1: 40.0, 5: 43.0},
+    )
     assert rows[0]["gamma"] == 0.0 and rows[0]["c"] == pytest.approx(1.25)
     assert rows[0]["predicted_speedup"] == pytest.approx(2.0 / 1.25)
     assert rows[1]["status"] == "failed" and rows[1]["reason"] == "server exited"
@@ -115,8 +144,16 @@ def test_ngram_needs_no_draft_variant_and_a_failed_level_stays_a_row():
 
 
 def test_missing_inputs_leave_the_prediction_empty_and_say_why():
-    rows = spec_rows("d", {"model": "x", "num_speculative_tokens": 3}, "base", None,
-                     {1: _level(10.0, drafts=5, accepted=5, generated=40, requests=2)}, {1: _level(9.0)},
-                     None, verify={}, verify_failure="verify timing failed: server exited")
+    rows = spec_rows(
+        "d",
+        {"model": "x", "num_speculative_tokens": 3},
+        "base",
+        None,
+        {1: _level(10.0, drafts=5, accepted=5, generated=40, requests=2)},
+        {1: _level(9.0)},
+        None,
+        verify={},
+        verify_failure="verify timing failed: server exited",
+    )
     assert rows[0]["predicted_speedup"] is None and rows[0]["verdict"] is None
     assert "gamma unknown" in rows[0]["note"] and "server exited" in rows[0]["note"]

@@ -13,22 +13,31 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 def test_repeated_levels_are_measured_summarised_and_extended(tmp_path, model_dir):
-    loadtest = {"prompt_tokens": 16, "output_tokens": 4, "levels": [1, 2],
-                "num_requests": {"min": 4, "per_concurrency": 2}, "warmup_requests": 1, "repeats": 2}
+    loadtest = {
+        "prompt_tokens": 16,
+        "output_tokens": 4,
+        "levels": [1, 2],
+        "num_requests": {"min": 4, "per_concurrency": 2},
+        "warmup_requests": 1,
+        "repeats": 2,
+    }
     cfg = study_config(model_dir, loadtest=loadtest)
     cfg["variants"]["base"]["experiments"] = ["kv", "loadtest"]
     run_snakemake(tmp_path, cfg, "results/t/summary.parquet", "results/t/report/levels.parquet")
     load = tmp_path / "results/t/variant~base/load"
-    files = {(c, r): load / (f"conc~{c}.parquet" if r == 1 else f"conc~{c}.rep~{r}.parquet")
-             for c in (1, 2) for r in (1, 2)}
+    files = {
+        (c, r): load / (f"conc~{c}.parquet" if r == 1 else f"conc~{c}.rep~{r}.parquet") for c in (1, 2) for r in (1, 2)
+    }
     runs = {k: schemas.read(p, schemas.LOAD_REQUESTS) for k, p in files.items()}
     for (_c, r), res in runs.items():
         assert res.ok and res.table.num_rows == 4 and res.metadata["repeat"] == r
         assert res.metadata["workload"]["seed"] == 2 * (r - 1)  # fresh prompts: no prefix-cache hits across runs
     # round after round: 1, 2, then 1 and 2 again (each run's log says when it started measuring)
     logs = tmp_path / "results/t/logs/loadtest/base"
-    started = {name: next(ln[:23] for ln in (logs / f"{name}.log").read_text().splitlines() if "measuring" in ln)
-               for name in ("conc~1", "conc~2", "conc~1.rep~2", "conc~2.rep~2")}
+    started = {
+        name: next(ln[:23] for ln in (logs / f"{name}.log").read_text().splitlines() if "measuring" in ln)
+        for name in ("conc~1", "conc~2", "conc~1.rep~2", "conc~2.rep~2")
+    }
     assert sorted(started, key=started.get) == ["conc~1", "conc~2", "conc~1.rep~2", "conc~2.rep~2"]
 
     summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()

@@ -18,9 +18,26 @@ HOUR_AGO = time.time() - 3600
 
 
 def dry_run(workdir: Path, *targets: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-                           "-n", "--cores", "1", *targets, "--configfile", str(workdir / "study.yaml")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(workdir),
+            "-n",
+            "--cores",
+            "1",
+            *targets,
+            "--configfile",
+            str(workdir / "study.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 

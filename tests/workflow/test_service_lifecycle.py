@@ -52,9 +52,16 @@ def test_study_runs_end_to_end_and_leaves_no_server(tmp_path, model_dir):
 
 
 def test_summary_rebuilds_only_when_a_result_changes(tmp_path, model_dir):
-    cfg = study_config(model_dir, loadtest={"prompt_tokens": 16, "output_tokens": 4, "levels": [1, 2],
-                                            "num_requests": {"min": 2, "per_concurrency": 1},
-                                            "warmup_requests": 0})
+    cfg = study_config(
+        model_dir,
+        loadtest={
+            "prompt_tokens": 16,
+            "output_tokens": 4,
+            "levels": [1, 2],
+            "num_requests": {"min": 2, "per_concurrency": 1},
+            "warmup_requests": 0,
+        },
+    )
     run_snakemake(tmp_path, cfg)
     summary = tmp_path / "results/t/summary.parquet"
     level2 = tmp_path / "results/t/variant~base/load/conc~2.parquet"
@@ -84,13 +91,35 @@ def test_failing_consumer_stops_the_server(tmp_path, model_dir, monkeypatch):
 
 def start_and_wait_for_load(tmp_path, model_dir, num_requests):
     """Start snakemake in its own process group; return it once a load level is measuring."""
-    cfg = study_config(model_dir, loadtest={"prompt_tokens": 32, "output_tokens": 64, "levels": [1, 2],
-                                            "num_requests": {"min": num_requests, "per_concurrency": 1}})
+    cfg = study_config(
+        model_dir,
+        loadtest={
+            "prompt_tokens": 32,
+            "output_tokens": 64,
+            "levels": [1, 2],
+            "num_requests": {"min": num_requests, "per_concurrency": 1},
+        },
+    )
     cfgfile = tmp_path / "study.yaml"
     cfgfile.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
-                             "--configfile", str(cfgfile), "--cores", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            str(cfgfile),
+            "--cores",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     log = tmp_path / "results/t/logs/loadtest/base/conc~1.log"
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and proc.poll() is None:

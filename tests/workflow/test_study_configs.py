@@ -15,9 +15,25 @@ STUDIES = sorted((ROOT / "config" / "studies").glob("*.yaml"))
 
 
 def dry_run(tmp_path, configfile):
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
-                           "--configfile", str(configfile), "-n", "--cores", "1"],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            str(configfile),
+            "-n",
+            "--cores",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=[s.stem for s in STUDIES])
@@ -40,8 +56,11 @@ def test_rtx3090_study_reproduces_the_seed_study_grid(tmp_path):
 
 def test_bad_study_file_gets_an_error_naming_file_key_and_allowed_values(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"models": {"m": {"source": "hf:a/b"}},
-                                   "variants": {"v": {"model": "m"}}, "loadtest": {"endpoint": "grpc"}}))
+    bad.write_text(
+        yaml.safe_dump(
+            {"models": {"m": {"source": "hf:a/b"}}, "variants": {"v": {"model": "m"}}, "loadtest": {"endpoint": "grpc"}}
+        )
+    )
     proc = dry_run(tmp_path, bad)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0

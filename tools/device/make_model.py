@@ -14,13 +14,31 @@ from pathlib import Path
 
 PRESETS = {
     # Qwen/Qwen2.5-7B-Instruct's shapes (7.6 B parameters)
-    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-                       num_key_value_heads=4, vocab_size=152064, max_position_embeddings=32768,
-                       rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False),
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        max_position_embeddings=32768,
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    ),
     # Qwen/Qwen2.5-0.5B-Instruct's shapes (the study's draft model)
-    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                         num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768,
-                         rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
+    "qwen2.5-0.5b": dict(
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        vocab_size=151936,
+        max_position_embeddings=32768,
+        rope_theta=1e6,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -35,8 +53,9 @@ def main() -> None:
 
     t = time.time()
     tok = AutoTokenizer.from_pretrained(str(ns.tokenizer))
-    cfg = Qwen2Config(**PRESETS[ns.preset], bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                      torch_dtype="bfloat16")
+    cfg = Qwen2Config(
+        **PRESETS[ns.preset], bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, torch_dtype="bfloat16"
+    )
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = Qwen2ForCausalLM(cfg)

@@ -1,4 +1,5 @@
 """Adapter: aggregate rule -> worthit.aggregate."""
+
 from worthit.aggregate import accuracy_rows, summary_rows, write_accuracy_summary, write_summary
 from worthit.config import Study, config_hash
 from worthit.metrics import Slo
@@ -20,11 +21,15 @@ load: dict[str, list[str]] = {}
 for p in sm.input.load:
     load.setdefault(variant_of(p), []).append(p)
 rows = summary_rows(kv, load, Slo(**sm.config["slo"]))
-write_summary(rows, sm.output.parquet, sm.output.md, study.name,
-              stamp(config_hash=config_hash(sm.config)))
+write_summary(rows, sm.output.parquet, sm.output.md, study.name, stamp(config_hash=config_hash(sm.config)))
 accuracy = {variant_of(p): p for p in sm.input.accuracy}
 baseline = str(sm.config["baseline_variant"])
 accuracy_samples = {variant_of(p): p for p in sm.input.accuracy_samples}
-write_accuracy_summary(accuracy_rows(accuracy, baseline, accuracy_samples), sm.output.accuracy_parquet,
-                       sm.output.accuracy_md,
-                       study.name, baseline, stamp(config_hash=config_hash(sm.config)))
+write_accuracy_summary(
+    accuracy_rows(accuracy, baseline, accuracy_samples),
+    sm.output.accuracy_parquet,
+    sm.output.accuracy_md,
+    study.name,
+    baseline,
+    stamp(config_hash=config_hash(sm.config)),
+)

@@ -1,4 +1,5 @@
 """Adapter: aggregate_prefix rule -> worthit.prefix (prefix_summary.parquet + .md)."""
+
 from worthit.config import Study, config_hash
 from worthit.paths import parse
 from worthit.prefix import read_rows, write_summary

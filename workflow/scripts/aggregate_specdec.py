@@ -1,4 +1,5 @@
 """Adapter: aggregate_specdec rule -> worthit.specdec (specdec_summary.parquet + .md)."""
+
 from worthit.config import Study, config_hash
 from worthit.paths import parse
 from worthit.provenance import stamp
@@ -11,5 +12,11 @@ study = Study(sm.config)
 parsed = {p: parse(p) for p in sm.input.load}
 loads = {(r.variant, r.value): p for p, r in parsed.items() if r.run == 1}
 rows = summary_rows(study, loads, sm.input.verify[0] if sm.input.verify else None)
-write_summary(rows, sm.output.parquet, sm.output.md, study.name, stamp(config_hash=config_hash(sm.config)),
-              float(sm.config["specdec"]["worth_trying_speedup"]))
+write_summary(
+    rows,
+    sm.output.parquet,
+    sm.output.md,
+    study.name,
+    stamp(config_hash=config_hash(sm.config)),
+    float(sm.config["specdec"]["worth_trying_speedup"]),
+)

@@ -1,4 +1,5 @@
 """Adapter: measure_kv rule -> worthit.stages.measure_kv."""
+
 from worthit.config import Study
 from worthit.stages import measure_kv, setup_logging
 

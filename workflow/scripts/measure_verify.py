@@ -1,4 +1,5 @@
 """Adapter: measure_verify rule -> worthit.specdec.measure_verify."""
+
 from worthit.config import Study
 from worthit.specdec import measure_verify
 from worthit.stages import setup_logging

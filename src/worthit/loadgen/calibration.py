@@ -238,12 +238,15 @@ class CalibrationServer:
             lo, hi = math.floor(k), math.ceil(k)
             return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
-        return web.json_response({
-            "pid": os.getpid(), "n": len(recs),
-            "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
-            "tpot_ms": {"p50": pct(tpot, 50), "p99": pct(tpot, 99)},
-            "max_late_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": late[-1] if late else None},
-        })
+        return web.json_response(
+            {
+                "pid": os.getpid(),
+                "n": len(recs),
+                "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
+                "tpot_ms": {"p50": pct(tpot, 50), "p99": pct(tpot, 99)},
+                "max_late_ms": {"p50": pct(late, 50), "p99": pct(late, 99), "max": late[-1] if late else None},
+            }
+        )
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         arrival = min(getattr(request.protocol, "rx_time", None) or time.perf_counter(), time.perf_counter())
@@ -258,8 +261,11 @@ class CalibrationServer:
             return web.json_response({"error": {"message": "calibration: injected failure"}}, status=500)
         chat = request.path.endswith("/chat/completions")
         prompt = body.get("prompt") if not chat else body.get("messages")
-        prompt_tokens = (len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], int)
-                         else len(json.dumps(prompt).split()))
+        prompt_tokens = (
+            len(prompt)
+            if isinstance(prompt, list) and prompt and isinstance(prompt[0], int)
+            else len(json.dumps(prompt).split())
+        )
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         rid = f"cmpl-{os.getpid()}-{next(self.ids)}"
 
@@ -273,13 +279,26 @@ class CalibrationServer:
 
         def chunk(text: str, finish: str | None) -> dict[str, Any]:
             if chat:
-                choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "logprobs": None,
-                                          "finish_reason": finish}
-                return {"id": rid, "object": "chat.completion.chunk", "created": 0, "model": self.model,
-                        "choices": [choice]}
-            return {"id": rid, "object": "text_completion", "created": 0, "model": self.model,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                                 "stop_reason": None}]}
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": {"content": text},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+                return {
+                    "id": rid,
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": self.model,
+                    "choices": [choice],
+                }
+            return {
+                "id": rid,
+                "object": "text_completion",
+                "created": 0,
+                "model": self.model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}],
+            }
 
         sizes = timing.chunks(n)
         if timing.fail == "no_content":
@@ -305,40 +324,60 @@ class CalibrationServer:
         if timing.fail == "stream_error":
             tail += _event({"error": {"message": "calibration: injected error", "code": 500}})
         elif include_usage and timing.usage == "final":
-            tail += _event({"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
-                            "created": 0, "model": self.model, "choices": [],
-                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
-                                      "total_tokens": prompt_tokens + n}})
+            tail += _event(
+                {
+                    "id": rid,
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": 0,
+                    "model": self.model,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": n,
+                        "total_tokens": prompt_tokens + n,
+                    },
+                }
+            )
         tail += b"data: [DONE]\n\n"
         if timing.fail == "truncate":
             # Cut the connection halfway through the content.
             frames = frames[: max(1, len(frames) // 2)]
             times = times[: len(frames)]
         elif frames:
-            frames[-1] = _frame(frames[-1][frames[-1].index(b"\r\n") + 2:-2] + tail)
+            frames[-1] = _frame(frames[-1][frames[-1].index(b"\r\n") + 2 : -2] + tail)
         else:
             frames, times = [_frame(tail)], [t_first]
-        stream = _Stream(transport, frames, times, asyncio.get_running_loop().create_future(), arrival,
-                         content_from=content_from)
+        stream = _Stream(
+            transport, frames, times, asyncio.get_running_loop().create_future(), arrival, content_from=content_from
+        )
         self.sched.add(stream)
         await stream.done
         if timing.fail == "truncate":
             transport.close()
             return resp
         if stream.first_write is not None and stream.last_write is not None and sizes:
-            self.sched.records.append((stream.first_write - arrival, stream.last_write - arrival,
-                                       stream.max_late_s, n, arrival))
+            self.sched.records.append(
+                (stream.first_write - arrival, stream.last_write - arrival, stream.max_late_s, n, arrival)
+            )
         await resp.write_eof()
         return resp
 
 
-def _serve(host: str, port: int, timing: Timing, model: str, reuse_port: bool,
-           sock: socket.socket | None = None) -> None:
+def _serve(
+    host: str, port: int, timing: Timing, model: str, reuse_port: bool, sock: socket.socket | None = None
+) -> None:
     server = CalibrationServer(timing, model)
     _stamp_arrivals()
-    web.run_app(server.app(), host=None if sock else host, port=None if sock else port, sock=sock,
-                reuse_port=reuse_port if not sock else None, print=None, access_log=None,
-                handle_signals=True)
+    web.run_app(
+        server.app(),
+        host=None if sock else host,
+        port=None if sock else port,
+        sock=sock,
+        reuse_port=reuse_port if not sock else None,
+        print=None,
+        access_log=None,
+        handle_signals=True,
+    )
 
 
 def serve(host: str, port: int, timing: Timing, model: str = "calibration", workers: int = 1) -> None:
@@ -347,8 +386,7 @@ def serve(host: str, port: int, timing: Timing, model: str = "calibration", work
         _serve(host, port, timing, model, reuse_port=False)
         return
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_serve, args=(host, port, timing, model, True), daemon=True)
-             for _ in range(workers)]
+    procs = [ctx.Process(target=_serve, args=(host, port, timing, model, True), daemon=True) for _ in range(workers)]
     for p in procs:
         p.start()
 
@@ -364,15 +402,17 @@ def serve(host: str, port: int, timing: Timing, model: str = "calibration", work
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m worthit.loadgen.calibration", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m worthit.loadgen.calibration",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8123)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=5.0, help="interval between content chunks")
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
-    ap.add_argument("--empty-chunks", action="store_true",
-                    help="an empty-text chunk before each content chunk")
+    ap.add_argument("--empty-chunks", action="store_true", help="an empty-text chunk before each content chunk")
     ap.add_argument("--usage", choices=("final", "none"), default="final")
     ap.add_argument("--model", default="calibration")
     ap.add_argument("--workers", type=int, default=1, help="processes sharing the port via SO_REUSEPORT")

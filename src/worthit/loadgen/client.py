@@ -136,7 +136,7 @@ def _has_content(payload: bytes) -> bool:
     for key in _TEXT:
         i = payload.find(key)
         if i >= 0:
-            return payload[i + len(key):i + len(key) + 1] != b'"'
+            return payload[i + len(key) : i + len(key) + 1] != b'"'
     return False
 
 
@@ -228,16 +228,16 @@ class _SseTimer:
         return rec
 
 
-async def send(session: aiohttp.ClientSession, cfg: ClientConfig, spec: RequestSpec,
-               request_id: int) -> RequestRecord:
+async def send(session: aiohttp.ClientSession, cfg: ClientConfig, spec: RequestSpec, request_id: int) -> RequestRecord:
     """Send one streaming request through aiohttp and time it. Never raises for request-level failures."""
     rec = RequestRecord(request_id=request_id, prompt_tokens=spec.prompt_tokens)
     url = cfg.base_url.rstrip("/") + ENDPOINTS[cfg.endpoint]
     rec.start_ns = start = time.perf_counter_ns()
     timer = _SseTimer(rec, start)
     try:
-        async with session.post(url, json=_payload(cfg, spec),
-                                timeout=aiohttp.ClientTimeout(total=cfg.request_timeout_s)) as resp:
+        async with session.post(
+            url, json=_payload(cfg, spec), timeout=aiohttp.ClientTimeout(total=cfg.request_timeout_s)
+        ) as resp:
             if resp.status != 200:
                 body = (await resp.text())[:300]
                 rec.error = f"HTTP {resp.status}: {body}"
@@ -256,8 +256,9 @@ async def send(session: aiohttp.ClientSession, cfg: ClientConfig, spec: RequestS
 def make_session(concurrency: int) -> aiohttp.ClientSession:
     # One connection per in-flight request: aiohttp's default cap of 100 would queue requests above it
     # inside the client and inflate TTFT.
-    conn = aiohttp.TCPConnector(limit=max(1, concurrency), limit_per_host=max(1, concurrency),
-                                force_close=False, enable_cleanup_closed=True)
+    conn = aiohttp.TCPConnector(
+        limit=max(1, concurrency), limit_per_host=max(1, concurrency), force_close=False, enable_cleanup_closed=True
+    )
     return aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=None))
 
 
@@ -317,7 +318,7 @@ class _HttpProtocol(asyncio.BufferedProtocol):
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
                 return
-            data = self.head[end + 4:]
+            data = self.head[end + 4 :]
             self._headers(self.head[:end])
         if self.mode == "chunked":
             self._chunked(data, now)
@@ -377,7 +378,7 @@ class _HttpProtocol(asyncio.BufferedProtocol):
             end = eol + 2 + size
             if end + 2 > n:
                 break
-            out.append(buf[eol + 2:end])
+            out.append(buf[eol + 2 : end])
             pos = end + 2
         self.chunk_buf = buf[pos:] if pos < n else b""
         if out:
@@ -415,9 +416,11 @@ class _FastClient:
 
     def _request(self, spec: RequestSpec) -> bytes:
         body = json.dumps(_payload(self.cfg, spec)).encode()
-        head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         return head + body
 
     async def send(self, spec: RequestSpec, request_id: int) -> RequestRecord:
@@ -428,8 +431,7 @@ class _FastClient:
         timer = _SseTimer(rec, start)
         conn: _HttpProtocol | None = None
         try:
-            async with asyncio.timeout(cfg.request_timeout_s) if hasattr(asyncio, "timeout") \
-                    else _nullcontext():
+            async with asyncio.timeout(cfg.request_timeout_s) if hasattr(asyncio, "timeout") else _nullcontext():
                 conn = await self._conn()
                 done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 conn.begin(request, timer, done)
@@ -513,10 +515,17 @@ def _result(records: list[RequestRecord], t0: int, warmup: int, wall: float, pro
     return RunResult(records=records, t0_ns=first, warmup=warmup, wall_s=wall, processes=processes)
 
 
-async def closed_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int,
-                      warmup: Sequence[RequestSpec] = (), on_done: Progress | None = None,
-                      duration_s: float | None = None, ids: Sequence[int] | None = None,
-                      start_at_ns: int | None = None, id_stride: int | None = None) -> RunResult:
+async def closed_loop(
+    cfg: ClientConfig,
+    specs: Sequence[RequestSpec],
+    concurrency: int,
+    warmup: Sequence[RequestSpec] = (),
+    on_done: Progress | None = None,
+    duration_s: float | None = None,
+    ids: Sequence[int] | None = None,
+    start_at_ns: int | None = None,
+    id_stride: int | None = None,
+) -> RunResult:
     """Exactly ``concurrency`` requests in flight until ``specs`` is used up.
 
     With ``duration_s``, requests cycle through ``specs`` until that many seconds have passed since the
@@ -568,10 +577,17 @@ def arrival_gaps(n: int, rate_per_s: float, burstiness: float = 1.0, seed: int =
     return [rng.gammavariate(burstiness, theta) for _ in range(n)]
 
 
-async def open_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], rate_per_s: float,
-                    burstiness: float = 1.0, seed: int = 0, max_concurrency: int | None = None,
-                    warmup: Sequence[RequestSpec] = (), on_done: Progress | None = None,
-                    duration_s: float | None = None) -> RunResult:
+async def open_loop(
+    cfg: ClientConfig,
+    specs: Sequence[RequestSpec],
+    rate_per_s: float,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    max_concurrency: int | None = None,
+    warmup: Sequence[RequestSpec] = (),
+    on_done: Progress | None = None,
+    duration_s: float | None = None,
+) -> RunResult:
     """Start requests at a target rate (Poisson or gamma arrivals), independent of completions.
 
     With ``duration_s``, arrivals stop at the deadline (cycling through ``specs`` if needed).
@@ -609,20 +625,44 @@ async def open_loop(cfg: ClientConfig, specs: Sequence[RequestSpec], rate_per_s:
     return _result(records, t0, len(warmup), wall)
 
 
-def _worker(cfg: ClientConfig, specs: list[RequestSpec], ids: list[int], concurrency: int,
-            warmup: list[RequestSpec], duration_s: float | None, ready: Any, go: Any,
-            start_at: Any, id_stride: int) -> list[RequestRecord]:
+def _worker(
+    cfg: ClientConfig,
+    specs: list[RequestSpec],
+    ids: list[int],
+    concurrency: int,
+    warmup: list[RequestSpec],
+    duration_s: float | None,
+    ready: Any,
+    go: Any,
+    start_at: Any,
+    id_stride: int,
+) -> list[RequestRecord]:
     async def main() -> RunResult:
         ready.put(1)
         go.wait()
-        return await closed_loop(cfg, specs, concurrency, warmup=warmup, duration_s=duration_s, ids=ids,
-                                 start_at_ns=start_at.value, id_stride=id_stride)
+        return await closed_loop(
+            cfg,
+            specs,
+            concurrency,
+            warmup=warmup,
+            duration_s=duration_s,
+            ids=ids,
+            start_at_ns=start_at.value,
+            id_stride=id_stride,
+        )
+
     return asyncio.run(main()).records
 
 
-def run(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int, processes: int = 1,
-        warmup: Sequence[RequestSpec] = (), duration_s: float | None = None,
-        on_done: Progress | None = None) -> RunResult:
+def run(
+    cfg: ClientConfig,
+    specs: Sequence[RequestSpec],
+    concurrency: int,
+    processes: int = 1,
+    warmup: Sequence[RequestSpec] = (),
+    duration_s: float | None = None,
+    on_done: Progress | None = None,
+) -> RunResult:
     """A closed-loop level, in this process or spread over ``processes`` worker processes.
 
     Workers get every ``processes``-th request and a share of the concurrency, warm up, then start at
@@ -631,8 +671,7 @@ def run(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int, proce
     """
     processes = max(1, min(processes, concurrency, max(1, len(specs))))
     if processes == 1:
-        return asyncio.run(closed_loop(cfg, specs, concurrency, warmup=warmup, on_done=on_done,
-                                       duration_s=duration_s))
+        return asyncio.run(closed_loop(cfg, specs, concurrency, warmup=warmup, on_done=on_done, duration_s=duration_s))
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = mp.get_context("spawn")
@@ -642,9 +681,22 @@ def run(cfg: ClientConfig, specs: Sequence[RequestSpec], concurrency: int, proce
     shares = [concurrency // processes + (1 if w < concurrency % processes else 0) for w in range(processes)]
     t0 = time.perf_counter_ns()
     with manager, ProcessPoolExecutor(processes, mp_context=ctx) as pool:
-        futs = [pool.submit(_worker, cfg, list(specs[w::processes]), list(range(len(specs)))[w::processes],
-                            shares[w], list(warmup[w::processes]), duration_s, ready, go, start_at, len(specs))
-                for w in range(processes)]
+        futs = [
+            pool.submit(
+                _worker,
+                cfg,
+                list(specs[w::processes]),
+                list(range(len(specs)))[w::processes],
+                shares[w],
+                list(warmup[w::processes]),
+                duration_s,
+                ready,
+                go,
+                start_at,
+                len(specs),
+            )
+            for w in range(processes)
+        ]
         for _ in range(processes):
             ready.get()
         # Start together, after every worker's warm-up: a little ahead, so all are waiting.

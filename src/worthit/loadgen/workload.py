@@ -40,8 +40,9 @@ def _normal_ids(tok: Any) -> list[int]:
     return [i for i in range(vocab) if i not in special]
 
 
-def exact_prompt(tok: Any, n_tokens: int, rng: random.Random, pool: Sequence[int],
-                 attempts: int = 20) -> tuple[str, list[int]]:
+def exact_prompt(
+    tok: Any, n_tokens: int, rng: random.Random, pool: Sequence[int], attempts: int = 20
+) -> tuple[str, list[int]]:
     """A text whose encoding (without special tokens) is exactly ``n_tokens`` long."""
     if n_tokens <= 0:
         return "", []
@@ -107,8 +108,9 @@ class SharedPrefixWorkload:
         return specs
 
 
-def from_jsonl(path: str | Path, tok: Any | None, output_tokens: int, limit: int | None = None,
-               field: str = "prompt") -> list[RequestSpec]:
+def from_jsonl(
+    path: str | Path, tok: Any | None, output_tokens: int, limit: int | None = None, field: str = "prompt"
+) -> list[RequestSpec]:
     """Prompts from a local JSONL file (one object per line with a ``prompt`` field)."""
     specs: list[RequestSpec] = []
     with open(path) as fh:
@@ -119,11 +121,11 @@ def from_jsonl(path: str | Path, tok: Any | None, output_tokens: int, limit: int
                 obj = json.loads(line)
                 text = obj[field]
             except (json.JSONDecodeError, KeyError) as e:
-                raise WorkloadError(f"{path}:{lineno}: expected a JSON object with a '{field}' field ({e})") \
-                    from e
+                raise WorkloadError(f"{path}:{lineno}: expected a JSON object with a '{field}' field ({e})") from e
             n = len(tok.encode(text, add_special_tokens=False)) if tok is not None else -1
-            specs.append(RequestSpec(prompt=text, prompt_tokens=n,
-                                     max_tokens=int(obj.get("max_tokens", output_tokens))))
+            specs.append(
+                RequestSpec(prompt=text, prompt_tokens=n, max_tokens=int(obj.get("max_tokens", output_tokens)))
+            )
             if limit and len(specs) >= limit:
                 break
     return specs

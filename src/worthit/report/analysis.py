@@ -451,8 +451,11 @@ def prefix_comparisons(base: Sequence[PrefixPoint], variant: Sequence[PrefixPoin
         b = ref.get(p.prefix_tokens)
         if b is None or p.prefix_tokens == 0 or b.cache_on == p.cache_on:
             continue
-        out.append(Comparison(f"TTFT P50, {p.prefix_tokens}-token shared prefix", "ms", b.ttft_p50, p.ttft_p50,
-                              False, "latency"))
+        out.append(
+            Comparison(
+                f"TTFT P50, {p.prefix_tokens}-token shared prefix", "ms", b.ttft_p50, p.ttft_p50, False, "latency"
+            )
+        )
     return out
 
 

@@ -781,8 +781,9 @@ def _run_range(r: Mapping[str, Any], key: str) -> str | None:
     return f"{fmt(float(lo))}–{fmt(float(hi))}"
 
 
-def shown(table: str, rows: Sequence[Mapping[str, Any]]
-          ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], list[Mapping[str, Any]]]:
+def shown(
+    table: str, rows: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], list[Mapping[str, Any]]]:
     """What a table shows (Markdown and HTML alike): its columns, measure columns and display rows."""
     cols, ms = VIEWS[table]
     out: list[Mapping[str, Any]] = list(rows)
@@ -790,11 +791,16 @@ def shown(table: str, rows: Sequence[Mapping[str, Any]]
         out = [{**r, "mbu": f"{r['mbu']:.0%}" if r.get("mbu") is not None else "n/a"} for r in out]
     if table == "report_levels" and any((r.get("runs") or 0) > 1 for r in out):
         # repeated levels (loadtest.repeats): the run-to-run spread next to the interval over runs
-        out = [{**r, "tpot_runs": _run_range(r, "tpot_ms_p50"), "tps_runs": _run_range(r, "output_tok_per_s")}
-               for r in out]
+        out = [
+            {**r, "tpot_runs": _run_range(r, "tpot_ms_p50"), "tps_runs": _run_range(r, "output_tok_per_s")} for r in out
+        ]
         at = [c for c, _ in cols].index("output_tok_per_s") + 1
-        cols = (*cols[:at], ("tpot_runs", "TPOT P50 per run (min–max)"),
-                ("tps_runs", "output tok/s per run (min–max)"), *cols[at:])
+        cols = (
+            *cols[:at],
+            ("tpot_runs", "TPOT P50 per run (min–max)"),
+            ("tps_runs", "output tok/s per run (min–max)"),
+            *cols[at:],
+        )
     return cols, ms, out
 
 
