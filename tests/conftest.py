@@ -1,16 +1,24 @@
 """Shared fixtures: the per-stage environments, the embedded model, and running the real workflow.
 
-Heavy fixtures (vLLM servers, Snakemake runs) use the real engines; tests that need an environment
-that is not built are skipped with the command that builds it.
+Heavy fixtures (vLLM servers, Snakemake runs) use the real engines. A test that needs an environment that
+is not built is skipped with the command that builds it, except in CI (``CI`` set to true), where a missing
+environment or system service is a failure: a green CI run must have run every test.
+
+Every vLLM server a test starts goes through the product's supervisor (``python -m worthit.server``,
+:func:`supervised_server`): it stops vLLM when its parent (pytest) dies, by SIGTERM or SIGKILL alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -26,11 +34,88 @@ def env_python(stage: str) -> Path:
     return VENVS / stage / "bin" / "python"
 
 
+IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def missing(what: str) -> None:
+    """A prerequisite of the test is absent: skip it locally, fail it in CI (a skip there would hide it)."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {what}", pytrace=False)
+    pytest.skip(what)
+
+
 def require_env(stage: str) -> Path:
     py = env_python(stage)
     if not py.exists():
-        pytest.skip(f"the {stage} environment is not built: run bin/setup {stage}")
+        missing(f"the {stage} environment is not built: run bin/setup {stage}")
     return py
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In CI every skip is a failure, whatever raised it (``skipif``, ``pytest.skip``, ``importorskip``):
+    a test whose environment or system service is missing must not let the run pass green."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI (CI=true), which counts as a failure: {reason}"
+
+
+@contextlib.contextmanager
+def supervised_server(
+    workdir: Path,
+    model_dir: Path,
+    serve_python: Path,
+    args: Mapping[str, Any] | None = None,
+    variant: str = "smol",
+    timeout_s: float = 600,
+    manifest: Path | None = None,
+) -> Iterator[Any]:
+    """A vLLM server started the way the product starts it: through ``python -m worthit.server``.
+
+    The supervisor puts vLLM in a process group of its own, forwards SIGTERM/SIGINT to it and stops it when
+    its parent (this pytest) goes away, even by SIGKILL; the test registers as a consumer so the supervisor
+    does not stop an idle server between tests. Yields the :class:`worthit.server.ServerState`."""
+    from worthit.server import consumer_presence, wait_ready
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    state = workdir / "server.json"
+    spec: dict[str, Any] = {
+        "variant": variant,
+        "python": str(serve_python),
+        "args": dict(CPU_ENGINE_ARGS if args is None else args),
+        "extra": [],
+        "env": {},
+        "gpus": 0,
+    }
+    if manifest is not None:
+        spec["manifest"] = str(manifest)
+    else:
+        spec["model_dir"] = str(model_dir)
+    cmd = [
+        sys.executable,
+        "-m",
+        "worthit.server",
+        "--state",
+        str(state),
+        "--log",
+        str(workdir / "server.log"),
+        "--spec",
+        json.dumps(spec),
+    ]
+    proc = subprocess.Popen(cmd, cwd=workdir)
+    try:
+        with consumer_presence(state, f"pytest-{variant}"):
+            yield wait_ready(state, timeout_s)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,11 @@ TERM_GRACE_S = 20.0
 ORPHAN_AFTER_S = float(os.environ.get("WORTHIT_ORPHAN_AFTER_S", "120"))
 # A consumer gives up when the server's state file stays absent this long (see wait_ready).
 STATE_GONE_AFTER_S = 30.0
+# A state file written during this consumer's life by a supervisor that is now dead: the server will never
+# answer. The grace lets a restarted supervisor replace the file; the slack covers a supervisor that Snakemake
+# started (and that wrote its state) a moment before this consumer's process.
+DEAD_SUPERVISOR_GRACE_S = 3.0
+DEAD_SUPERVISOR_SLACK_S = 5.0
 
 
 class ServerFailed(RuntimeError):
@@ -178,14 +183,30 @@ def _group_path(state_path: str | os.PathLike[str]) -> Path:
     return Path(str(state_path) + ".group")
 
 
-def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
-    """vLLM processes of process group ``pgid`` started after ``not_before`` (epoch s): pid -> command."""
-    found: dict[int, str] = {}
+def _boot_time() -> float | None:
     try:
-        btime = next(
+        return next(
             float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime ")
         )
     except (OSError, StopIteration):
+        return None
+
+
+def process_start_time(pid: int | None = None) -> float | None:
+    """When process ``pid`` (default: this one) started, in epoch seconds (Linux /proc; None elsewhere)."""
+    btime = _boot_time()
+    try:
+        fields = Path(f"/proc/{pid or os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if btime is None else btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
+    """vLLM processes of process group ``pgid`` started after ``not_before`` (epoch s): pid -> command."""
+    found: dict[int, str] = {}
+    btime = _boot_time()
+    if btime is None:
         return found
     ticks = os.sysconf("SC_CLK_TCK")
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -299,10 +320,12 @@ def supervise(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     _exit_path(state_path).unlink(missing_ok=True)
     stopping = False
+    stopping_signal: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
         nonlocal stopping
         stopping = True
+        stopping_signal[:] = [signum]
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
@@ -352,6 +375,7 @@ def supervise(
 
     returncode: int | None = None
     watch = ConsumerWatch(state_path)
+    why_stopped = ""
     while not stopping:
         if watch.orphaned():
             with open(log_path, "ab") as log:
@@ -364,8 +388,23 @@ def supervise(
                 with open(log_path, "ab") as log:
                     log.write(f"[worthit] server exited with code {returncode}\n".encode())
         if os.getppid() != parent:  # Snakemake went away without telling us
+            why_stopped = "its parent process (Snakemake, or the test run) went away"
             break
         time.sleep(0.25)
+    if stopping:
+        why_stopped = f"it received {signal.Signals(stopping_signal[0]).name}" if stopping_signal else "it was stopped"
+    if why_stopped and returncode is None:
+        # A consumer still waiting for this server learns at once why it will never answer.
+        _exit_path(state_path).write_text(
+            json.dumps(
+                {
+                    "returncode": None,
+                    "status": "failed",
+                    "at": time.time(),
+                    "reason": f"the server for variant '{variant}' was stopped by its supervisor: {why_stopped}",
+                }
+            )
+        )
     stop_process_group(proc)
     _group_path(state_path).unlink(missing_ok=True)
     for fh in locks:
@@ -470,6 +509,39 @@ def _live_state(state_path: Path) -> ServerState | None:
     return ServerState(**data)
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _dead_supervisor_state(state_path: Path, not_before: float) -> ServerState | None:
+    """The state in ``state_path`` if a supervisor wrote it at or after ``not_before`` and is now dead.
+
+    A placeholder (``{}``) or a state left by an earlier run (written before this consumer started) is
+    not this run's server: those keep a consumer waiting for the supervisor Snakemake is starting."""
+    data = _read_json(state_path)
+    if not data.get("supervisor_pid") or _alive(int(data["supervisor_pid"])):
+        return None
+    try:
+        state = ServerState(**data)
+    except TypeError:
+        return None
+    return state if state.started_at >= not_before else None
+
+
+def _supervisor_gone(state: ServerState, state_path: Path) -> ServerFailed:
+    return ServerFailed(
+        f"the supervisor of variant '{state.variant}' (pid {state.supervisor_pid}), which wrote {state_path} "
+        "during this run, is gone and left no exit record: it was killed (SIGKILL, the OOM killer, or its "
+        f"process group was interrupted), so the server will not answer. See {state.log} and the Snakemake "
+        "log, then rerun",
+        log_tail(state.log),
+    )
+
+
 def wait_ready(
     state_path: str | os.PathLike[str],
     timeout_s: float = 600.0,
@@ -484,8 +556,21 @@ def wait_ready(
     deadline = time.monotonic() + timeout_s
     state_path = Path(state_path)
     missing_since: float | None = None
+    me_started = process_start_time() or time.time()
+    dead_since: float | None = None
     while (state := _live_state(state_path)) is None:
         now = time.monotonic()
+        dead = _dead_supervisor_state(state_path, not_before=me_started - DEAD_SUPERVISOR_SLACK_S)
+        if dead is None:
+            dead_since = None
+        else:
+            dead_since = dead_since or now
+            exit_file = _exit_path(state_path)
+            info = _read_json(exit_file) if exit_file.exists() else {}
+            if info.get("reason") and float(info.get("at", 0)) >= dead.started_at:
+                raise ServerFailed(info["reason"], log_tail(dead.log), status=info.get("status") or "failed")
+            if now - dead_since > DEAD_SUPERVISOR_GRACE_S:
+                raise _supervisor_gone(dead, state_path)
         if state_path.exists():
             missing_since = None
         elif missing_since is None:
@@ -502,8 +587,10 @@ def wait_ready(
         time.sleep(poll_s)
     while True:
         exit_file = _exit_path(state_path)
-        if exit_file.exists() or not _alive(state.pid):
-            info = json.loads(exit_file.read_text()) if exit_file.exists() else {}
+        if exit_file.exists() or not _alive(state.pid) or not _alive(state.supervisor_pid):
+            info = _read_json(exit_file) if exit_file.exists() else {}
+            if not info and not _alive(state.supervisor_pid):
+                raise _supervisor_gone(state, state_path)
             reason = info.get("reason") or (
                 f"vLLM server for variant '{state.variant}' exited "
                 f"(code {info.get('returncode', 'unknown')}) before it became ready"

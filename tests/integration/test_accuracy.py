@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CPU_ENGINE_ARGS, require_env
+from tests.conftest import CPU_ENGINE_ARGS, require_env, supervised_server
 from worthit import accuracy as acc
 from worthit import schemas
-from worthit.server import ServerState, wait_ready
+from worthit.server import ServerState
 
 pytestmark = [pytest.mark.vllm, pytest.mark.lmeval, pytest.mark.slow]
 
@@ -21,34 +18,8 @@ ACC_CFG = {"num_concurrent": 4, "max_retries": 3, "max_length": 2048, "timeout_s
 
 
 def _serve(tmp: Path, model_dir: Path, serve_python: Path, extra_args: dict | None = None) -> Iterator[ServerState]:
-    state = tmp / "server.json"
-    spec = {
-        "variant": "t",
-        "model_dir": str(model_dir),
-        "python": str(serve_python),
-        "args": {**CPU_ENGINE_ARGS, **(extra_args or {})},
-        "extra": [],
-        "env": {},
-        "gpus": 0,
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "worthit.server",
-            "--state",
-            str(state),
-            "--log",
-            str(tmp / "server.log"),
-            "--spec",
-            json.dumps(spec),
-        ]
-    )
-    try:
-        yield wait_ready(state, 600)
-    finally:
-        proc.terminate()
-        proc.wait(60)
+    with supervised_server(tmp, model_dir, serve_python, {**CPU_ENGINE_ARGS, **(extra_args or {})}, variant="t") as st:
+        yield st
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,14 @@ Run under the heavy lock: flock /tmp/worthit-heavy.lock pytest tests/integration
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CPU_ENGINE_ARGS
+from tests.conftest import supervised_server
 from worthit import schemas
 from worthit.cli import main
-from worthit.server import free_port, http_get, log_tail, serve_command, stop_process_group
 from worthit.stages import run_level
 
 pytestmark = pytest.mark.vllm
@@ -23,28 +20,8 @@ pytestmark = pytest.mark.vllm
 
 @pytest.fixture(scope="module")
 def vllm_url(serve_python: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    cmd = serve_command(str(serve_python), str(model_dir), "smol", port, CPU_ENGINE_ARGS)
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited with {proc.returncode}:\n{log_tail(log)}")
-            try:
-                if http_get(url + "/health", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"vLLM not ready after 300 s:\n{log_tail(log)}")
-            time.sleep(1)
-        yield url
-    finally:
-        stop_process_group(proc)
+    with supervised_server(tmp_path_factory.mktemp("vllm"), model_dir, serve_python, variant="smol") as state:
+        yield state.url
 
 
 def test_run_level_measures_every_request_and_counts_generated_tokens(vllm_url: str, model_dir: Path) -> None:

@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CPU_ENGINE_ARGS, require_env, run_snakemake, study_config
+from tests.conftest import CPU_ENGINE_ARGS, require_env, run_snakemake, study_config, supervised_server
 from worthit import schemas
-from worthit.server import wait_ready
 
 pytestmark = [pytest.mark.quantize, pytest.mark.slow]
 
@@ -134,28 +132,14 @@ def test_quality_gate_fails_a_corrupted_checkpoint_with_its_numbers(
 
 @pytest.mark.vllm
 def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python: Path, tmp_path: Path) -> None:
-    state = tmp_path / "server.json"
-    spec = {
-        "variant": "awq",
-        "manifest": str(awq_model / "manifest.json"),
-        "python": str(serve_python),
-        "args": W4A16_ENGINE_ARGS,
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "worthit.server",
-            "--state",
-            str(state),
-            "--log",
-            str(tmp_path / "serve.log"),
-            "--spec",
-            json.dumps(spec),
-        ]
-    )
-    try:
-        st = wait_ready(state, timeout_s=600)
+    with supervised_server(
+        tmp_path,
+        awq_model / "model",
+        serve_python,
+        W4A16_ENGINE_ARGS,
+        variant="awq",
+        manifest=awq_model / "manifest.json",
+    ) as st:
         body = json.dumps(
             {"model": st.served_model_name, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
         ).encode()
@@ -167,9 +151,6 @@ def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python:
         text = out["choices"][0]["text"]
         assert out["usage"]["completion_tokens"] > 0 and text.strip(), out
         assert "Paris" in text, text
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 @pytest.mark.vllm

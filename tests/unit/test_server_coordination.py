@@ -122,3 +122,49 @@ def test_consumers_present_before_the_server_is_ready_take_turns_in_index_order(
         p.join(10)
     starts = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")]
     assert starts == ["m0", "m1", "m2"]
+
+
+def _state(tmp_path, supervisor_pid: int, started_at: float) -> dict:
+    return {
+        "variant": "v",
+        "url": "http://127.0.0.1:9",
+        "port": 9,
+        "pid": supervisor_pid,
+        "supervisor_pid": supervisor_pid,
+        "log": str(tmp_path / "serve.log"),
+        "model_dir": "m",
+        "served_model_name": "v",
+        "command": [],
+        "started_at": started_at,
+    }
+
+
+def test_wait_ready_fails_within_seconds_when_this_runs_supervisor_died_without_a_record(tmp_path):
+    state = tmp_path / "server.json"
+    (tmp_path / "serve.log").write_text("INFO starting\n")
+    state.write_text(json.dumps(_state(tmp_path, 2**22 + 12345, time.time())))  # written now, pid dead
+    t0 = time.monotonic()
+    with pytest.raises(ServerFailed, match="is gone and left no exit record") as e:
+        wait_ready(state, timeout_s=120, poll_s=0.1)
+    assert time.monotonic() - t0 < 30  # not the 120 s startup timeout
+    assert "INFO starting" in e.value.log_tail and e.value.status == "failed"
+
+
+def test_wait_ready_fails_at_once_with_the_supervisors_recorded_reason(tmp_path):
+    state = tmp_path / "server.json"
+    now = time.time()
+    state.write_text(json.dumps(_state(tmp_path, 2**22 + 12345, now)))
+    (tmp_path / "server.json.exit").write_text(
+        json.dumps({"status": "failed", "reason": "stopped: it received SIGINT", "at": now + 1})
+    )
+    with pytest.raises(ServerFailed, match="it received SIGINT"):
+        wait_ready(state, timeout_s=120, poll_s=0.1, gone_after_s=60)
+
+
+def test_wait_ready_keeps_waiting_when_the_dead_supervisors_state_is_from_an_earlier_run(tmp_path):
+    # a killed run's leftover (written long before this consumer started): the new supervisor replaces it
+    state = tmp_path / "server.json"
+    state.write_text(json.dumps(_state(tmp_path, 2**22 + 12345, time.time() - 3600)))
+    (tmp_path / "server.json.exit").write_text(json.dumps({"reason": "old run", "at": time.time() - 3500}))
+    with pytest.raises(ServerFailed, match="no running server"):
+        wait_ready(state, timeout_s=4.5, poll_s=0.1)

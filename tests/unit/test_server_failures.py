@@ -104,3 +104,96 @@ def test_a_group_whose_supervisor_lives_is_left_alone(tmp_path):
         assert alive(orphan)
     finally:
         os.kill(orphan, signal.SIGKILL)
+
+
+def _start_supervisor_of_a_server_that_never_answers(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """The real supervisor (python -m worthit.server) whose "vLLM" starts but never answers /health: the
+    state of a variant that is still starting, as when the repro's unknown-flag variant was interrupted."""
+    never = tmp_path / "never-ready-python"
+    never.write_text("#!/bin/sh\nexec sleep 300\n")
+    never.chmod(0o755)
+    spec = {"variant": "v", "model_dir": str(tmp_path), "python": str(never), "args": {}, "gpus": 0}
+    state = tmp_path / "server.json"
+    state.write_text("{}")
+    sup = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "worthit.server",
+            "--state",
+            str(state),
+            "--log",
+            str(tmp_path / "serve.log"),
+            "--spec",
+            json.dumps(spec),
+        ],
+        start_new_session=True,
+    )
+    return sup, state
+
+
+def _consumer(state: Path) -> subprocess.Popen[str]:
+    code = (
+        "import sys, time\n"
+        "from worthit.server import ServerFailed, consumer_presence, wait_ready\n"
+        "t0 = time.monotonic()\n"
+        "with consumer_presence(sys.argv[1], 'c'):\n"
+        "    try:\n"
+        "        wait_ready(sys.argv[1], timeout_s=300, poll_s=0.2)\n"
+        "    except ServerFailed as e:\n"
+        "        print(f'{time.monotonic() - t0:.1f}|{e.reason}'); sys.exit(1)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code, str(state)], stdout=subprocess.PIPE, text=True)
+
+
+def _wait_for_live_state(state: Path) -> dict:
+    for _ in range(200):
+        data = json.loads(state.read_text() or "{}")
+        if data.get("supervisor_pid"):
+            return data
+        time.sleep(0.05)
+    raise AssertionError("the supervisor never wrote its state")
+
+
+def test_consumers_fail_within_seconds_when_the_starting_servers_supervisor_is_interrupted(tmp_path):
+    sup, state = _start_supervisor_of_a_server_that_never_answers(tmp_path)
+    consumers = [_consumer(state) for _ in range(3)]
+    try:
+        data = _wait_for_live_state(state)
+        time.sleep(1.0)
+        os.kill(sup.pid, signal.SIGINT)  # what one Ctrl-C to the process group does to it
+        assert sup.wait(timeout=30) == 0
+        for c in consumers:
+            out, _ = c.communicate(timeout=60)
+            waited, reason = out.strip().split("|", 1)
+            assert c.returncode == 1 and "received SIGINT" in reason, out
+        assert not Path(f"/proc/{data['pid']}").exists() or "Z" in Path(f"/proc/{data['pid']}/stat").read_text()
+    finally:
+        for p in (sup, *consumers):
+            if p.poll() is None:
+                p.kill()
+
+
+def test_consumers_fail_within_seconds_when_the_supervisor_is_killed(tmp_path):
+    sup, state = _start_supervisor_of_a_server_that_never_answers(tmp_path)
+    consumers = [_consumer(state) for _ in range(2)]
+    try:
+        data = _wait_for_live_state(state)
+        time.sleep(1.0)
+        os.kill(sup.pid, signal.SIGKILL)  # no chance to write an exit record
+        sup.wait(timeout=10)
+        t0 = time.monotonic()
+        for c in consumers:
+            out, _ = c.communicate(timeout=60)
+            assert c.returncode == 1 and "left no exit record" in out, out
+        assert time.monotonic() - t0 < 30  # seconds, not the 300 s startup timeout
+        # the "server" died with its supervisor (PR_SET_PDEATHSIG)
+        for _ in range(50):
+            if not server._alive(int(data["pid"])):
+                break
+            time.sleep(0.1)
+        assert not server._alive(int(data["pid"]))
+    finally:
+        for p in (sup, *consumers):
+            if p.poll() is None:
+                p.kill()
