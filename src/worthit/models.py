@@ -166,12 +166,25 @@ def build_manifest(name: str, source: str, revision: str | None, model_dir: Path
     )
 
 
-def fetch_hf(src: Source, dest: Path) -> str | None:
-    from huggingface_hub import snapshot_download  # HF_ENDPOINT and HF_TOKEN are read from the env
+def fetch_hf(src: Source, dest: Path) -> str:
+    """Download the snapshot at the commit the hub names for ``src.revision`` (default branch when none) and
+    return that commit: the hub's answer is the provenance, not the requested branch or a local folder name."""
+    from huggingface_hub import HfApi, snapshot_download  # HF_ENDPOINT and HF_TOKEN are read from the env
+    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
-    path = snapshot_download(repo_id=src.ref, revision=src.revision, local_dir=str(dest))
-    ref = Path(path) / ".cache" / "huggingface"
-    return src.revision or (ref.name if ref.exists() else None)
+    api = HfApi()
+    try:
+        commit = api.model_info(src.ref, revision=src.revision).sha
+    except RevisionNotFoundError as e:
+        raise SourceError(f"model source hf:{src.ref}@{src.revision}: {api.endpoint} has no such revision") from e
+    except RepositoryNotFoundError as e:
+        raise SourceError(f"model source hf:{src.ref}: {api.endpoint} has no such model (or it needs HF_TOKEN)") from e
+    if not commit:
+        wanted = src.revision or "the default branch"
+        raise SourceError(f"model source hf:{src.ref}: {api.endpoint} did not name the commit of {wanted}")
+    # Downloading by commit pins every file to the snapshot just resolved, even if the branch moves meanwhile.
+    snapshot_download(repo_id=src.ref, revision=commit, local_dir=str(dest))
+    return commit
 
 
 def fetch_modelscope(src: Source, dest: Path) -> str | None:
@@ -258,6 +271,8 @@ def fetch(name: str, source: str, out_dir: Path, dtype: str = "bfloat16") -> Man
             os.replace(staging, model_dir)
         revision = revision or Source.parse(source).ref.split(":")[0]
     manifest = build_manifest(name, source, revision, model_dir)
+    if src.kind in ("hf", "modelscope"):
+        manifest.extra["revision_requested"] = src.revision  # None: the default branch
     manifest.write(out_dir / "manifest.json")
     return manifest
 
