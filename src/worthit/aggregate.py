@@ -13,19 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from worthit import schemas
+from worthit import atomic, fmt, schemas
 from worthit.metrics import Slo, summarize
-
-
-def _fmt(x: Any, digits: int = 1) -> str:
-    if x is None or x is pd.NA or (isinstance(x, float) and pd.isna(x)):
-        return "–"
-    if isinstance(x, float):
-        return f"{x:,.{digits}f}"
-    if isinstance(x, int):
-        return f"{x:,}"
-    # a reason can hold a log line: keep the Markdown table one row per record
-    return " ".join(str(x).split()).replace("|", "\\|")
+from worthit.stats import Z_95, combined_stderr, significant
 
 
 def summary_rows(
@@ -93,11 +83,8 @@ def summary_rows(
 
 
 def markdown_table(df: pd.DataFrame, columns: Iterable[tuple[str, str]]) -> str:
-    cols = list(columns)
-    lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r.get(c)) for c, _ in cols) + " |")
-    return "\n".join(lines)
+    """A DataFrame's rows as a Markdown table (cells as :func:`worthit.fmt.cell` writes them)."""
+    return fmt.markdown_table(df.to_dict("records"), columns)
 
 
 def failures_section(failed: pd.DataFrame, setting: tuple[str, str]) -> list[str]:
@@ -110,9 +97,7 @@ def failures_section(failed: pd.DataFrame, setting: tuple[str, str]) -> list[str
 
 def write_markdown(path: str | Path, parts: list[str]) -> None:
     """Write a Markdown page atomically (temp file, then rename)."""
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text("\n".join(parts))
-    tmp.replace(path)
+    atomic.write_text(path, "\n".join(parts))
 
 
 SUMMARY_COLUMNS = (
@@ -167,7 +152,6 @@ def write_summary(
 
 
 # ---------------------------------------------------------------------------------------------- accuracy
-Z_95 = 1.96
 ACCURACY_COLUMNS = (
     ("variant", "variant"),
     ("task", "task"),
@@ -196,8 +180,8 @@ def accuracy_delta(
     delta = (value - base) * 100
     if stderr is None or base_stderr is None or pd.isna(stderr) or pd.isna(base_stderr):
         return delta, None, None
-    se = (stderr**2 + base_stderr**2) ** 0.5 * 100
-    return delta, se, bool(abs(delta) > Z_95 * se) if se > 0 else bool(delta != 0)
+    se = combined_stderr(stderr, base_stderr) * 100
+    return delta, se, significant(delta, se)
 
 
 def paired_delta(
@@ -219,7 +203,7 @@ def paired_delta(
     mean = sum(diffs) / n
     var = sum((x - mean) ** 2 for x in diffs) / (n - 1)
     se = (var / n) ** 0.5 * 100
-    return mean * 100, se, bool(abs(mean * 100) > Z_95 * se) if se > 0 else bool(mean != 0), n
+    return mean * 100, se, significant(mean * 100, se), n
 
 
 def _per_doc(path: str) -> dict[tuple[Any, Any, Any], dict[int, float | None]]:
@@ -293,7 +277,6 @@ def write_accuracy_summary(
     ok = df[df["status"] == schemas.STATUS_OK].copy()
     for col in ("value", "stderr"):
         ok[col] = ok[col] * 100
-    ok["significant"] = ok["significant"].map({True: "yes", False: "no"})
     failed = df[df["status"] != schemas.STATUS_OK]
     parts = [
         f"# {study}: accuracy",
@@ -314,6 +297,4 @@ def write_accuracy_summary(
             ),
             "",
         ]
-    tmp = Path(str(md) + ".tmp")
-    tmp.write_text("\n".join(parts))
-    tmp.replace(md)
+    write_markdown(md, parts)

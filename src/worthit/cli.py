@@ -14,31 +14,21 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from worthit.fmt import cell
 from worthit.loadgen.client import ClientConfig, RequestSpec, open_loop, run
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
-
-WATCHED = (
-    "vllm:prefix_cache_queries_total",
-    "vllm:prefix_cache_hits_total",
-    "vllm:spec_decode_num_drafts_total",
-    "vllm:spec_decode_num_draft_tokens_total",
-    "vllm:spec_decode_num_accepted_tokens_total",
-    "vllm:num_preemptions_total",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-)
 
 
 def _counters(url: str) -> dict[str, float] | None:
     """The server's watched Prometheus counters, or None when it has no /metrics."""
-    from worthit import kv
+    from worthit import kv, prom
     from worthit.server import http_get
 
     try:
         status, body = http_get(url.rstrip("/") + "/metrics", timeout=10)
     except OSError:
         return None
-    return kv.counters(body, WATCHED) if status == 200 else None
+    return kv.counters(body, prom.WATCHED_COUNTERS) if status == 200 else None
 
 
 def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]:
@@ -62,10 +52,6 @@ def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]
     return [spec] * a.num_requests, [spec] * a.warmup
 
 
-def _fmt(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
 def print_summary(s: LevelSummary, title: str, deltas: dict[str, float] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -81,20 +67,20 @@ def print_summary(s: LevelSummary, title: str, deltas: dict[str, float] | None =
         ("E2E ms", s.e2e_ms),
     ]
     for name, st in rows:
-        ci = f"{_fmt(st.ci95_low, 2)} – {_fmt(st.ci95_high, 2)}" if st.ci95_low is not None else "-"
-        t.add_row(name, str(st.n), _fmt(st.mean, 2), _fmt(st.p50, 2), _fmt(st.p90, 2), _fmt(st.p99, 2), ci)
+        ci = f"{cell(st.ci95_low, 2)} – {cell(st.ci95_high, 2)}" if st.ci95_low is not None else "-"
+        t.add_row(name, str(st.n), cell(st.mean, 2), cell(st.p50, 2), cell(st.p90, 2), cell(st.p99, 2), ci)
     console.print(t)
     r = Table(show_header=False)
     r.add_column("figure")
     r.add_column("value", justify="right")
     r.add_row("requests (errors)", f"{s.n} ({s.n_errors})")
-    r.add_row("duration s", _fmt(s.duration_s, 2))
-    r.add_row("output tok/s", _fmt(s.output_tok_per_s))
-    r.add_row("requests/s", _fmt(s.requests_per_s, 3))
-    r.add_row("goodput requests/s", _fmt(s.goodput_requests_per_s, 3))
-    r.add_row("goodput tok/s", _fmt(s.goodput_tok_per_s))
+    r.add_row("duration s", cell(s.duration_s, 2))
+    r.add_row("output tok/s", cell(s.output_tok_per_s))
+    r.add_row("requests/s", cell(s.requests_per_s, 3))
+    r.add_row("goodput requests/s", cell(s.goodput_requests_per_s, 3))
+    r.add_row("goodput tok/s", cell(s.goodput_tok_per_s))
     for k, v in (deltas or {}).items():
-        r.add_row(f"Δ {k}", _fmt(v, 0))
+        r.add_row(f"Δ {k}", cell(v, 0))
     console.print(r)
     for reason, count in s.errors.items():
         console.print(f"[red]{count} x {reason}[/red]")

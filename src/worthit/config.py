@@ -19,6 +19,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from worthit import engine_args as eargs
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
 
@@ -144,23 +146,17 @@ class Variant:
         return str(d) if d else None
 
     def arg(self, flag: str) -> Any:
-        """An engine argument by its flag name, however the config spells it (dashes or underscores)."""
-        for key, value in self.engine_args.items():
-            if str(key).lstrip("-").replace("_", "-") == flag:
-                return value
-        return None
+        """An engine argument by its flag name, however the config spells it (see :mod:`worthit.engine_args`)."""
+        return eargs.get(self.engine_args, flag)
 
     @property
     def speculative_config(self) -> dict[str, Any] | None:
-        sc = self.arg("speculative-config")
-        return dict(sc) if isinstance(sc, Mapping) else None
+        return eargs.speculative_config(self.engine_args)
 
     @property
     def prefix_caching(self) -> bool:
         """vLLM's automatic prefix caching: on unless the variant turns it off."""
-        if self.arg("no-enable-prefix-caching"):
-            return False
-        return self.arg("enable-prefix-caching") is not False
+        return eargs.prefix_caching_on(self.engine_args)
 
 
 class Study:

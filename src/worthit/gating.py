@@ -3,7 +3,8 @@
 A variant that needs a feature the hardware lacks is *not applicable* here, which is a result in its
 own right (the study's "FP8 KV cache: not applicable on Ampere"), not a failure to debug. The rules are
 pure functions of the engine arguments and the devices; :func:`detect_gpus` asks ``nvidia-smi``.
-This module imports only the standard library: the server supervisor runs it in any environment.
+This module imports only the standard library (and :mod:`worthit.engine_args`, which does too): the
+server supervisor runs it in any environment.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from worthit import engine_args as eargs
 
 # FP8 KV cache on CUDA needs FP8 hardware support: Ada (sm_89) or Hopper (sm_90) and newer.
 FP8_KV_DTYPES = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"})
@@ -70,14 +73,6 @@ def detect_gpus(visible: str | None = None) -> list[Gpu]:
     return gpus
 
 
-def _arg(args: Mapping[str, Any], name: str) -> Any:
-    """An engine argument by its flag name, however the config spells it (dashes or underscores)."""
-    for key, value in args.items():
-        if str(key).lstrip("-").replace("_", "-") == name:
-            return value
-    return None
-
-
 def kv_cache_dtype_gate(kv_cache_dtype: str | None, gpus: Sequence[Gpu]) -> str | None:
     """Why this KV-cache dtype cannot run on these devices, or None when it can.
 
@@ -97,5 +92,4 @@ def kv_cache_dtype_gate(kv_cache_dtype: str | None, gpus: Sequence[Gpu]) -> str 
 
 def not_applicable(engine_args: Mapping[str, Any] | None, gpus: Sequence[Gpu]) -> str | None:
     """Every hardware rule over a variant's engine arguments: the first reason it cannot run, or None."""
-    args = engine_args or {}
-    return kv_cache_dtype_gate(_arg(args, "kv-cache-dtype"), gpus)
+    return kv_cache_dtype_gate(eargs.get(engine_args, "kv-cache-dtype"), gpus)

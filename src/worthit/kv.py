@@ -14,6 +14,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from worthit import prom
+
 DTYPE_BYTES = {
     "float32": 4,
     "fp32": 4,
@@ -54,7 +56,7 @@ def counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
 def cache_config(text: str) -> dict[str, str]:
     """The labels of ``vllm:cache_config_info``."""
     parsed = parse_metrics(text)
-    for name in ("vllm:cache_config_info", "vllm:cache_config_info_total"):
+    for name in prom.CACHE_CONFIG_INFO:
         if parsed.get(name):
             return parsed[name][0][0]
     raise MetricsError(

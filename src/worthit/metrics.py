@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from worthit.stats import median_ci95
+
 PERCENTILES = (50, 90, 99)
 
 
@@ -60,18 +62,6 @@ class Stat:
             ci95_low=lo,
             ci95_high=hi,
         )
-
-
-def median_ci95(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """Distribution-free 95% confidence interval of the median (binomial order statistics)."""
-    n = len(values)
-    if n < 6:  # fewer than six samples cannot bound the median at 95%
-        return None, None
-    s = sorted(values)
-    half = 1.96 * math.sqrt(n) / 2
-    lo = max(0, int(math.floor(n / 2 - half)))
-    hi = min(n - 1, int(math.ceil(n / 2 + half)) - 1)
-    return float(s[lo]), float(s[hi])
 
 
 @dataclass(frozen=True)

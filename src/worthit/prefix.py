@@ -16,11 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from worthit import kv as kvmod
-from worthit import schemas
+from worthit import prom, schemas
 from worthit.config import Study, config_hash
 from worthit.loadgen.client import ClientConfig, closed_loop
 from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
@@ -28,12 +26,10 @@ from worthit.metrics import percentile, prometheus_delta
 from worthit.models import Manifest
 from worthit.provenance import stamp
 from worthit.server import ServerState
-from worthit.stages import WATCHED_COUNTERS, _consume, scrape
+from worthit.stages import _consume, counters
+from worthit.stats import slope
 
 log = logging.getLogger("worthit")
-
-HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
-
 
 # --- measurement -------------------------------------------------------------------------------------
 
@@ -60,9 +56,9 @@ def run_prefix_length(
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
     if warm:
         asyncio.run(closed_loop(cfg, warm, 1))
-    before = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    before = counters(url)
     result = asyncio.run(closed_loop(cfg, measured, concurrency))
-    after = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    after = counters(url)
     delta = prometheus_delta(before, after)
     rows = []
     for rec in result.records:
@@ -84,7 +80,7 @@ def run_prefix_length(
         "n_warmup": len(warm),
         "wall_s": result.wall_s,
         "metrics_delta": delta,
-        "hit_rate": hit_rate(delta),
+        "hit_rate": prom.hit_rate(delta),
         "workload": {
             "prefix_tokens": prefix_tokens,
             "suffix_tokens": suffix_tokens,
@@ -144,29 +140,11 @@ def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str,
 # --- analysis (pure) ---------------------------------------------------------------------------------
 
 
-def hit_rate(delta: Mapping[str, float]) -> float | None:
-    """Prefix-cache hit tokens / queried tokens; None when nothing was queried (or no counters)."""
-    queries = delta.get(QUERIES)
-    if not queries:
-        return None
-    return float(delta.get(HITS, 0.0)) / float(queries)
-
-
 def reduction_pct(reference: float | None, value: float | None) -> float | None:
     """How much lower ``value`` is than ``reference``, in % of the reference (negative = higher)."""
     if reference is None or value is None or reference == 0:
         return None
     return (reference - value) / reference * 100.0
-
-
-def slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
-    """Least-squares slope of ys against xs (points with a missing y are left out); None below two xs."""
-    pts = [(float(x), float(y)) for x, y in zip(xs, ys, strict=True) if y is not None and not np.isnan(y)]
-    if len({x for x, _ in pts}) < 2:
-        return None
-    x = np.array([p[0] for p in pts])
-    y = np.array([p[1] for p in pts])
-    return float(np.polyfit(x, y, 1)[0])
 
 
 def length_row(variant: str, prefix_caching: bool, prefix_tokens: int, result: schemas.Result) -> dict[str, Any]:
@@ -187,7 +165,7 @@ def length_row(variant: str, prefix_caching: bool, prefix_tokens: int, result: s
         n_errors=len(recs) - len(ttft),
         ttft_ms_p50=percentile(ttft, 50),
         ttft_ms_p99=percentile(ttft, 99),
-        hit_rate=hit_rate(result.metadata.get("metrics_delta") or {}),
+        hit_rate=prom.hit_rate(result.metadata.get("metrics_delta") or {}),
     )
     return row
 

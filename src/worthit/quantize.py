@@ -749,7 +749,9 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
 
 
 def manifest_status(manifest: Mapping[str, Any]) -> tuple[str, str]:
-    """(status, reason) of any model manifest; fetched models have no status and are ok."""
+    """(status, reason) of any model manifest: what :func:`write_result_manifest` put in ``extra``
+    (a failed quality gate, a backend that is not available); fetched models carry none and are ok.
+    The serve stage refuses any status but ok. Standard library only (the supervisor imports it)."""
     extra = manifest.get("extra") or {}
     return str(extra.get("status") or STATUS_OK), str(extra.get("reason") or "")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from worthit import atomic, fmt
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -56,9 +57,9 @@ class Table:
         return [f.name for f in self.fields]
 
     def markdown(self) -> str:
-        rows = [f"### `{self.name}`", "", self.description, "", "| column | type | description |", "|---|---|---|"]
-        rows += [f"| `{f.name}` | {f.type} | {f.description} |" for f in self.fields]
-        return "\n".join(rows)
+        cols = (("name", "column"), ("type", "type"), ("description", "description"))
+        rows = [{"name": f"`{f.name}`", "type": str(f.type), "description": f.description} for f in self.fields]
+        return "\n".join([f"### `{self.name}`", "", self.description, "", fmt.markdown_table(rows, cols)])
 
 
 def _f(name: str, typ: pa.DataType, description: str, nullable: bool = True) -> Field:
@@ -530,17 +531,8 @@ def write(
     meta.update(_encode_meta(metadata or {}))
     arrow = arrow.replace_schema_metadata(meta)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            pq.write_table(arrow, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic.open_binary(path) as fh:
+        pq.write_table(arrow, fh)
     return path
 
 

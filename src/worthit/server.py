@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import gating
+from worthit.quantize import manifest_status
 
 TERM_GRACE_S = 20.0
 # A server with no live consumer for this long stops by itself. Snakemake terminates a service when its
@@ -454,14 +455,6 @@ def _refuse(
         fh.close()
     shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
     return 0
-
-
-def manifest_status(manifest: Mapping[str, Any]) -> tuple[str, str]:
-    """(status, reason) of a model manifest. A quantised model that failed its quality gate (or whose
-    backend is not available) records that in ``extra``; fetched models carry none and are ok."""
-    extra = manifest.get("extra") or {}
-    status = manifest.get("status") or extra.get("status") or "ok"
-    return str(status), str(manifest.get("reason") or extra.get("reason") or "")
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:

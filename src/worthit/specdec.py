@@ -7,7 +7,7 @@ target verifies them in one forward (costing c plain decode steps) and keeps alp
 (k gamma + c) / alpha target steps, hence S = alpha / (k gamma + c) (DESIGN §9). The inputs:
 
 - alpha = 1 + accepted / drafts, from the spec-decode counter deltas of each load level of the
-  speculative variant (``vllm:spec_decode_num_{drafts,accepted_tokens}_total``; vLLM logs the same
+  speculative variant (:data:`worthit.prom.SPEC_DRAFTS`, :data:`worthit.prom.SPEC_ACCEPTED_TOKENS`; vLLM logs the same
   quantity as "mean acceptance length"). Steps where the proposer found nothing (ngram without a match)
   carry no draft and are not in it: ``draft_coverage`` and ``alpha_effective`` show how much that matters.
 - gamma = TPOT of the draft model served alone / TPOT of the target served alone, both at the lowest
@@ -35,7 +35,7 @@ from typing import Any
 import pandas as pd
 
 from worthit import kv as kvmod
-from worthit import schemas
+from worthit import prom, schemas
 from worthit.config import Study, config_hash
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
 from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
@@ -43,28 +43,30 @@ from worthit.metrics import percentile, prometheus_delta, summarize
 from worthit.models import Manifest
 from worthit.provenance import stamp
 from worthit.server import ServerState
-from worthit.stages import WATCHED_COUNTERS, _consume, scrape
+from worthit.stages import _consume, counters, scrape
 
 log = logging.getLogger("worthit")
 
 MODEL_FREE_METHODS = frozenset({"ngram", "suffix", "ngram_gpu"})
 NOT_WORTH_TRYING = "not worth trying"
 WORTH_TRYING = "worth trying"
-DRAFTS = "vllm:spec_decode_num_drafts_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-GENERATED = "vllm:generation_tokens_total"
+DRAFTS, DRAFT_TOKENS, ACCEPTED = prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS
+GENERATED = prom.GENERATION_TOKENS
 
 
 # --- the model (pure) --------------------------------------------------------------------------------
 
 
-def predicted_speedup(alpha: float, k: int, gamma: float, c: float) -> float:
-    """S = alpha / (k gamma + c): plain decode time per token over speculative time per token."""
+def predicted_speedup(alpha: float | None, k: float | None, gamma: float | None, c: float | None) -> float | None:
+    """S = alpha / (k gamma + c): plain decode time per token over speculative time per token.
+
+    None (no prediction) when an input is unknown or the step cost k gamma + c is not positive (a c
+    measured below zero is timing noise, not a free verify step).
+    """
+    if alpha is None or k is None or gamma is None or c is None:
+        return None
     cost = k * gamma + c
-    if cost <= 0:
-        raise ValueError(f"k gamma + c must be > 0 (k={k}, gamma={gamma}, c={c})")
-    return alpha / cost
+    return alpha / cost if cost > 0 else None
 
 
 def k_for_speedup(alpha: float, gamma: float, c: float, speedup: float) -> float:
@@ -161,9 +163,9 @@ def run_verify(
     warm, timed = verify_specs(tok, context, sizes, repeats, seed)
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
     asyncio.run(closed_loop(cfg, [warm], 1))
-    before = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    before = counters(url)
     result = asyncio.run(closed_loop(cfg, [s for _, s in timed], 1))
-    delta = prometheus_delta(before, kvmod.counters(scrape(url), WATCHED_COUNTERS))
+    delta = prometheus_delta(before, counters(url))
     rows = [
         {
             "new_tokens": m,
@@ -175,11 +177,9 @@ def run_verify(
         }
         for (m, _), rec in zip(timed, result.records, strict=True)
     ]
-    queries = delta.get("vllm:prefix_cache_queries_total") or 0.0
-    hit = delta.get("vllm:prefix_cache_hits_total", 0.0) / queries if queries else None
     return rows, {
         "metrics_delta": delta,
-        "hit_rate": hit,
+        "hit_rate": prom.hit_rate(delta),
         "block_size_tokens": block,
         "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
         "workload": {"context_tokens": context, "sizes": list(sizes), "repeats": repeats, "seed": seed},
@@ -314,11 +314,7 @@ def spec_rows(
         )
         bl = base_levels.get(conc, {})
         tpot, base_tpot = lv.get("tpot_ms_p50"), bl.get("tpot_ms_p50")
-        pred = (
-            predicted_speedup(alpha, k, gamma, c)  # type: ignore[arg-type]
-            if alpha is not None and gamma is not None and c is not None
-            else None
-        )
+        pred = predicted_speedup(alpha, k, gamma, c)
         row_notes = list(notes) + ([] if alpha is not None else ["alpha unknown: no drafts counted"])
         row.update(
             alpha=alpha,
@@ -397,7 +393,8 @@ def write_summary(
     metadata: Mapping[str, Any],
     threshold: float = 1.3,
 ) -> None:
-    from worthit.aggregate import _fmt, failures_section, markdown_table, write_markdown
+    from worthit.aggregate import failures_section, markdown_table, write_markdown
+    from worthit.fmt import cell
 
     schemas.write(parquet, schemas.SPECDEC_SUMMARY, rows, metadata=metadata)
     df = pd.DataFrame(rows, columns=schemas.SPECDEC_SUMMARY.columns)
@@ -408,7 +405,7 @@ def write_summary(
         f"# {study}: speculative decoding",
         "",
         "Predicted S = α / (kγ + c) next to the measured TPOT speed-up (base TPOT P50 / speculative "
-        f"TPOT P50) at each concurrency; predicted S < {_fmt(threshold, 2)} is flagged "
+        f"TPOT P50) at each concurrency; predicted S < {cell(threshold, 2)} is flagged "
         f'"{NOT_WORTH_TRYING}". '
         "α from the spec-decode counters of each level, γ from the draft model served alone, c from "
         'verify-step timing on the base variant; "c implied" is the c that would make the model match '

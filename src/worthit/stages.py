@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import kv as kvmod
-from worthit import schemas
+from worthit import prom, schemas
 from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen.client import ClientConfig, RequestRecord, closed_loop
 from worthit.loadgen.workload import RandomWorkload, load_tokenizer
@@ -25,17 +25,6 @@ from worthit.provenance import stamp
 from worthit.server import ServerFailed, ServerState, consumer_presence, http_get, turn, wait_ready
 
 log = logging.getLogger("worthit")
-
-WATCHED_COUNTERS = (
-    "vllm:prefix_cache_queries_total",
-    "vllm:prefix_cache_hits_total",
-    "vllm:spec_decode_num_drafts_total",
-    "vllm:spec_decode_num_draft_tokens_total",
-    "vllm:spec_decode_num_accepted_tokens_total",
-    "vllm:num_preemptions_total",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-)
 
 
 def setup_logging(path: str | None) -> None:
@@ -53,6 +42,11 @@ def scrape(url: str) -> str:
     if status != 200:
         raise ServerFailed(f"GET /metrics answered HTTP {status}")
     return body
+
+
+def counters(url: str) -> dict[str, float]:
+    """The server's watched counters now (:data:`worthit.prom.WATCHED_COUNTERS`), summed over labels."""
+    return kvmod.counters(scrape(url), prom.WATCHED_COUNTERS)
 
 
 def _consume(
@@ -132,7 +126,7 @@ def run_level(
     specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=concurrency)
     warm = RandomWorkload(prompt_tokens, output_tokens, warmup, seed=seed + 1).build(tok, offset=concurrency)
     cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s)
-    before = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    before = counters(url)
     done = 0
 
     def on_done(rec: RequestRecord) -> None:
@@ -151,7 +145,7 @@ def run_level(
         )
 
     result = asyncio.run(closed_loop(cfg, specs, concurrency, warmup=warm, on_done=on_done if progress else None))
-    after = kvmod.counters(scrape(url), WATCHED_COUNTERS)
+    after = counters(url)
     meta = {
         "n_warmup": result.warmup,
         "wall_s": result.wall_s,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from worthit.prefix import hit_rate, reduction_pct, slope, summary_rows
+from worthit.prefix import reduction_pct, summary_rows
+from worthit.prom import hit_rate
+from worthit.stats import slope
 
 
 def test_hit_rate_is_hit_tokens_over_queried_tokens():

@@ -20,12 +20,13 @@ from worthit.quantize import (
     Plan,
     QuantizeError,
     check_quantize_plans,
+    manifest_status,
     quantised_linears,
     token_windows,
     validate_plan,
     weights_row,
 )
-from worthit.server import ServerFailed, manifest_status, wait_ready
+from worthit.server import ServerFailed, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 

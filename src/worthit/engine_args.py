@@ -1,0 +1,65 @@
+"""vLLM engine arguments as the study config spells them: one spelling, one lookup, one cache rule.
+
+A variant's ``engine_args`` may spell a flag with dashes or underscores and with or without its
+leading ``--`` (``max_model_len``, ``max-model-len``, ``--max-model-len``); :func:`flag` turns every
+spelling into the one ``vllm serve`` uses. This module imports only the standard library: the server
+supervisor runs it in any stage's environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PREFIX_CACHING = "enable-prefix-caching"
+NO_PREFIX_CACHING = "no-enable-prefix-caching"
+SPECULATIVE_CONFIG = "speculative-config"
+
+
+def flag(key: object) -> str:
+    """The flag name of an engine argument, without its dashes: ``--max_model_len`` -> ``max-model-len``."""
+    return str(key).lstrip("-").replace("_", "-")
+
+
+def get(args: Mapping[str, Any] | None, name: str, default: Any = None) -> Any:
+    """An engine argument by its flag name, however ``args`` spells it; ``default`` when absent.
+
+    ``name`` may be spelled any way too. Where ``args`` holds two spellings of one flag, the last wins
+    (as it would on the ``vllm serve`` command line).
+    """
+    wanted = flag(name)
+    value = default
+    for key, v in (args or {}).items():
+        if flag(key) == wanted:
+            value = v
+    return value
+
+
+def has(args: Mapping[str, Any] | None, name: str) -> bool:
+    """Whether ``args`` sets the flag ``name`` (in any spelling), whatever its value."""
+    wanted = flag(name)
+    return any(flag(key) == wanted for key in args or {})
+
+
+def without(args: Mapping[str, Any] | None, *names: str) -> dict[str, Any]:
+    """``args`` less the flags ``names`` (in any spelling), the rest as given."""
+    drop = {flag(n) for n in names}
+    return {k: v for k, v in (args or {}).items() if flag(k) not in drop}
+
+
+def prefix_caching_on(args: Mapping[str, Any] | None) -> bool:
+    """Whether vLLM serves these arguments with automatic prefix caching.
+
+    vLLM's V1 engine (every version the envs pin, serve-cpu's included) turns it on by default; a
+    variant turns it off with ``no-enable-prefix-caching: true`` or ``enable-prefix-caching: false``.
+    ``None`` leaves the flag out of the command line (see ``worthit.server.engine_flags``), so the default holds.
+    """
+    if get(args, NO_PREFIX_CACHING):
+        return False
+    return get(args, PREFIX_CACHING) is not False
+
+
+def speculative_config(args: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``speculative-config`` mapping, or None when the variant does not decode speculatively."""
+    sc = get(args, SPECULATIVE_CONFIG)
+    return dict(sc) if isinstance(sc, Mapping) and sc else None

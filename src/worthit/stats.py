@@ -1,0 +1,82 @@
+"""The study's statistics, each defined once: the 95% z value, intervals, significance, slope.
+
+Intervals are 95%, two-sided. Percentile intervals are distribution-free (binomial order statistics),
+the interval of a mean over a few repeated runs uses Student's t, and a difference of two scores uses
+the normal approximation with its standard error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+Z_95 = 1.96  # two-sided 95% quantile of the standard normal
+# Two-sided 95% quantiles of Student's t by degrees of freedom (runs - 1); Z_95 beyond the table.
+T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+MIN_ORDER_STAT_N = 6  # fewer samples cannot bound a median at 95%
+
+
+def _clean(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
+
+
+def quantile_ci95(values: Sequence[float], q: float) -> tuple[float | None, float | None]:
+    """Distribution-free 95% interval of the q-quantile from order statistics; None on a side the sample
+    cannot bound (e.g. the upper side of a P99 from 30 values), both None below six values."""
+    n = len(values)
+    if n < MIN_ORDER_STAT_N:
+        return None, None
+    s = sorted(values)
+    half = Z_95 * math.sqrt(n * q * (1 - q))
+    lo, hi = math.floor(n * q - half), math.ceil(n * q + half) - 1
+    return (float(s[lo]) if lo >= 0 else None, float(s[hi]) if hi <= n - 1 else None)
+
+
+def median_ci95(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Distribution-free 95% interval of the median (both sides bounded from six values on)."""
+    return quantile_ci95(values, 0.5)
+
+
+def t_95(df: int) -> float:
+    """Two-sided 95% Student t quantile for ``df`` degrees of freedom (Z_95 beyond the table)."""
+    return T_95.get(df, Z_95)
+
+
+def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | None, float | None]:
+    """(mean, low, high): a t-interval of the mean of a few repeated runs; no interval below two values."""
+    vals = _clean(values)
+    if not vals:
+        return None, None, None
+    mean = float(np.mean(vals))
+    if len(vals) < 2:
+        return mean, None, None
+    half = t_95(len(vals) - 1) * float(np.std(vals, ddof=1)) / math.sqrt(len(vals))
+    return mean, mean - half, mean + half
+
+
+def normal_ci95(value: float | None, stderr: float | None) -> tuple[float | None, float | None]:
+    """value ± Z_95 x stderr; (None, None) when either is unknown."""
+    if value is None or stderr is None or math.isnan(value) or math.isnan(stderr):
+        return None, None
+    return value - Z_95 * stderr, value + Z_95 * stderr
+
+
+def combined_stderr(a: float, b: float) -> float:
+    """Standard error of the difference of two independent estimates."""
+    return float((a**2 + b**2) ** 0.5)
+
+
+def significant(delta: float, stderr: float) -> bool:
+    """Whether a change exceeds its noise: |delta| > Z_95 x stderr (any change, without noise)."""
+    return bool(abs(delta) > Z_95 * stderr) if stderr > 0 else bool(delta != 0)
+
+
+def slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
+    """Least-squares slope of ys against xs (points with a missing or NaN y are left out); None below
+    two distinct xs."""
+    pts = [(float(x), float(y)) for x, y in zip(xs, ys, strict=True) if y is not None and not math.isnan(float(y))]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
