@@ -73,7 +73,8 @@ def test_ci_passes_when_every_step_passes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ran = (tmp_path / "ran").read_text().split("\n")
     assert [r for r in ran if r] == [
-        "ran apt-get",
+        "ran apt-get",  # update
+        "ran apt-get",  # install chromium
         "ran setup",
         "ran lint",
         "ran setup",
