@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worthit import engine_args as eargs
 from worthit import schemas, taskdata
 
 log = logging.getLogger("worthit")
@@ -453,27 +454,25 @@ def _prompt_ids(tokenizer_dir: str) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------ the stage
+def context_length(engine_args: Mapping[str, Any], default: int) -> int:
+    """The context lm-eval may fill: the server's max-model-len (however the config spells it), else
+    ``accuracy.max_length``."""
+    return int(eargs.get(engine_args, "max-model-len") or default)
+
+
 def accuracy(
     study: Any, variant: str, state_path: str, manifest_path: str, out: str, samples_out: str, raw_dir: str
 ) -> None:
     """The evaluate_accuracy consumer: wait for the server, take the last turn on it, run every task."""
-    from worthit.config import config_hash
     from worthit.models import Manifest
-    from worthit.provenance import stamp
     from worthit.server import ServerState
-    from worthit.stages import _consume
+    from worthit.stages import _consume, result_meta
 
     v = study.variant(variant)
     acc = study.cfg["accuracy"]
     manifest = Manifest.load(manifest_path)
-    max_length = int(v.engine_args.get("max-model-len") or acc["max_length"])
-    meta = stamp(
-        variant=variant,
-        manifest=manifest,
-        engine_args=v.engine_args,
-        config_hash=config_hash(study.cfg),
-        accuracy=dict(acc),
-    )
+    max_length = context_length(v.engine_args, acc["max_length"])
+    meta = result_meta(study, variant, manifest, accuracy=dict(acc))
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         rows, samples, extra = evaluate(

@@ -19,14 +19,13 @@ from typing import Any
 import pandas as pd
 
 from worthit import prom, schemas
-from worthit.config import Study, config_hash
+from worthit.config import Study
 from worthit.loadgen.client import ClientConfig, closed_loop
 from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta
 from worthit.models import Manifest
-from worthit.provenance import stamp
 from worthit.server import ServerState
-from worthit.stages import _consume, counters
+from worthit.stages import _consume, counters, result_meta
 from worthit.stats import slope
 
 log = logging.getLogger("worthit")
@@ -95,16 +94,10 @@ def run_prefix_length(
 
 def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str, manifest_path: str, out: str) -> None:
     """The prefix_test rule: one length on the variant's server, in its turn; failures are results."""
-    v = study.variant(variant)
     pc = study.cfg["prefix"]
     manifest = Manifest.load(manifest_path)
-    meta = stamp(
-        variant=variant,
-        manifest=manifest,
-        engine_args=v.engine_args,
-        config_hash=config_hash(study.cfg),
-        prefix_tokens=prefix_tokens,
-        prefix_caching=v.prefix_caching,
+    meta = result_meta(
+        study, variant, manifest, prefix_tokens=prefix_tokens, prefix_caching=study.variant(variant).prefix_caching
     )
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -687,6 +687,10 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
         quant["group_size"],
         model_dir,
     )
+
+    def record(status: str, reason: str, gate: GateResult | None = None) -> Manifest:
+        return record(status, reason, gate)
+
     t0 = time.monotonic()
     try:
         runner = run_autoawq if plan.method == "autoawq" else run_llmcompressor
@@ -694,20 +698,11 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
     except NotAvailable as e:
         log.error("%s", e)
         shutil.rmtree(staging, ignore_errors=True)
-        return write_result_manifest(out_dir, plan, base, model_dir, STATUS_NOT_AVAILABLE, str(e), quant, None)
+        return record(STATUS_NOT_AVAILABLE, str(e))
     except Exception as e:  # a backend crash is a failed result, not a crashed study
         log.error("quantisation failed:\n%s", traceback.format_exc())
         shutil.rmtree(staging, ignore_errors=True)
-        return write_result_manifest(
-            out_dir,
-            plan,
-            base,
-            model_dir,
-            STATUS_FAILED,
-            f"{plan.method} {plan.scheme} failed: {type(e).__name__}: {e}",
-            quant,
-            None,
-        )
+        return record(STATUS_FAILED, f"{plan.method} {plan.scheme} failed: {type(e).__name__}: {e}")
     quant["wall_s"] = round(time.monotonic() - t0, 2)
     quant["peak_rss_bytes"] = peak_rss_bytes()
     quant["bytes_after"] = model_bytes(staging)
@@ -724,16 +719,7 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
         gate = quality_gate(base_dir, model_dir, plan.max_nll_increase, plan.max_kl)
     except Exception as e:  # a checkpoint transformers cannot even load is a failed gate too
         log.error("quality gate could not evaluate the checkpoint:\n%s", traceback.format_exc())
-        return write_result_manifest(
-            out_dir,
-            plan,
-            base,
-            model_dir,
-            STATUS_FAILED,
-            f"quality gate could not load or run the checkpoint: {type(e).__name__}: {e}",
-            quant,
-            None,
-        )
+        return record(STATUS_FAILED, f"quality gate could not load or run the checkpoint: {type(e).__name__}: {e}")
     log.info(
         "quality gate: NLL base %.4f, quantised %.4f (+%.4f), KL %.4f over %d tokens: %s",
         gate.nll_base,
@@ -745,7 +731,7 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
     )
     status = STATUS_OK if gate.passed else STATUS_FAILED
     reason = "" if gate.passed else f"quality gate failed for {plan.name}: {gate.reason}"
-    return write_result_manifest(out_dir, plan, base, model_dir, status, reason, quant, gate)
+    return record(status, reason, gate)
 
 
 def manifest_status(manifest: Mapping[str, Any]) -> tuple[str, str]:

@@ -36,14 +36,13 @@ import pandas as pd
 
 from worthit import kv as kvmod
 from worthit import prom, schemas
-from worthit.config import Study, config_hash
+from worthit.config import Study
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
 from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta, summarize
 from worthit.models import Manifest
-from worthit.provenance import stamp
 from worthit.server import ServerState
-from worthit.stages import _consume, counters, scrape
+from worthit.stages import _consume, counters, result_meta, scrape
 
 log = logging.getLogger("worthit")
 
@@ -188,11 +187,10 @@ def run_verify(
 
 def measure_verify(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
     """The measure_verify rule: verify-step timing on the base variant's server, in its turn."""
-    v = study.variant(variant)
     sd = study.cfg["specdec"]
     context = int(sd["verify_context_tokens"] or study.cfg["loadtest"]["prompt_tokens"])
     manifest = Manifest.load(manifest_path)
-    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args, config_hash=config_hash(study.cfg))
+    meta = result_meta(study, variant, manifest)
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         rows, extra = run_verify(

@@ -49,6 +49,18 @@ def counters(url: str) -> dict[str, float]:
     return kvmod.counters(scrape(url), prom.WATCHED_COUNTERS)
 
 
+def result_meta(study: Study, variant: str, manifest: Manifest, **extra: Any) -> dict[str, Any]:
+    """The provenance every measurement of ``variant`` records: the served model, the engine arguments,
+    the config's hash, and the measurement's own settings in ``extra``."""
+    return stamp(
+        variant=variant,
+        manifest=manifest,
+        engine_args=study.variant(variant).engine_args,
+        config_hash=config_hash(study.cfg),
+        **extra,
+    )
+
+
 def _consume(
     study: Study,
     variant: str,
@@ -89,7 +101,7 @@ def _measure_in_turn(
 def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
     v = study.variant(variant)
     manifest = Manifest.load(manifest_path)
-    meta = stamp(variant=variant, manifest=manifest, engine_args=v.engine_args, config_hash=config_hash(study.cfg))
+    meta = result_meta(study, variant, manifest)
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         row = kvmod.kv_row(variant, scrape(state.url), manifest.model_dir, v.served_dtype, study.tokens_per_request)
@@ -171,17 +183,9 @@ def loadtest(
             f"{out}: run {run} of level {concurrency} is not part of the study "
             f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it"
         )
-    v = study.variant(variant)
     lt = study.cfg["loadtest"]
     manifest = Manifest.load(manifest_path)
-    meta = stamp(
-        variant=variant,
-        manifest=manifest,
-        engine_args=v.engine_args,
-        config_hash=config_hash(study.cfg),
-        concurrency=concurrency,
-        repeat=run,
-    )
+    meta = result_meta(study, variant, manifest, concurrency=concurrency, repeat=run)
     seed = int(lt["seed"]) + 2 * (run - 1)  # run 1: prompts from seed, warm-up from seed + 1
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:

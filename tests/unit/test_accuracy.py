@@ -421,3 +421,12 @@ def test_without_a_server_both_accuracy_files_are_failure_records(tmp_path):
     res = schemas.read(out, schemas.ACCURACY)
     assert res.status == "failed" and "no running server" in res.reason
     assert schemas.read(samples, schemas.ACCURACY_SAMPLES).reason == res.reason and raw.is_dir()
+
+
+@pytest.mark.parametrize("key", ["max-model-len", "max_model_len", "--max-model-len", "--max_model_len"])
+def test_lm_eval_context_is_the_servers_max_model_len_in_any_spelling(key: str) -> None:
+    assert acc.context_length({key: 1024, "dtype": "bfloat16"}, 2048) == 1024
+
+
+def test_lm_eval_context_falls_back_to_the_accuracy_max_length() -> None:
+    assert acc.context_length({"dtype": "bfloat16"}, 2048) == 2048
