@@ -236,6 +236,22 @@ _REPORT_STATUS = (
     _f("reason", pa.string(), "why it failed or does not apply"),
 )
 
+_INTERVAL_BASIS = _f(
+    "interval_basis",
+    pa.string(),
+    "what the 95% intervals rest on: 'N runs' (t-interval over independent runs of the level), 'single run' "
+    "(order statistics or a bootstrap within one run), 'exact count', or why there is none",
+)
+# The figures a load level (and a deployment's promise, and its validation) is described by.
+_LEVEL_MEASURES = (
+    *_measure("ttft_ms_p50", "TTFT median"),
+    *_measure("ttft_ms_p99", "TTFT 99th percentile"),
+    *_measure("tpot_ms_p50", "TPOT median"),
+    *_measure("tpot_ms_p99", "TPOT 99th percentile"),
+    *_measure("output_tok_per_s", "output tokens/s"),
+    *_measure("goodput_tok_per_s", "goodput tokens/s (requests meeting the interactive SLO)"),
+)
+
 REPORT_LEVELS = Table(
     "report_levels",
     "Report: per variant x load level, every figure with n and a 95% interval (order statistics for "
@@ -359,20 +375,60 @@ REPORT_CAPABILITY = Table(
 
 REPORT_DEPLOYMENTS = Table(
     "report_deployments",
-    "Report: recommended deployments (latency: highest concurrency whose P99 TPOT and TTFT meet the SLO; "
-    "throughput: highest goodput) as complete `vllm serve` commands with the figures they promise.",
+    "Report: recommended deployments, one per scenario (latency-first: the SLO-feasible concurrency; "
+    "throughput-first: the most output tok/s under the TPOT ceiling), each an exact `vllm serve` argv with "
+    "the concurrency and the figures it promises. A validate_deployment stage serves each argv as printed "
+    "and writes `deployment_validation`.",
     (
         _f("scenario", pa.string(), "latency / throughput", False),
-        _f("variant", pa.string(), "variant"),
-        _f("max_num_seqs", pa.int32(), "the concurrency measured = --max-num-seqs"),
-        _f("command", pa.string(), "the vllm serve command"),
         *_REPORT_STATUS,
-        *_measure("tpot_ms_p50", "TPOT median"),
-        *_measure("tpot_ms_p99", "TPOT 99th percentile"),
-        *_measure("ttft_ms_p50", "TTFT median"),
-        *_measure("ttft_ms_p99", "TTFT 99th percentile"),
-        *_measure("output_tok_per_s", "output tokens/s"),
-        *_measure("goodput_tok_per_s", "goodput tokens/s"),
+        _f("variant", pa.string(), "the variant deployed"),
+        _f("model", pa.string(), "the model as the config names it (hub id, or the path vLLM loads)"),
+        _f("model_source", pa.string(), "the config's model source"),
+        _f("argv", pa.list_(pa.string()), "the exact command, one argument per item"),
+        _f("command", pa.string(), "argv shell-quoted, to paste"),
+        _f("max_num_seqs", pa.int32(), "--max-num-seqs in argv"),
+        _f("concurrency", pa.int32(), "the concurrency the promise holds at (closed-loop requests in flight)"),
+        _f("chosen_by", pa.string(), "which measurement chose each flag"),
+        _f("slo_ttft_ms", pa.float64(), "P99 TTFT bound promised (latency scenario)"),
+        _f("slo_tpot_ms", pa.float64(), "P99 TPOT bound promised (TPOT ceiling in the throughput scenario)"),
+        _f("runs", pa.int32(), "independent runs behind the promise"),
+        _INTERVAL_BASIS,
+        *_LEVEL_MEASURES,
+    ),
+)
+
+DEPLOYMENT_VALIDATION = Table(
+    "deployment_validation",
+    "A recommended deployment served exactly as report_deployments prints it (argv) and loaded at its "
+    "promised concurrency: the measured figures with n and 95% intervals. One row per scenario, in "
+    "results/<study>/validation.parquet; the report sets it against the promise (report_validation).",
+    (
+        _f("scenario", pa.string(), "latency / throughput", False),
+        *_REPORT_STATUS,
+        _f("variant", pa.string(), "the variant deployed"),
+        _f("argv", pa.list_(pa.string()), "the command as served (must equal report_deployments.argv)"),
+        _f("concurrency", pa.int32(), "closed-loop concurrency of the validation load"),
+        _f("n", pa.int32(), "measured requests"),
+        _f("runs", pa.int32(), "independent runs"),
+        _INTERVAL_BASIS,
+        *_LEVEL_MEASURES,
+    ),
+)
+
+REPORT_VALIDATION = Table(
+    "report_validation",
+    "Report: each recommended deployment's promise against its validation run, per figure; a miss is a "
+    "measured value beyond the promised 95% interval on the worse side.",
+    (
+        _f("scenario", pa.string(), "latency / throughput", False),
+        _f("variant", pa.string(), "the variant deployed"),
+        _f("quantity", pa.string(), "the figure", False),
+        _f("unit", pa.string(), "unit"),
+        *_measure("promised", "the figure the report promised"),
+        *_measure("measured", "the figure the validation run measured"),
+        _f("outcome", pa.string(), "met / miss / better than promised / not validated", False),
+        *_REPORT_STATUS,
     ),
 )
 
@@ -483,6 +539,8 @@ TABLES: dict[str, Table] = {
         SPECDEC_SUMMARY,
         ACCURACY_SUMMARY,
         ACCURACY_SAMPLES,
+        DEPLOYMENT_VALIDATION,
+        REPORT_VALIDATION,
         *REPORT_TABLES,
     )
 }
