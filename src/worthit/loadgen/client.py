@@ -23,6 +23,7 @@ import multiprocessing as mp
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -431,7 +432,7 @@ class _FastClient:
         timer = _SseTimer(rec, start)
         conn: _HttpProtocol | None = None
         try:
-            async with asyncio.timeout(cfg.request_timeout_s) if hasattr(asyncio, "timeout") else _nullcontext():
+            async with asyncio.timeout(cfg.request_timeout_s) if hasattr(asyncio, "timeout") else nullcontext():
                 conn = await self._conn()
                 done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 conn.begin(request, timer, done)
@@ -454,14 +455,6 @@ class _FastClient:
             if c.transport is not None:
                 c.transport.close()
         self.idle.clear()
-
-
-class _nullcontext:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 Sender = Callable[[RequestSpec, int], Any]
