@@ -264,3 +264,20 @@ class Study:
             yield "specdec/verify"
         if "accuracy" in exps:
             yield "accuracy"
+
+
+def check_gpu_budget(study: Study, available: int | None, source: str = "config") -> None:
+    """Refuse, before anything runs, a variant that needs more GPUs than the run may use.
+
+    ``available`` is the ``gpu`` resource the run was given (``snakemake --resources gpu=N``); None means the
+    user set no limit (a cluster profile, or a machine where Snakemake decides) and nothing is checked."""
+    if available is None:
+        return
+    for name in study.variants:
+        need = study.variant(name).gpus
+        if need > available:
+            raise ConfigError(
+                f"{source}: key 'variants.{name}.gpus': the variant needs {need} GPU(s) but this run may use "
+                f"{available} (--resources gpu={available}); raise --resources gpu to at least {need} on a "
+                f"machine with that many GPUs, or lower 'gpus' (and tensor/data-parallel-size) for '{name}'"
+            )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from worthit.config import ConfigError, Study, validate  # noqa: E402
+from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
 from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
 # A study named with --configfile replaces the embedded default instead of being merged into it
@@ -25,6 +25,11 @@ except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
 STUDY = Study(config, Path(workflow.basedir))
+try:  # a variant asking for more GPUs than --resources gpu=N grants is refused here, not left waiting
+    _gpu = workflow.global_resources.get("gpu")
+    check_gpu_budget(STUDY, None if _gpu is None else int(getattr(_gpu, "value", _gpu)), _config_source)
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
 # Models are fetched (fetch_model, wildcard {model}) or quantised from another model (quantize_model,
 # wildcard {qmodel}): disjoint name sets, so exactly one rule makes each resources/models/<name>/manifest.json.
 FETCHED_MODELS = [m for m, spec in config["models"].items() if "quantize" not in spec]

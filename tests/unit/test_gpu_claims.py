@@ -1,0 +1,148 @@
+"""Pinning servers to GPUs: one lock file per device (worthit.server._claim_gpus), and the parse-time refusal
+of a variant that needs more GPUs than the run may use. ``nvidia-smi -L`` is answered by a stand-in script
+listing two GPUs, so the claim logic runs here as it would on a two-GPU host."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from worthit.config import ConfigError, Study, check_gpu_budget, validate
+from worthit.server import ServerFailed, _claim_gpus
+
+CLAIM = (
+    "import json, sys, time\n"
+    "from pathlib import Path\n"
+    "from worthit.server import _claim_gpus\n"
+    "ids, held = _claim_gpus(int(sys.argv[1]), Path(sys.argv[2]))\n"
+    "print(json.dumps(ids), flush=True)\n"
+    "time.sleep(float(sys.argv[3]))\n"
+)
+
+
+@pytest.fixture
+def two_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    smi = shim / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-a)'\necho 'GPU 1: NVIDIA H200 (UUID: GPU-b)'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return tmp_path / "locks"
+
+
+def _claimant(count: int, locks: Path, hold_s: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", CLAIM, str(count), str(locks), str(hold_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
+def test_two_claimants_get_different_devices(two_gpus: Path) -> None:
+    a = _claimant(1, two_gpus, 5)
+    first = json.loads(a.stdout.readline())
+    b = _claimant(1, two_gpus, 0)
+    second = json.loads(b.stdout.readline())
+    assert {first, second} == {"0", "1"}
+    b.wait(10)
+    a.kill()
+    a.wait(10)
+
+
+def test_a_third_claimant_waits_until_a_device_is_free(two_gpus: Path) -> None:
+    holders = [_claimant(1, two_gpus, 30) for _ in range(2)]
+    held = [json.loads(h.stdout.readline()) for h in holders]
+    assert sorted(held) == ["0", "1"]
+    waiting = _claimant(1, two_gpus, 0)
+    time.sleep(1.5)
+    assert waiting.poll() is None  # both devices are held
+    holders[1].kill()  # a crashed claimant: the kernel drops its lock
+    holders[1].wait(10)
+    assert json.loads(waiting.stdout.readline()) == held[1]  # the device the crashed claimant held
+    assert waiting.wait(15) == 0
+    holders[0].kill()
+    holders[0].wait(10)
+
+
+def test_a_crashed_claimants_lock_is_released(two_gpus: Path) -> None:
+    a = _claimant(2, two_gpus, 60)
+    assert json.loads(a.stdout.readline()) == "0,1"
+    os.kill(a.pid, signal.SIGKILL)
+    a.wait(10)
+    ids, held = _claim_gpus(2, two_gpus)
+    assert ids == "0,1" and len(held) == 2
+    for fh in held:
+        fh.close()
+
+
+def test_more_gpus_than_the_host_has_is_refused_at_once(two_gpus: Path) -> None:
+    with pytest.raises(ServerFailed, match="needs 3 GPU"):
+        _claim_gpus(3, two_gpus)
+
+
+def test_a_scheduler_assigned_device_list_is_left_alone(two_gpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # SLURM or the user pinned it
+    assert _claim_gpus(1, two_gpus) == ("1", [])
+
+
+def _study(gpus: int) -> Study:
+    cfg = {
+        "study": "g",
+        "models": {"m": {"source": "path:/m"}},
+        "variants": {"one": {"model": "m", "gpus": 1}, "tp2": {"model": "m", "gpus": gpus}},
+    }
+    return Study(validate(cfg, "g.yaml"))
+
+
+def test_a_variant_needing_more_gpus_than_the_run_may_use_is_refused_by_name() -> None:
+    check_gpu_budget(_study(2), 2, "g.yaml")
+    check_gpu_budget(_study(4), None, "g.yaml")  # no --resources gpu=N: nothing to check against
+    with pytest.raises(ConfigError) as e:
+        check_gpu_budget(_study(2), 1, "g.yaml")
+    msg = str(e.value)
+    assert "g.yaml: key 'variants.tp2.gpus'" in msg and "--resources gpu=1" in msg and "at least 2" in msg
+
+
+def test_snakemake_refuses_the_study_at_parse_time(tmp_path: Path) -> None:
+    import yaml
+
+    cfg = {
+        "study": "g",
+        "models": {"m": {"source": "path:/nonexistent"}},
+        "variants": {"tp2": {"model": "m", "gpus": 2}},
+    }
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(ROOT / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "-n",
+            "--configfile",
+            str(tmp_path / "g.yaml"),
+            "--cores",
+            "1",
+            "--resources",
+            "gpu=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "key 'variants.tp2.gpus'" in out and "Traceback" not in out, out[-3000:]
