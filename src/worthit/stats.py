@@ -22,16 +22,35 @@ def _clean(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and not math.isnan(float(v))]
 
 
+def _binom_cdf(n: int, q: float) -> list[float]:
+    """[P(X <= k) for k = 0..n], X ~ Binomial(n, q); each term computed in log space."""
+    lq, lp, lf = math.log(q), math.log1p(-q), math.lgamma(n + 1)
+    out, total = [], 0.0
+    for i in range(n + 1):
+        total += math.exp(lf - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lq + (n - i) * lp)
+        out.append(min(total, 1.0))
+    return out
+
+
 def quantile_ci95(values: Sequence[float], q: float) -> tuple[float | None, float | None]:
     """Distribution-free 95% interval of the q-quantile from order statistics; None on a side the sample
-    cannot bound (e.g. the upper side of a P99 from 30 values), both None below six values."""
+    cannot bound (e.g. the upper side of a P99 from 30 values), both None below six values.
+
+    Exact binomial ranks: the lower bound is the r-th smallest value for the largest r with
+    P(Binomial(n, q) <= r - 1) <= 2.5%, the upper the s-th for the smallest s with P(Binomial(n, q) >= s)
+    <= 2.5% (ranks from 1), so each side holds at 97.5% and the interval at 95% or more.
+    """
     n = len(values)
-    if n < MIN_ORDER_STAT_N:
+    if n < MIN_ORDER_STAT_N or not 0 < q < 1:
         return None, None
-    s = sorted(values)
-    half = Z_95 * math.sqrt(n * q * (1 - q))
-    lo, hi = math.floor(n * q - half), math.ceil(n * q + half) - 1
-    return (float(s[lo]) if lo >= 0 else None, float(s[hi]) if hi <= n - 1 else None)
+    s, cdf = sorted(values), _binom_cdf(n, q)
+    r = 0
+    while r < n and cdf[r] <= 0.025:  # P(X <= r) <= 2.5%: rank r + 1 still bounds from below
+        r += 1
+    u = n + 1
+    while u > 1 and 1 - cdf[u - 2] <= 0.025:  # P(X >= u - 1) <= 2.5%: rank u - 1 still bounds above
+        u -= 1
+    return (float(s[r - 1]) if r >= 1 else None, float(s[u - 1]) if u <= n else None)
 
 
 def median_ci95(values: Sequence[float]) -> tuple[float | None, float | None]:
