@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -20,9 +21,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module", name="server")
-def calibration_server() -> Iterator[str]:
-    """URL of a calibration server (TTFT_MS, ITL_MS) running for the test module."""
+@contextlib.contextmanager
+def running_calibration_server(*args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A calibration server (TTFT_MS, ITL_MS, then ``args``) on a free port: its URL and process."""
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -35,19 +36,29 @@ def calibration_server() -> Iterator[str]:
             str(TTFT_MS),
             "--itl-ms",
             str(ITL_MS),
+            *args,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died") from None
-            time.sleep(0.05)
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    try:
+        for _ in range(400):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died") from None
+                time.sleep(0.05)
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module", name="server")
+def calibration_server() -> Iterator[str]:
+    """URL of a calibration server (TTFT_MS, ITL_MS) running for the test module."""
+    with running_calibration_server() as (url, _):
+        yield url

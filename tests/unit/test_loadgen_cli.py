@@ -42,6 +42,7 @@ def test_loadtest_prints_summary_and_writes_the_load_requests_table(
     res = schemas.read(out, schemas.LOAD_REQUESTS)
     df = res.to_pandas()
     assert len(df) == 6 and df["success"].all() and (df["output_tokens"] == 5).all()
+    assert (df["chunks"] == 5).all() and (df["first_text_ms"] == df["ttft_ms"]).all()  # no empty text here
     assert (df["concurrency"] == 3).all() and res.metadata["n_warmup"] == 1
 
 

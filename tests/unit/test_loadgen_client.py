@@ -7,13 +7,25 @@ exact it is under load is measured by benchmarks/loadgen_fidelity, not here.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import time
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.unit.loadgen_server import ITL_MS, TTFT_MS, calibration_server  # noqa: F401  (fixture)
+from tests.unit.loadgen_server import (  # noqa: F401  (fixture)
+    ITL_MS,
+    TTFT_MS,
+    calibration_server,
+    running_calibration_server,
+)
+from worthit.loadgen import client as client_mod
 from worthit.loadgen.calibration import Timing
-from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop, open_loop, run
+from worthit.loadgen.client import ClientConfig, RequestRecord, RequestSpec, _SseTimer, closed_loop, open_loop, run
 from worthit.metrics import summarize
 
 
@@ -23,6 +35,7 @@ def one(
     endpoint: str = "completions",
     fast: bool = True,
     timeout_s: float = 30.0,
+    request_id_prefix: str | None = None,
     **calibration: Any,
 ) -> dict[str, Any]:
     cfg = ClientConfig(
@@ -32,10 +45,16 @@ def one(
         request_timeout_s=timeout_s,
         extra_body={"calibration": calibration} if calibration else {},
         fast=fast,
+        request_id_prefix=request_id_prefix,
     )
     res = asyncio.run(closed_loop(cfg, [RequestSpec("hello", 1, max_tokens)], 1))
     assert len(res.records) == 1
     return res.rows()[0]
+
+
+def server_records(url: str, prefix: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{url}/stats/requests?prefix={prefix}", timeout=10) as r:
+        return list(json.loads(r.read())["requests"])
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["protocol", "aiohttp"])
@@ -43,8 +62,14 @@ def one(
 def test_ttft_tpot_and_itl_match_the_servers_schedule(server: str, endpoint: str, fast: bool) -> None:
     r = one(server, max_tokens=16, endpoint=endpoint, fast=fast)
     assert r["success"] and r["error"] is None
-    assert r["output_tokens"] == 16 and r["chunks"] == 16 and len(r["itl_ms"]) == 15
+    # chat: vLLM's role-only chunk comes with the first token and is timed as vllm bench serve times it
+    chunks = 16 + (endpoint == "chat")
+    assert r["output_tokens"] == 16 and r["chunks"] == chunks and len(r["itl_ms"]) == chunks - 1
     assert TTFT_MS <= r["ttft_ms"] < TTFT_MS + 40
+    if endpoint == "completions":
+        assert r["first_text_ms"] == r["ttft_ms"]  # every chunk has text
+    else:
+        assert r["first_text_ms"] >= r["ttft_ms"]  # the role chunk was first
     assert r["tpot_ms"] == pytest.approx(ITL_MS, abs=1.0)
     assert r["e2e_ms"] == pytest.approx(r["ttft_ms"] + 15 * r["tpot_ms"])
 
@@ -64,11 +89,114 @@ def test_multi_token_chunks_count_tokens_from_usage_not_chunks(server: str) -> N
     assert Timing(itl_ms=ITL_MS, tokens_per_chunk=4).true_tpot_ms(12) == pytest.approx(2 * ITL_MS / 11)
 
 
-def test_empty_chunks_are_neither_tokens_nor_timed(server: str) -> None:
-    # an empty chunk arrives at once (like chat's role chunk), and one before every later content chunk
-    r = one(server, max_tokens=6, empty_chunks=True)
-    assert r["success"] and r["chunks"] == 6 and r["output_tokens"] == 6
-    assert r["ttft_ms"] >= TTFT_MS  # the immediate empty chunk did not count as the first token
+@pytest.mark.parametrize("fast", [True, False], ids=["protocol", "aiohttp"])
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_empty_text_chunks_are_timed_as_tokens(server: str, endpoint: str, fast: bool) -> None:
+    # half the token chunks carry empty text (multi-byte output), the first among them
+    assert [Timing(empty_share=0.5).empty(j) for j in range(4)] == [True, False, True, False]
+    prefix = f"empty-{endpoint}-{fast}-"
+    r = one(server, max_tokens=8, endpoint=endpoint, fast=fast, request_id_prefix=prefix, empty_share=0.5)
+    assert r["success"] and r["error"] is None and r["output_tokens"] == 8
+    chunks = 8 + (endpoint == "chat")
+    assert r["chunks"] == chunks and len(r["itl_ms"]) == chunks - 1  # skipping empty text would give 4 and 3
+    assert r["e2e_ms"] == pytest.approx(r["ttft_ms"] + sum(r["itl_ms"]))
+    # TTFT is the first (empty) chunk; the first visible text came with the next one
+    assert r["first_text_ms"] >= r["ttft_ms"]
+    # the server's own record of this request: 8 writes; nothing can be read before it was written
+    (rec,) = server_records(server, prefix)
+    assert rec["id"] == prefix + "0" and rec["tokens"] == 8 and len(rec["writes_s"]) == 8
+    assert r["ttft_ms"] >= (rec["writes_s"][0] - rec["arrival_s"]) * 1e3
+    assert r["first_text_ms"] >= (rec["writes_s"][1] - rec["arrival_s"]) * 1e3
+
+
+def test_a_stream_of_only_empty_text_is_a_success_without_visible_text(server: str) -> None:
+    r = one(server, max_tokens=5, empty_share=1.0)
+    assert r["success"] and r["error"] is None
+    assert r["chunks"] == 5 and r["output_tokens"] == 5 and len(r["itl_ms"]) == 4
+    assert r["ttft_ms"] >= TTFT_MS and r["first_text_ms"] is None
+
+
+def test_sse_parser_times_chunks_with_choices_and_nothing_else() -> None:
+    """vLLM's own event shapes, fed with chosen arrival times: what counts as a token chunk."""
+    rec = RequestRecord(request_id=0, prompt_tokens=3)
+    timer = _SseTimer(rec, start=0)
+
+    def ev(obj: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+    def chat(delta: dict[str, Any]) -> bytes:
+        return ev({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]})
+
+    timer.feed(b": keep-alive\n\n", 1_000_000)  # SSE comment: not a token
+    timer.feed(chat({"role": "assistant", "content": ""}), 10_000_000)  # role chunk: timed (TTFT)
+    timer.feed(chat({"content": ""}), 12_000_000)  # a token inside a multi-byte character: timed
+    timer.feed(chat({"content": "\u4f60"}), 15_000_000)  # first visible text
+    timer.feed(b": ping\r\n\r\n", 16_000_000)
+    timer.feed(chat({"content": "\u597d"})[:20], 17_000_000)  # an event split over two reads
+    timer.feed(chat({"content": "\u597d"})[20:], 18_000_000)
+    usage = {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    timer.feed(ev({"id": "c", "choices": [], "usage": usage}) + b"data: [DONE]\n\n", 30_000_000)
+    out = timer.finish(expected_tokens=3)
+    assert out.success and out.error is None
+    assert out.ttft_ms == 10.0 and out.first_text_ms == 15.0
+    assert out.itl_ms == [2.0, 3.0, 3.0] and out.chunks == 4
+    assert out.e2e_ms == 18.0 and out.output_tokens == 3  # the usage event ended nothing
+    assert out.tpot_ms == 4.0
+
+    # without usage, tokens fall back to chunks less chat's role chunk
+    rec = RequestRecord(request_id=1, prompt_tokens=3)
+    timer = _SseTimer(rec, start=0)
+    timer.feed(chat({"role": "assistant", "content": ""}) + chat({"content": ""}) + chat({"content": "a"}), 5)
+    assert timer.finish(expected_tokens=2).output_tokens == 2
+
+
+def test_clock_starts_before_the_request_is_built(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[int] = []
+    real = client_mod._payload
+
+    def payload(cfg: ClientConfig, spec: RequestSpec) -> dict[str, Any]:
+        built.append(time.perf_counter_ns())
+        return real(cfg, spec)
+
+    monkeypatch.setattr(client_mod, "_payload", payload)
+    for fast in (True, False):
+        cfg = ClientConfig(base_url=server, model="m", fast=fast)
+        rec = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 2)], 1)).records[0]
+        assert rec.success and rec.start_ns <= built[-1]
+
+
+def test_request_ids_reach_the_server_and_match_its_record(server: str) -> None:
+    cfg = ClientConfig(base_url=server, model="m", request_id_prefix="match-")
+    res = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 6)] * 3, 3))
+    recs = {r["id"]: r for r in server_records(server, "match-")}
+    assert sorted(recs) == ["match-0", "match-1", "match-2"]
+    for c in res.records:
+        s = recs[f"match-{c.request_id}"]
+        assert len(s["writes_s"]) == c.chunks == 6 and len(c.itl_ms) == 5
+        # one clock (perf_counter) on both sides: the request left before it arrived, each chunk was
+        # written before it was read
+        assert c.start_ns / 1e9 <= s["arrival_s"]
+        assert c.ttft_ms is not None and c.ttft_ms >= (s["writes_s"][0] - s["arrival_s"]) * 1e3
+
+
+def test_bad_calibration_values_are_refused_with_the_allowed_range(server: str) -> None:
+    r = one(server, max_tokens=4, empty_share=1.5)
+    assert not r["success"] and "HTTP 400" in r["error"] and "empty_share 1.5 not in [0, 1]" in r["error"]
+
+
+def test_every_worker_writes_its_records_on_sigusr1(tmp_path: Path) -> None:
+    with running_calibration_server("--workers", "2", "--record-dir", str(tmp_path)) as (url, proc):
+        cfg = ClientConfig(base_url=url, model="m", request_id_prefix="w-")
+        res = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 3)] * 24, 8))
+        assert all(r.success for r in res.records)
+        os.kill(proc.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        dumps = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert len({d["pid"] for d in dumps}) == 2  # both workers answered, each with its own file
+    ids = sorted(r["id"] for d in dumps for r in d["requests"])
+    assert ids == sorted(f"w-{i}" for i in range(24))
 
 
 def test_usage_only_final_chunk_is_not_a_token_and_provides_counts(server: str) -> None:
@@ -89,7 +217,7 @@ def test_without_usage_tokens_fall_back_to_chunks(server: str) -> None:
         ("http500", "HTTP 500"),
         ("stream_error", "server error in stream"),
         ("truncate", "connection lost mid-response"),
-        ("no_content", "stream ended without content"),
+        ("no_content", "stream ended without a token"),
     ],
 )
 def test_errored_request_is_recorded_with_its_reason(server: str, fail: str, reason: str, fast: bool) -> None:
@@ -120,13 +248,17 @@ def test_errors_are_counted_in_the_summary_not_dropped(server: str) -> None:
 
 
 def test_closed_loop_keeps_concurrency_and_records_every_request(server: str) -> None:
-    cfg = ClientConfig(base_url=server, model="m")
+    cfg = ClientConfig(base_url=server, model="m", request_id_prefix="loop-")
     res = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 8)] * 16, 8))
     assert [r.request_id for r in res.records] == list(range(16))
     s = summarize(res.rows())
-    assert s.n_errors == 0 and s.ttft_ms.n == 16
-    assert s.ttft_ms.p50 == pytest.approx(TTFT_MS, rel=0.5)
-    assert s.tpot_ms.p50 == pytest.approx(ITL_MS, rel=0.25)
+    assert s.n_errors == 0 and s.ttft_ms.n == 16 and s.tpot_ms.n == 16
+    # each request as the server served it: every chunk timed, none read before the server wrote it
+    served = {r["id"]: r for r in server_records(server, "loop-")}
+    for c in res.records:
+        w = served[f"loop-{c.request_id}"]["writes_s"]
+        assert len(w) == c.chunks == 8 and c.ttft_ms is not None and c.e2e_ms is not None
+        assert c.start_ns / 1e9 + c.ttft_ms / 1e3 >= w[0] and c.start_ns / 1e9 + c.e2e_ms / 1e3 >= w[-1]
     # 8 in flight: two waves of requests, so the second wave starts after the first ends
     starts = sorted(r["start_s"] for r in res.rows())
     assert starts[7] < starts[8]

@@ -9,14 +9,25 @@ straight to its transport (chunked transfer framing), instead of one sleeping co
 256 streams x 200 chunks/s that is the difference between keeping up and falling behind. asyncio's timers
 round up to whole milliseconds (epoll), so the scheduler waits on the loop until ~1 ms before the next
 due chunk and sleeps the rest with ``time.sleep`` (microseconds, no spinning: the client under test
-needs the CPU). What the server actually did (first and last write per request) is kept and served at
-``GET /stats``, so a client's error can be split from the server's own lateness.
+needs the CPU).
+
+Chunks look like vLLM's: completions send one ``text`` chunk per token chunk; chat sends a role-only
+chunk (``"content":""``) in the same write as the first token chunk, as vLLM does. With ``empty_share``
+that share of the token chunks carry empty text, as vLLM sends them when a token ends inside a
+multi-byte character (the first chunk of every ``1 / empty_share`` is the empty one, so the first chunk
+of a stream is empty whenever the share is above 0).
+
+What the server actually did is recorded per request: when its bytes were read, the time of every write,
+its ``X-Request-Id`` header. ``GET /stats`` summarises it (``?prefix=`` keeps the ids that start so),
+``GET /stats/requests`` lists it, and with ``--record-dir`` SIGUSR1 makes every worker process write its
+records to ``<dir>/<pid>.json`` and forget them: a client's per-request error is its measurement minus
+the server's own record of that request (benchmarks/loadgen_fidelity).
 
 Per-request behaviour can be overridden with a ``calibration`` object in the request body (used by the
-tests): ``ttft_ms``, ``itl_ms``, ``tokens_per_chunk``, ``empty_chunks`` (an empty-text chunk before every
-content chunk), ``usage`` (``"final"``: usage-only final chunk as vLLM sends it, ``"none"``: no usage),
-``fail`` (``"http500"``, ``"stream_error"``: an error event mid-stream, ``"truncate"``: the connection is
-cut mid-stream, ``"no_content"``: a stream without any content chunk).
+tests): ``ttft_ms``, ``itl_ms``, ``tokens_per_chunk``, ``empty_share``, ``usage`` (``"final"``: usage-only
+final chunk as vLLM sends it, ``"none"``: no usage), ``fail`` (``"http500"``, ``"stream_error"``: an error
+event mid-stream, ``"truncate"``: the connection is cut mid-stream, ``"no_content"``: a stream without any
+chunk that carries a choice).
 
 Run: ``python -m worthit.loadgen.calibration --port 8123 --ttft-ms 50 --itl-ms 5 [--workers 2]``.
 """
@@ -33,13 +44,17 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web, web_protocol, web_server
 
+USAGES = ("final", "none")
+FAILURES = ("http500", "stream_error", "truncate", "no_content")
 SPIN_S = 0.0012  # asyncio timers fire up to 1 ms late; sleep precisely for the last stretch
 BATCH_S = 0.00005  # chunks due within this window of now are written in the same pass (not spun for)
 
@@ -51,9 +66,22 @@ class Timing:
     ttft_ms: float = 50.0
     itl_ms: float = 5.0
     tokens_per_chunk: int = 1
-    empty_chunks: bool = False
+    empty_share: float = 0.0  # share of token chunks with empty text (multi-byte output)
     usage: str = "final"
     fail: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.empty_share <= 1.0:
+            raise ValueError(f"calibration: empty_share {self.empty_share!r} not in [0, 1]")
+        if self.usage not in USAGES:
+            raise ValueError(f"calibration: usage {self.usage!r} not in {list(USAGES)}")
+        if self.fail is not None and self.fail not in FAILURES:
+            raise ValueError(f"calibration: fail {self.fail!r} not in {list(FAILURES)}")
+
+    def empty(self, j: int) -> bool:
+        """Whether token chunk ``j`` (from 0) carries empty text: ceil(m * share) of the first m do."""
+        s = self.empty_share
+        return math.ceil((j + 1) * s - 1e-9) > math.ceil(j * s - 1e-9)
 
     def chunks(self, output_tokens: int) -> list[int]:
         """Tokens carried by each content chunk."""
@@ -87,11 +115,39 @@ class _Stream:
     times: list[float]  # perf_counter due time of each frame
     done: asyncio.Future[None]
     arrival: float
-    content_from: int = 0  # index of the first frame that carries content
     next: int = 0
-    first_write: float | None = None
-    last_write: float | None = None
+    writes: list[float] = field(default_factory=list)  # perf_counter just before each frame's write
     max_late_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the server did for one completed request (perf_counter seconds, the system's monotonic clock)."""
+
+    request_id: str | None  # the X-Request-Id header
+    arrival_s: float  # its bytes were read
+    writes_s: list[float]  # just before each frame's write (frame j carries token chunk j)
+    tokens: int
+    max_late_s: float
+
+    @property
+    def ttft_ms(self) -> float:
+        return (self.writes_s[0] - self.arrival_s) * 1e3
+
+    @property
+    def tpot_ms(self) -> float | None:
+        if self.tokens < 2:
+            return None
+        return (self.writes_s[-1] - self.writes_s[0]) * 1e3 / (self.tokens - 1)
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "id": self.request_id,
+            "arrival_s": self.arrival_s,
+            "writes_s": self.writes_s,
+            "tokens": self.tokens,
+            "max_late_ms": self.max_late_s * 1e3,
+        }
 
 
 class _StampedHandler(web_protocol.RequestHandler):
@@ -131,7 +187,7 @@ class Scheduler:
         self.heap: list[tuple[float, int, _Stream]] = []  # (due time, tie-breaker, stream)
         self.seq = itertools.count()
         self.waiter: asyncio.Future[None] | None = None
-        self.records: list[tuple[float, float, float, int, float]] = []  # ttft_s, e2e_s, late_s, tokens, t
+        self.records: list[Record] = []
 
     def add(self, s: _Stream) -> None:
         heapq.heappush(self.heap, (s.times[0], next(self.seq), s))
@@ -170,12 +226,10 @@ class Scheduler:
                     if not s.done.done():
                         s.done.set_result(None)
                     continue
+                t = clock()  # before the write: a chunk cannot be read earlier than this
                 s.transport.write(s.frames[s.next])
-                t = clock()
                 s.max_late_s = max(s.max_late_s, t - s.times[s.next])
-                if s.next == s.content_from:
-                    s.first_write = t
-                s.last_write = t
+                s.writes.append(t)
                 s.next += 1
                 if s.next < len(s.frames):
                     push(heap, (s.times[s.next], next(seq), s))
@@ -186,9 +240,13 @@ class Scheduler:
 
 
 class CalibrationServer:
-    def __init__(self, timing: Timing, model: str = "calibration") -> None:
+    def __init__(
+        self, timing: Timing, model: str = "calibration", record_dir: str | None = None, started: Any = None
+    ) -> None:
         self.timing = timing
         self.model = model
+        self.record_dir = record_dir
+        self.started = started  # (shared counter, workers): healthy once every worker has started
         self.sched: Scheduler | None = None
         self.ids = itertools.count()
 
@@ -199,6 +257,7 @@ class CalibrationServer:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/stats", self.stats)
+        app.router.add_get("/stats/requests", self.stats_requests)
         app.router.add_post("/stats/reset", self.reset)
         app.router.add_get("/metrics", self.metrics)
         app.on_startup.append(self._start)
@@ -206,9 +265,27 @@ class CalibrationServer:
 
     async def _start(self, app: web.Application) -> None:
         self.sched = Scheduler()
-        app["scheduler_task"] = asyncio.get_running_loop().create_task(self.sched.run())
+        loop = asyncio.get_running_loop()
+        app["scheduler_task"] = loop.create_task(self.sched.run())
+        if self.record_dir is not None:
+            loop.add_signal_handler(signal.SIGUSR1, self.dump)
+        if self.started is not None:
+            with self.started[0].get_lock():
+                self.started[0].value += 1
+
+    def dump(self) -> None:
+        """Write this process's records to ``<record_dir>/<pid>.json`` (atomically) and forget them."""
+        assert self.sched is not None and self.record_dir is not None
+        recs, self.sched.records = self.sched.records, []
+        data = json.dumps({"pid": os.getpid(), "requests": [r.json() for r in recs]})
+        out = Path(self.record_dir) / f"{os.getpid()}.json"
+        with tempfile.NamedTemporaryFile("w", dir=self.record_dir, suffix=".tmp", delete=False) as f:
+            f.write(data)
+        os.replace(f.name, out)
 
     async def health(self, request: web.Request) -> web.Response:
+        if self.started is not None and self.started[0].value < self.started[1]:
+            return web.Response(status=503, text="workers starting")
         return web.Response(text="ok")
 
     async def models(self, request: web.Request) -> web.Response:
@@ -223,13 +300,22 @@ class CalibrationServer:
         self.sched.records.clear()
         return web.json_response({"ok": True, "pid": os.getpid()})
 
+    def _records(self, request: web.Request) -> list[Record]:
+        assert self.sched is not None
+        prefix = request.query.get("prefix")
+        recs = self.sched.records
+        return recs if prefix is None else [r for r in recs if (r.request_id or "").startswith(prefix)]
+
+    async def stats_requests(self, request: web.Request) -> web.Response:
+        """This process's record of every completed request (``?prefix=``: ids that start so)."""
+        return web.json_response({"pid": os.getpid(), "requests": [r.json() for r in self._records(request)]})
+
     async def stats(self, request: web.Request) -> web.Response:
         """What this process actually did: TTFT, TPOT and lateness per request, summarised."""
-        assert self.sched is not None
-        recs = self.sched.records
-        ttft = sorted(r[0] * 1e3 for r in recs)
-        tpot = sorted((r[1] - r[0]) * 1e3 / (r[3] - 1) for r in recs if r[3] > 1)
-        late = sorted(r[2] * 1e3 for r in recs)
+        recs = self._records(request)
+        ttft = sorted(r.ttft_ms for r in recs)
+        tpot = sorted(t for r in recs if (t := r.tpot_ms) is not None)
+        late = sorted(r.max_late_s * 1e3 for r in recs)
 
         def pct(v: Sequence[float], q: float) -> float | None:
             if not v:
@@ -268,6 +354,7 @@ class CalibrationServer:
         )
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         rid = f"cmpl-{os.getpid()}-{next(self.ids)}"
+        request_id = request.headers.get("X-Request-Id")
 
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -277,11 +364,11 @@ class CalibrationServer:
         transport = request.transport
         assert transport is not None
 
-        def chunk(text: str, finish: str | None) -> dict[str, Any]:
+        def chunk(text: str, finish: str | None, role: bool = False) -> dict[str, Any]:
             if chat:
                 choice: dict[str, Any] = {
                     "index": 0,
-                    "delta": {"content": text},
+                    "delta": {"role": "assistant", "content": text} if role else {"content": text},
                     "logprobs": None,
                     "finish_reason": finish,
                 }
@@ -306,18 +393,15 @@ class CalibrationServer:
         frames: list[bytes] = []
         times: list[float] = []
         t_first = arrival + timing.ttft_ms / 1e3
-        empty = _event(chunk("", None))
-        if timing.empty_chunks:  # an empty chunk right away, like chat's role chunk, before any content
-            frames.append(_frame(empty))
-            times.append(arrival)
-        content_from = len(frames)
-        cache: dict[tuple[int, bool, bool], bytes] = {}  # chunks repeat: encode and frame each kind once
+        # chat: vLLM writes a role-only chunk right before the first token chunk
+        role = _frame(_event(chunk("", None, role=True))) if chat else b""
+        cache: dict[tuple[int, bool, bool, bool], bytes] = {}  # chunks repeat: encode and frame each kind once
         for j, k in enumerate(sizes):
-            key = (k, j == len(sizes) - 1, timing.empty_chunks and j > 0)
+            key = (k, j == len(sizes) - 1, timing.empty(j), j == 0 and chat)
             frame = cache.get(key)
             if frame is None:
-                data = _event(chunk(" tok" * k, "length" if key[1] else None))
-                frame = cache[key] = _frame(empty + data if key[2] else data)
+                data = _frame(_event(chunk("" if key[2] else " tok" * k, "length" if key[1] else None)))
+                frame = cache[key] = role + data if key[3] else data
             frames.append(frame)
             times.append(t_first + j * timing.itl_ms / 1e3)
         tail = b""
@@ -344,29 +428,32 @@ class CalibrationServer:
             frames = frames[: max(1, len(frames) // 2)]
             times = times[: len(frames)]
         elif frames:
-            frames[-1] = _frame(frames[-1][frames[-1].index(b"\r\n") + 2 : -2] + tail)
+            frames[-1] = frames[-1] + _frame(tail)  # the usage chunk and [DONE] go out with the last token
         else:
             frames, times = [_frame(tail)], [t_first]
-        stream = _Stream(
-            transport, frames, times, asyncio.get_running_loop().create_future(), arrival, content_from=content_from
-        )
+        stream = _Stream(transport, frames, times, asyncio.get_running_loop().create_future(), arrival)
         self.sched.add(stream)
         await stream.done
         if timing.fail == "truncate":
             transport.close()
             return resp
-        if stream.first_write is not None and stream.last_write is not None and sizes:
-            self.sched.records.append(
-                (stream.first_write - arrival, stream.last_write - arrival, stream.max_late_s, n, arrival)
-            )
+        if sizes and len(stream.writes) == len(frames):
+            self.sched.records.append(Record(request_id, arrival, stream.writes, n, stream.max_late_s))
         await resp.write_eof()
         return resp
 
 
 def _serve(
-    host: str, port: int, timing: Timing, model: str, reuse_port: bool, sock: socket.socket | None = None
+    host: str,
+    port: int,
+    timing: Timing,
+    model: str,
+    reuse_port: bool,
+    sock: socket.socket | None = None,
+    record_dir: str | None = None,
+    started: Any = None,
 ) -> None:
-    server = CalibrationServer(timing, model)
+    server = CalibrationServer(timing, model, record_dir, started)
     _stamp_arrivals()
     web.run_app(
         server.app(),
@@ -380,13 +467,29 @@ def _serve(
     )
 
 
-def serve(host: str, port: int, timing: Timing, model: str = "calibration", workers: int = 1) -> None:
-    """Serve in the foreground; with ``workers`` > 1, that many processes share the port (SO_REUSEPORT)."""
+def serve(
+    host: str,
+    port: int,
+    timing: Timing,
+    model: str = "calibration",
+    workers: int = 1,
+    record_dir: str | None = None,
+) -> None:
+    """Serve in the foreground; with ``workers`` > 1, that many processes share the port (SO_REUSEPORT).
+
+    With ``record_dir``, SIGUSR1 to this process makes every worker write its records there.
+    """
     if workers <= 1:
-        _serve(host, port, timing, model, reuse_port=False)
+        _serve(host, port, timing, model, reuse_port=False, record_dir=record_dir)
         return
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_serve, args=(host, port, timing, model, True), daemon=True) for _ in range(workers)]
+    # Workers inherit "ignore" until their own handler is installed; this process passes SIGUSR1 on.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    started = (ctx.Value("i", 0), workers)  # /health answers 503 until every worker runs
+    procs = [
+        ctx.Process(target=_serve, args=(host, port, timing, model, True, None, record_dir, started), daemon=True)
+        for _ in range(workers)
+    ]
     for p in procs:
         p.start()
 
@@ -395,8 +498,14 @@ def serve(host: str, port: int, timing: Timing, model: str = "calibration", work
             if p.is_alive():
                 p.terminate()
 
+    def forward(*_: object) -> None:
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                os.kill(p.pid, signal.SIGUSR1)
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGUSR1, forward)
     for p in procs:
         p.join()
 
@@ -412,13 +521,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--ttft-ms", type=float, default=50.0)
     ap.add_argument("--itl-ms", type=float, default=5.0, help="interval between content chunks")
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
-    ap.add_argument("--empty-chunks", action="store_true", help="an empty-text chunk before each content chunk")
-    ap.add_argument("--usage", choices=("final", "none"), default="final")
+    ap.add_argument(
+        "--empty-share", type=float, default=0.0, help="share of token chunks with empty text (multi-byte output)"
+    )
+    ap.add_argument("--usage", choices=USAGES, default="final")
     ap.add_argument("--model", default="calibration")
     ap.add_argument("--workers", type=int, default=1, help="processes sharing the port via SO_REUSEPORT")
+    ap.add_argument("--record-dir", help="on SIGUSR1 every worker writes its per-request records here")
     a = ap.parse_args(argv)
-    timing = Timing(a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_chunks, a.usage)
-    serve(a.host, a.port, timing, a.model, a.workers)
+    if not 0.0 <= a.empty_share <= 1.0:
+        ap.error(f"--empty-share {a.empty_share} not in [0, 1]")
+    timing = Timing(a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_share, a.usage)
+    serve(a.host, a.port, timing, a.model, a.workers, a.record_dir)
 
 
 if __name__ == "__main__":

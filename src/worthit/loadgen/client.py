@@ -2,9 +2,18 @@
 
 Closed loop: exactly ``concurrency`` requests in flight until the request list is used up. Open loop:
 requests start at Poisson (or gamma, with burstiness) intervals at a target rate, however many are in
-flight. Each request's timestamps come from ``perf_counter_ns``; output tokens from the server's
-``usage`` (one chunk can carry several tokens under speculative decoding). Errors, HTTP failures and
-timeouts are recorded per request, never dropped.
+flight. Each request's timestamps come from ``perf_counter_ns``, its clock started before the request
+is built (as ``vllm bench serve`` does); output tokens from the server's ``usage`` (one chunk can carry
+several tokens under speculative decoding). Errors, HTTP failures and timeouts are recorded per
+request, never dropped.
+
+What is timed, as ``vllm bench serve`` times it (vllm/benchmarks/lib/endpoint_request_func.py): every
+streamed event that carries a choice is a token chunk, whether or not its text is empty. vLLM sends a
+chunk with empty text whenever a token ends inside a multi-byte character (Chinese, emoji, ...) or is
+special, and chat's first chunk carries only the role; TTFT is the first such chunk, ITL the gaps
+between them, E2E the last. The usage-only final event (no choices), SSE comments (keep-alives) and
+``[DONE]`` are not tokens. The first chunk with visible text is recorded beside it as
+``first_text_ms``.
 
 Speed: for ``http://`` URLs requests go over a small HTTP/1.1 client built on ``asyncio.Protocol`` (one
 keep-alive connection per in-flight request, so the pool is always the concurrency): the response is
@@ -52,6 +61,7 @@ class RequestRecord:
     prompt_tokens: int
     start_ns: int = 0
     ttft_ms: float | None = None
+    first_text_ms: float | None = None  # first chunk whose text is not empty
     e2e_ms: float | None = None
     output_tokens: int = 0
     prompt_tokens_reported: int | None = None
@@ -72,6 +82,7 @@ class RequestRecord:
             "output_tokens": self.output_tokens,
             "start_s": (self.start_ns - t0_ns) / 1e9,
             "ttft_ms": self.ttft_ms,
+            "first_text_ms": self.first_text_ms,
             "e2e_ms": self.e2e_ms,
             "tpot_ms": self.tpot_ms,
             "itl_ms": self.itl_ms,
@@ -91,10 +102,17 @@ class ClientConfig:
     request_timeout_s: float = 600.0
     extra_body: dict[str, Any] = field(default_factory=dict)
     fast: bool = True  # the asyncio.Protocol client for http:// (False: aiohttp for everything)
+    # Sent as X-Request-Id (prefix + request id), so a server's own log of a request can be matched
+    # with the client's record (benchmarks/loadgen_fidelity); None sends no such header.
+    request_id_prefix: str | None = None
 
     def __post_init__(self) -> None:
         if self.endpoint not in ENDPOINTS:
             raise ValueError(f"endpoint {self.endpoint!r} not in {sorted(ENDPOINTS)}")
+
+
+def _headers(cfg: ClientConfig, request_id: int) -> dict[str, str]:
+    return {} if cfg.request_id_prefix is None else {"X-Request-Id": f"{cfg.request_id_prefix}{request_id}"}
 
 
 def _payload(cfg: ClientConfig, spec: RequestSpec) -> dict[str, Any]:
@@ -123,32 +141,24 @@ def _content(choice: dict[str, Any]) -> str:
     return (delta.get("content") or "") + (delta.get("reasoning_content") or delta.get("reasoning") or "")
 
 
-_TEXT = (b'"text":"', b'"content":"')
+def _plain_choice(payload: bytes) -> bool:
+    """True for an event that certainly carries a choice and nothing else we need (no usage, no error).
 
-
-def _has_content(payload: bytes) -> bool:
-    """True for an event that certainly is a content chunk and carries nothing else we need.
-
-    Saves the JSON parse on nearly every event. Anything else (usage, errors, empty text, other
-    spellings) returns False and is parsed in full.
+    Saves the JSON parse on nearly every event once the first visible text has been seen. Inside JSON
+    strings quotes are escaped, so these byte patterns can only be the keys themselves; other spellings
+    (spaces after the colon) are simply parsed in full.
     """
-    if b'"usage":{' in payload or b'"error"' in payload:
-        return False
-    for key in _TEXT:
-        i = payload.find(key)
-        if i >= 0:
-            return payload[i + len(key) : i + len(key) + 1] != b'"'
-    return False
+    return b'"choices":[{' in payload and b'"usage":{' not in payload and b'"error"' not in payload
 
 
 class _SseTimer:
-    """Parses one response's SSE stream as bytes arrive and times its content chunks.
+    """Parses one response's SSE stream as bytes arrive and times its token chunks.
 
-    A content chunk is an event whose first choice carries non-empty text: empty chunks (chat's role
-    chunk, keep-alives, empty deltas) and the usage-only final chunk are not tokens and are not timed.
+    A token chunk is an event that carries a choice, its text empty or not (see the module's docstring);
+    usage-only events, comments and ``[DONE]`` are not timed.
     """
 
-    __slots__ = ("rec", "start", "last", "buf", "usage_tokens", "itl", "error")
+    __slots__ = ("rec", "start", "last", "buf", "usage_tokens", "itl", "error", "role_chunks")
 
     def __init__(self, rec: RequestRecord, start: int) -> None:
         self.rec = rec
@@ -158,6 +168,7 @@ class _SseTimer:
         self.usage_tokens: int | None = None
         self.itl = rec.itl_ms
         self.error: str | None = None
+        self.role_chunks = 0  # chat's role-only first chunk: timed, but no token of its own
 
     def feed(self, data: bytes, now: int) -> None:
         if self.buf:
@@ -175,8 +186,8 @@ class _SseTimer:
                 payload = line[5:].strip()
                 if payload == b"[DONE]" or not payload:
                     continue
-                if _has_content(payload):  # fast path: a plain content chunk, no JSON parse needed
-                    self._content_chunk(now)
+                if self.rec.first_text_ms is not None and _plain_choice(payload):
+                    self._token_chunk(now)  # fast path: no JSON parse needed
                     continue
                 try:
                     msg = json.loads(payload.decode())
@@ -185,8 +196,8 @@ class _SseTimer:
                     continue
                 self._message(msg, now)
 
-    def _content_chunk(self, now: int) -> None:
-        """A chunk that carries content: the first sets TTFT, each later one adds an inter-token gap."""
+    def _token_chunk(self, now: int) -> None:
+        """A chunk that carries a choice: the first sets TTFT, each later one adds an inter-token gap."""
         rec = self.rec
         if rec.ttft_ms is None:
             rec.ttft_ms = (now - self.start) / 1e6
@@ -202,8 +213,12 @@ class _SseTimer:
             self.rec.prompt_tokens_reported = usage.get("prompt_tokens")
         choices = msg.get("choices")
         if choices:
-            if _content(choices[0]):
-                self._content_chunk(now)
+            choice = choices[0] if isinstance(choices[0], dict) else {}
+            if self.rec.first_text_ms is None and _content(choice):
+                self.rec.first_text_ms = (now - self.start) / 1e6
+            elif self.rec.chunks == 0 and "role" in (choice.get("delta") or {}):
+                self.role_chunks = 1
+            self._token_chunk(now)
         elif "error" in msg:
             self.error = f"server error in stream: {json.dumps(msg['error'])[:250]}"
 
@@ -213,11 +228,13 @@ class _SseTimer:
         if self.error:
             rec.error = self.error
         elif rec.ttft_ms is None:
-            rec.error = "stream ended without content"
+            rec.error = "stream ended without a token (no event carried a choice)"
         else:
             rec.e2e_ms = (self.last - self.start) / 1e6
-            # Servers that omit usage: one token per chunk (exact without speculative decoding).
-            rec.output_tokens = int(self.usage_tokens if self.usage_tokens is not None else rec.chunks)
+            # Servers that omit usage: one token per chunk but chat's role chunk (exact without
+            # speculative decoding).
+            fallback = rec.chunks - self.role_chunks
+            rec.output_tokens = int(self.usage_tokens if self.usage_tokens is not None else fallback)
             if expected_tokens is not None and rec.output_tokens != expected_tokens:
                 rec.error = f"expected {expected_tokens} output tokens, got {rec.output_tokens}"
             else:
@@ -231,13 +248,16 @@ class _SseTimer:
 
 async def send(session: aiohttp.ClientSession, cfg: ClientConfig, spec: RequestSpec, request_id: int) -> RequestRecord:
     """Send one streaming request through aiohttp and time it. Never raises for request-level failures."""
-    rec = RequestRecord(request_id=request_id, prompt_tokens=spec.prompt_tokens)
+    start = time.perf_counter_ns()  # before the request is built, as vllm bench serve starts its clock
+    rec = RequestRecord(request_id=request_id, prompt_tokens=spec.prompt_tokens, start_ns=start)
     url = cfg.base_url.rstrip("/") + ENDPOINTS[cfg.endpoint]
-    rec.start_ns = start = time.perf_counter_ns()
     timer = _SseTimer(rec, start)
     try:
         async with session.post(
-            url, json=_payload(cfg, spec), timeout=aiohttp.ClientTimeout(total=cfg.request_timeout_s)
+            url,
+            json=_payload(cfg, spec),
+            headers=_headers(cfg, request_id),
+            timeout=aiohttp.ClientTimeout(total=cfg.request_timeout_s),
         ) as resp:
             if resp.status != 200:
                 body = (await resp.text())[:300]
@@ -364,7 +384,7 @@ class _HttpProtocol(asyncio.BufferedProtocol):
         # chunk is, so nothing is timed later than it could be.
         buf = self.chunk_buf + data if self.chunk_buf else data
         pos, n = 0, len(buf)
-        out = []
+        out: list[bytes] = []
         while True:
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
@@ -415,20 +435,21 @@ class _FastClient:
         _, proto = await loop.create_connection(_HttpProtocol, self.host, self.port)
         return proto
 
-    def _request(self, spec: RequestSpec) -> bytes:
+    def _request(self, spec: RequestSpec, request_id: int) -> bytes:
         body = json.dumps(_payload(self.cfg, spec)).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in _headers(self.cfg, request_id).items())
         head = (
             f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\n{extra}"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         return head + body
 
     async def send(self, spec: RequestSpec, request_id: int) -> RequestRecord:
         cfg = self.cfg
-        rec = RequestRecord(request_id=request_id, prompt_tokens=spec.prompt_tokens)
-        request = self._request(spec)
-        rec.start_ns = start = time.perf_counter_ns()
+        start = time.perf_counter_ns()  # before the request is built, as vllm bench serve starts its clock
+        rec = RequestRecord(request_id=request_id, prompt_tokens=spec.prompt_tokens, start_ns=start)
+        request = self._request(spec, request_id)
         timer = _SseTimer(rec, start)
         conn: _HttpProtocol | None = None
         try:
