@@ -14,6 +14,7 @@ include: "workflow/rules/specdec.smk"
 include: "workflow/rules/accuracy.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/deploy.smk"
 
 
 rule all:

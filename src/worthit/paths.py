@@ -37,3 +37,8 @@ def parse(path: str | PurePath) -> ResultPath:
     return ResultPath(
         m["variant"], m["experiment"], int(m["value"]) if m["value"] else None, int(m["run"]) if m["run"] else 1
     )
+
+
+def manifest_path(model: str) -> str:
+    """A model's manifest, relative to the workflow's working directory (the fetch and quantise rules' output)."""
+    return f"resources/models/{model}/manifest.json"

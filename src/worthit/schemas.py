@@ -23,7 +23,8 @@ from worthit import atomic, fmt
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_NOT_APPLICABLE = "not_applicable"
-STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_NOT_APPLICABLE)
+STATUS_NOT_RUN = "not_run"  # nothing was measured because nothing was there to measure (e.g. no deployment)
+STATUSES = (STATUS_OK, STATUS_FAILED, STATUS_NOT_APPLICABLE, STATUS_NOT_RUN)
 
 META_PREFIX = "worthit."
 

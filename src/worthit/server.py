@@ -102,6 +102,27 @@ def serve_command(
     ]
 
 
+def argv_command(python: str, argv: Sequence[str], port: int) -> tuple[list[str], str]:
+    """A printed ``vllm serve MODEL --flag ...`` command, run as printed by the given environment's vLLM.
+
+    ``vllm`` becomes that environment's console script (the same ``vllm`` a user would type after activating
+    it); only the address is added (``--host 127.0.0.1 --port P``), which a printed command leaves to vLLM's
+    defaults. Returns the command and the model name the server answers to (``--served-model-name``, else
+    the model argument, as vLLM itself defaults it)."""
+    argv = list(argv)
+    if len(argv) < 3 or argv[0] != "vllm" or argv[1] != "serve":
+        raise ValueError(f"not a 'vllm serve MODEL ...' command: {argv[:3]}")
+    script = Path(python).parent / "vllm"
+    head = [str(script)] if script.exists() else [python, "-m", "vllm.entrypoints.cli.main"]
+    served = argv[2]
+    for i, a in enumerate(argv):
+        if a == "--served-model-name" and i + 1 < len(argv):
+            served = argv[i + 1]
+        elif a.startswith("--served-model-name="):
+            served = a.split("=", 1)[1]
+    return [*head, *argv[1:], "--host", "127.0.0.1", "--port", str(port)], served
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -311,11 +332,14 @@ def supervise(
     env: Mapping[str, str],
     gpus: int = 0,
     devices: Sequence[gating.Gpu] | None = None,
+    argv: Sequence[str] | None = None,
 ) -> int:
     """Run the server until told to stop; return 0 after a clean stop.
 
     ``devices`` are the GPUs the hardware gate judges (None: ask nvidia-smi about the claimed ones).
     A variant the gate refuses is never started: the exit file says ``not_applicable`` and why.
+    With ``argv`` (a printed ``vllm serve ...`` command: a recommended deployment) that command is served
+    as printed (:func:`argv_command`) instead of one built from ``model_dir`` and ``args``.
     """
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -334,7 +358,11 @@ def supervise(
     parent = os.getppid()
     cuda, locks = _claim_gpus(gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")))
     port = free_port()
-    cmd = serve_command(python, model_dir, variant, port, args, extra)
+    served_name = variant
+    if argv:
+        cmd, served_name = argv_command(python, argv, port)
+    else:
+        cmd = serve_command(python, model_dir, variant, port, args, extra)
     child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
     if cuda is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = cuda
@@ -365,7 +393,7 @@ def supervise(
         supervisor_pid=os.getpid(),
         log=str(log_path),
         model_dir=model_dir,
-        served_model_name=variant,
+        served_model_name=served_name,
         command=cmd,
         started_at=time.time(),
         gpus=cuda,
@@ -702,13 +730,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--state", required=True, type=Path, help="state file to write (service output)")
     p.add_argument("--log", required=True, type=Path, help="server log")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--spec", help="JSON: variant, model_dir or manifest, python, args, extra, env, gpus")
+    src.add_argument(
+        "--spec",
+        help="JSON: variant, model_dir or manifest, python, args, extra, env, gpus; or argv (a printed "
+        "'vllm serve ...' command to serve as printed); refuse: {status, reason} starts nothing",
+    )
     src.add_argument("--spec-file", type=Path, help="a file holding that JSON")
     ns = p.parse_args(argv)
     spec = json.loads(ns.spec if ns.spec else ns.spec_file.read_text())
     manifest = json.loads(Path(spec["manifest"]).read_text()) if spec.get("manifest") else {}
-    model_dir = spec.get("model_dir") or manifest["model_dir"]
+    model_dir = spec["model_dir"] if "model_dir" in spec else manifest["model_dir"]
     status, reason = manifest_status(manifest)
+    if spec.get("refuse"):  # nothing to serve (e.g. no deployment was recommended): say why, start nothing
+        status, reason = spec["refuse"].get("status", "not_run"), spec["refuse"].get("reason", "")
     if status != "ok":  # e.g. a quantised model that failed its quality gate: never serve it
         stop: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -720,12 +754,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             model_dir,
             [],
             0,
-            f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
+            reason
+            if spec.get("refuse")
+            else f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
             f"(model status {status}): {reason or 'no reason recorded'}",
             [],
             lambda: bool(stop),
             os.getppid(),
-            status="failed",
+            status=status if spec.get("refuse") else "failed",
         )
     return supervise(
         ns.state,
@@ -737,6 +773,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec.get("extra", []),
         spec.get("env", {}),
         int(spec.get("gpus", 0)),
+        argv=spec.get("argv"),
     )
 
 

@@ -9,6 +9,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
+from worthit.deploy import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
+from worthit.deploy import validation_files  # noqa: E402
+from worthit.paths import manifest_path  # noqa: E402
 from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
 # A study named with --configfile replaces the embedded default instead of being merged into it
@@ -52,6 +55,7 @@ SERVE_SPEC = f"{VARIANT_DIR}/serve_spec.json"
 wildcard_constraints:
     study=STUDY.name,
     variant="|".join(STUDY.variants),
+    scenario="latency|throughput",
     model="|".join(FETCHED_MODELS) or "(?!)",
     qmodel="|".join(QUANTIZED_MODELS) or "(?!)",
     c=r"\d+",
@@ -72,8 +76,9 @@ def _service_placeholders():
     Snakemake (9.x) schedule the server for "updated input files" *without* the consumers that need it:
     the server would idle until its orphan timeout and the out-of-date measurements would never run.
     Consumers take the file as ancient(), so its mtime never makes them out of date."""
-    for v in STUDY.variants:
-        p = Path(RESULTS) / f"variant~{v}" / "server.json"
+    deployments = [f"deployment~{s}" for s in DEPLOY_SCENARIOS] if STUDY.cfg["validate_deployments"] else []
+    for folder in [f"variant~{v}" for v in STUDY.variants] + deployments:
+        p = Path(RESULTS) / folder / "server.json"
         if not p.exists():
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text("{}")
@@ -85,8 +90,6 @@ def _service_placeholders():
 _service_placeholders()
 
 
-def manifest_path(model):
-    return f"resources/models/{model}/manifest.json"
 
 
 def get_manifest(wildcards):
@@ -122,3 +125,8 @@ def get_final_outputs():
         outputs += [f"{RESULTS}/specdec_summary.parquet", f"{RESULTS}/specdec_summary.md"]
     outputs.append(f"{RESULTS}/report.html")  # the study report (report.smk)
     return outputs
+
+
+def get_validation_files(wildcards=None):
+    """The recommended deployments' validation runs (deploy.smk), when the study validates them."""
+    return validation_files(RESULTS, STUDY.repeats) if STUDY.cfg["validate_deployments"] else []

@@ -53,6 +53,7 @@ rule render_report:
         aggregates=get_report_aggregates,
         tables=rules.decide_study.output.parquet,
         figures=rules.plot_study.output.figures,
+        validation=get_validation_files,
     output:
         html=report(f"{RESULTS}/report.html", category="Report", caption="../report/report.rst"),
     log:

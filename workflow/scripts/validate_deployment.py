@@ -1,0 +1,17 @@
+"""Adapter: validate_deployment rule -> worthit.deploy.validate."""
+
+from worthit.config import Study
+from worthit.deploy import validate
+from worthit.stages import setup_logging
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+setup_logging(sm.log[0])
+validate(
+    Study(sm.config),
+    sm.wildcards.scenario,
+    sm.input.deployments,
+    sm.input.spec,
+    sm.input.server,
+    sm.output.requests,
+    run=Study.run_of(sm.wildcards.rep),
+)
