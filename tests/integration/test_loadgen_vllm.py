@@ -5,14 +5,19 @@ Run under the heavy lock: flock /tmp/worthit-heavy.lock pytest tests/integration
 
 from __future__ import annotations
 
+import asyncio
+import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import supervised_server
 from worthit import schemas
 from worthit.cli import main
+from worthit.loadgen.client import ENDPOINTS, ClientConfig, RequestSpec, closed_loop
 from worthit.stages import run_level
 
 pytestmark = pytest.mark.vllm
@@ -75,3 +80,84 @@ def test_cli_loadtest_writes_a_readable_level(vllm_url: str, model_dir: Path, tm
     assert rc == 0
     df = schemas.read(out, schemas.LOAD_REQUESTS).to_pandas()
     assert len(df) == 3 and df["success"].all() and (df["output_tokens"] == 4).all()
+
+
+# Prompts that make SmolLM2 answer in multi-byte characters: vLLM then streams a chunk with empty text
+# for every token that ends inside a character (seen: 12-22 of 32 tokens).
+MULTIBYTE = {
+    "completions": "请用中文写一首关于春天的诗：\n",
+    "chat": "Reply only with emoji: 🎉🎉🎉",
+    "emoji": "Emoji story: 😀😃😄😁😆😅🤣😂🙂🙃😉😊😇🥰😍",
+}
+
+
+def _raw_stream(url: str, endpoint: str, prompt: str, max_tokens: int) -> tuple[list[str], int]:
+    """What vLLM streams, read without worthit's client: the text of every chunk with a choice, and usage."""
+    body: dict[str, Any] = {
+        "model": "smol",
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    req = urllib.request.Request(
+        url + ENDPOINTS[endpoint], data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    texts: list[str] = []
+    tokens = -1
+    with urllib.request.urlopen(req, timeout=300) as r:
+        for line in r:
+            payload = line.strip().removeprefix(b"data:").strip()
+            if not line.startswith(b"data:") or payload == b"[DONE]":
+                continue
+            msg = json.loads(payload)
+            if msg.get("choices"):
+                c = msg["choices"][0]
+                texts.append(c.get("text") if endpoint == "completions" else c["delta"].get("content") or "")
+            if msg.get("usage"):
+                tokens = msg["usage"]["completion_tokens"]
+    return texts, tokens
+
+
+@pytest.mark.parametrize(
+    "endpoint, fast",
+    [("completions", True), ("completions", False), ("chat", True)],
+    ids=["completions-protocol", "completions-aiohttp", "chat-protocol"],
+)
+def test_multibyte_output_every_streamed_token_chunk_is_timed(vllm_url: str, endpoint: str, fast: bool) -> None:
+    prompt = MULTIBYTE[endpoint]
+    texts, tokens = _raw_stream(vllm_url, endpoint, prompt, 32)
+    assert tokens == 32 and sum(1 for t in texts if not t) >= 4, texts  # the case under test: empty-text chunks
+    role = 1 if endpoint == "chat" else 0  # chat's role-only first chunk, timed by vllm bench serve too
+    assert len(texts) == tokens + role  # vLLM: one chunk per token at concurrency 1
+
+    cfg = ClientConfig(base_url=vllm_url, model="smol", endpoint=endpoint, fast=fast)
+    rec = asyncio.run(closed_loop(cfg, [RequestSpec(prompt, 0, 32)], 1)).records[0]
+    assert rec.success, rec.error
+    assert rec.output_tokens == tokens
+    # every chunk with a choice is timed: TTFT the first, one gap per later chunk
+    assert rec.chunks == len(texts) == rec.output_tokens + role
+    assert len(rec.itl_ms) == rec.chunks - 1
+    assert rec.ttft_ms is not None and rec.e2e_ms == pytest.approx(rec.ttft_ms + sum(rec.itl_ms))
+    assert rec.tpot_ms == pytest.approx(sum(rec.itl_ms) / (tokens - 1))
+    # the first visible text came with the first chunk, or (when the first token ended inside a
+    # character) at least one decode step later
+    first_visible = next(i for i, t in enumerate(texts) if t)
+    assert rec.first_text_ms is not None and rec.first_text_ms >= rec.ttft_ms
+    if first_visible > role:
+        assert rec.first_text_ms > rec.ttft_ms
+
+
+def test_a_response_of_only_empty_text_chunks_is_a_success(vllm_url: str) -> None:
+    prompt = MULTIBYTE["emoji"]
+    texts, tokens = _raw_stream(vllm_url, "completions", prompt, 1)
+    assert tokens == 1 and texts == [""]  # one token that ends inside an emoji's bytes
+    cfg = ClientConfig(base_url=vllm_url, model="smol")
+    rec = asyncio.run(closed_loop(cfg, [RequestSpec(prompt, 0, 1)], 1)).records[0]
+    assert rec.success and rec.error is None, rec.error  # once "stream ended without content"
+    assert rec.chunks == 1 and rec.output_tokens == 1 and rec.ttft_ms is not None and rec.first_text_ms is None
