@@ -133,7 +133,7 @@ def write_summary(
     ok = df[df["status"] == schemas.STATUS_OK]
     kv = df.drop_duplicates("variant")
     failed = df[df["status"] != schemas.STATUS_OK].drop_duplicates(["variant", "reason"])
-    columns = SUMMARY_COLUMNS
+    columns: tuple[tuple[str, str], ...] = SUMMARY_COLUMNS
     if (df["run"].fillna(1) > 1).any():  # repeated levels: one row per run, the spread is in plain sight
         columns = (*SUMMARY_COLUMNS[:2], ("run", "run"), *SUMMARY_COLUMNS[2:])
     parts = [
@@ -193,9 +193,9 @@ def paired_delta(
     difference, far smaller than the two scores' errors combined when most answers agree.
     """
     diffs = [
-        float(scores[d]) - float(base[d])
+        float(s) - float(b)
         for d in scores.keys() & base.keys()
-        if scores[d] is not None and base[d] is not None
+        if (s := scores[d]) is not None and (b := base[d]) is not None
     ]
     n = len(diffs)
     if n < 2:
@@ -245,11 +245,11 @@ def accuracy_rows(
             b = base.get((r.get("task"), r.get("metric"), r.get("filter")))
             if b is not None and row["status"] == schemas.STATUS_OK:
                 key = (r.get("task"), r.get("metric"), r.get("filter"))
-                d, se, sig, n_paired = paired_delta(per_doc.get(r["variant"], {}).get(key, {}), base_docs.get(key, {}))
-                method = "paired"
+                d, se, sig, n = paired_delta(per_doc.get(r["variant"], {}).get(key, {}), base_docs.get(key, {}))
+                method, n_paired = "paired", n if se is not None else None
                 if se is None:
                     d, se, sig = accuracy_delta(r.get("value"), r.get("stderr"), b.get("value"), b.get("stderr"))
-                    method, n_paired = "independent", None
+                    method = "independent"
                 row.update(
                     baseline_variant=baseline,
                     baseline_value=b.get("value"),

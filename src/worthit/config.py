@@ -45,7 +45,8 @@ def _with_defaults(validator_class: Any) -> Any:
 
 
 def load_schema() -> dict[str, Any]:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    schema: dict[str, Any] = yaml.safe_load(SCHEMA_PATH.read_text())
+    return schema
 
 
 def _key(path: Any) -> str:
@@ -67,7 +68,7 @@ def _allowed(err: jsonschema.ValidationError) -> str:
     if err.validator in ("minimum", "exclusiveMinimum", "maximum", "type", "pattern", "minItems"):
         desc = s.get("description", "")
         return f"expected {err.validator} {err.validator_value!r}" + (f" ({desc})" if desc else "")
-    return s.get("description", "")
+    return str(s.get("description", ""))
 
 
 def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
@@ -239,8 +240,17 @@ class Study:
     def specdec_base(self) -> str:
         return str(self.cfg["specdec"]["base_variant"] or self.cfg["baseline_variant"])
 
+    @property
+    def specdec_load_variants(self) -> list[str]:
+        """The variants whose load levels the speculative-decoding table reads: the speculative ones, the
+        base and the drafts, where measured."""
+        names = [*self.spec_variants, self.specdec_base, *(self.draft_variant(v) for v in self.spec_variants)]
+        measured = self.variants_with("loadtest")
+        return [v for v in dict.fromkeys(names) if v and v in measured]
+
     def draft_variant(self, spec_variant: str) -> str | None:
-        return self.cfg["specdec"]["draft_variants"].get(spec_variant)
+        draft = self.cfg["specdec"]["draft_variants"].get(spec_variant)
+        return str(draft) if draft else None
 
     @property
     def verify_sizes(self) -> list[int]:

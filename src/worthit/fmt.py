@@ -40,10 +40,12 @@ def cell(x: object, digits: int = 1) -> str:
 def measure(row: Mapping[str, Any], key: str, digits: int = 1) -> str:
     """``row[key]`` with its interval and n: ``12.3 [11.0, 14.1] n=64``; ``[no CI]`` where the row has
     no interval for it (an interval of one point, as a value every run agrees on, is not shown)."""
-    v = row.get(key)
+    v: Any = row.get(key)
     if is_missing(v):
         return MISSING
-    lo, hi, n = row.get(f"{key}_ci95_low"), row.get(f"{key}_ci95_high"), row.get(f"{key}_n")
+    lo: Any = row.get(f"{key}_ci95_low")
+    hi: Any = row.get(f"{key}_ci95_high")
+    n: Any = row.get(f"{key}_n")
     out = cell(float(v), digits)
     if not is_missing(lo) and not is_missing(hi) and not (lo == hi == v):
         out += f" [{cell(float(lo), digits)}, {cell(float(hi), digits)}]"

@@ -278,7 +278,7 @@ def spec_rows(
         gamma = None
         notes.append("gamma unknown: name the variant serving the draft model in specdec.draft_variants")
     else:
-        draft_low = (draft_levels or {}).get(min(draft_levels or {0: None}), {})
+        draft_low = draft_levels[min(draft_levels)] if draft_levels else {}
         gamma = gamma_from_tpot(draft_low.get("tpot_ms_p50"), base_low.get("tpot_ms_p50"))
         if gamma is None:
             notes.append(f"gamma unknown: no TPOT for draft variant {draft} or base {base}")

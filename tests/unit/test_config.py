@@ -102,3 +102,48 @@ def test_repeated_levels_go_round_after_round_and_keep_run_one_where_it_was():
 def test_repeats_below_one_are_refused_with_the_key():
     with pytest.raises(ConfigError, match=r"s.yaml.*loadtest.repeats"):
         validate({**MIN, "loadtest": {"repeats": 0}}, "s.yaml")
+
+
+def test_specdec_table_reads_the_speculative_base_and_draft_variants_that_run_load_levels():
+    cfg = validate(
+        {
+            "models": {"m": {"source": "hf:Qwen/Qwen2.5-7B-Instruct"}, "d": {"source": "hf:Qwen/Qwen2.5-0.5B"}},
+            "variants": {
+                "base": {"model": "m"},
+                "spec": {"model": "m", "engine_args": {"speculative_config": {"model": "d"}}},
+                "draft": {"model": "d"},
+                "other": {"model": "m"},
+                "no_load": {"model": "m", "experiments": ["kv"]},
+            },
+            "specdec": {"draft_variants": {"spec": "draft"}},
+        }
+    )
+    assert Study(cfg).specdec_load_variants == ["spec", "base", "draft"]
+    cfg["specdec"]["draft_variants"] = {"spec": "no_load"}
+    assert Study(cfg).specdec_load_variants == ["spec", "base"]
+
+
+@pytest.mark.parametrize(
+    ("args", "on"),
+    [
+        ({}, True),
+        ({"enable_prefix_caching": None}, True),
+        ({"enable-prefix-caching": False}, False),
+        ({"--no-enable-prefix-caching": True}, False),
+        ({"no_enable_prefix_caching": False}, True),
+    ],
+)
+def test_prefix_caching_is_vllms_default_unless_a_variant_turns_it_off(args, on):
+    cfg = validate({**MIN, "variants": {"a": {"model": "m", "engine_args": args}}})
+    assert Study(cfg).variant("a").prefix_caching is on
+
+
+def test_an_engine_arg_is_found_in_any_spelling_and_the_variants_spelling_wins():
+    cfg = validate(
+        {
+            **MIN,
+            "serve": {"engine_args": {"max_model_len": 2048}},
+            "variants": {"a": {"model": "m", "engine_args": {"--max-model-len": 1024}}},
+        }
+    )
+    assert Study(cfg).variant("a").arg("max-model-len") == 1024

@@ -4,14 +4,14 @@
 rule fetch_model:
     output:
         manifest="resources/models/{model}/manifest.json",
-    params:
-        source=lambda wc: config["models"][wc.model]["source"],
-        dtype=lambda wc: config["models"][wc.model]["dtype"],
-        python=STUDY.python("serve"),
     log:
         "logs/fetch_model/{model}.log",
     benchmark:
         "logs/fetch_model/{model}.benchmark.tsv"
+    params:
+        source=lambda wc: config["models"][wc.model]["source"],
+        dtype=lambda wc: config["models"][wc.model]["dtype"],
+        python=STUDY.python("serve"),
     shell:
         "{params.python} -m worthit.models --name {wildcards.model} --source '{params.source}' "
         "--dtype {params.dtype} --out resources/models/{wildcards.model} > {log} 2>&1"

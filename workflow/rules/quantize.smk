@@ -4,26 +4,18 @@
 # recorded as failed and its variants' servers refuse to start (worthit.server), so it is never measured.
 
 
-def get_quantize_base(wildcards):
-    return manifest_path(config["models"][wildcards.qmodel]["quantize"]["base"])
-
-
-def get_quantize_spec(wildcards):
-    return json.dumps(config["models"][wildcards.qmodel]["quantize"], sort_keys=True)
-
-
 rule quantize_model:
     input:
-        base=get_quantize_base,
+        base=lambda wc: manifest_path(config["models"][wc.qmodel]["quantize"]["base"]),
     output:
         manifest="resources/models/{qmodel}/manifest.json",
-    params:
-        spec=get_quantize_spec,
-        python=STUDY.python("quantize"),
     log:
         "logs/quantize_model/{qmodel}.log",
     benchmark:
         "logs/quantize_model/{qmodel}.benchmark.tsv"
+    params:
+        spec=lambda wc: json.dumps(config["models"][wc.qmodel]["quantize"], sort_keys=True),
+        python=STUDY.python("quantize"),
     shell:
         "{params.python} -m worthit.quantize run --name {wildcards.qmodel} --spec {params.spec:q} "
         "--base-manifest {input.base} --out resources/models/{wildcards.qmodel} > {log} 2>&1"

@@ -9,11 +9,11 @@
 rule write_serve_spec:
     output:
         spec=SERVE_SPEC,
-    params:
-        spec=get_serve_spec,
     log:
         f"{RESULTS}/logs/serve/{{variant}}.spec.log",
     localrule: True
+    params:
+        spec=get_serve_spec,
     shell:
         "printf '%s\\n' {params.spec:q} > {output.spec} 2> {log}"
 

@@ -1,4 +1,4 @@
-# Speculative decoding: measure_verify times verify steps on the base variant's server (its last turn
+# Speculative decoding. measure_verify times verify steps on the base variant's server (its last turn
 # before accuracy); aggregate_specdec combines them with the load levels of the speculative, base and
 # draft variants into S = alpha / (k gamma + c) next to the measured TPOT speed-up.
 
@@ -19,15 +19,10 @@ rule measure_verify:
         "../scripts/measure_verify.py"
 
 
-def get_specdec_loads(wildcards):
-    names = [*STUDY.spec_variants, STUDY.specdec_base, *(STUDY.draft_variant(v) for v in STUDY.spec_variants)]
-    measured = [v for v in dict.fromkeys(names) if v and v in STUDY.variants_with("loadtest")]
-    return load_outputs(measured, first_run_only=True)  # the speed-up table reads each level's first run
-
-
 rule aggregate_specdec:
     input:
-        load=get_specdec_loads,
+        # the speed-up table reads the first run of each level
+        load=load_outputs(STUDY.specdec_load_variants, first_run_only=True),
         verify=expand(
             f"{VARIANT_DIR}/specdec/verify.parquet",
             variant=[STUDY.specdec_base] if STUDY.spec_variants else [],
