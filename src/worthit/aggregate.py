@@ -1,8 +1,8 @@
 """Results -> the study's summary table (Parquet + Markdown).
 
 Reads every variant's KV and load-level files through the schema module, reduces each level with
-:mod:`worthit.metrics`, and writes one row per variant x level. Failed experiments become rows with
-their status and reason, so the summary always has every variant.
+:mod:`worthit.metrics` (as Arrow columns, not rows), and writes one row per variant x level. Failed
+experiments become rows with their status and reason, so the summary always has every variant.
 """
 
 from __future__ import annotations
@@ -51,14 +51,14 @@ def summary_rows(
                     }
                 )
                 continue
-            recs = res.table.to_pylist()
-            s = summarize(recs, slo)
+            s = summarize(res.table, slo)
+            first_conc = res.table.column("concurrency")[0].as_py() if res.table.num_rows else None
             level_rows.append(
                 {
                     "variant": variant,
                     "status": status,
                     "reason": reason,
-                    "concurrency": conc if conc is not None else (recs[0]["concurrency"] if recs else None),
+                    "concurrency": conc if conc is not None else first_conc,
                     "run": run,
                     "n": s.n,
                     "n_errors": s.n_errors,

@@ -16,7 +16,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ from worthit.stats import median_ci95
 PERCENTILES = (50, 90, 99)
 BOOTSTRAP_BLOCK_VALUES = 4_000_000  # resampled indices drawn at once (32 MB of int64)
 
-Records = pa.Table | Sequence[Mapping[str, Any]]
+Records: TypeAlias = pa.Table | Sequence[Mapping[str, Any]]
 
 
 def tpot_ms(ttft_ms: float | None, e2e_ms: float | None, output_tokens: int) -> float | None:
@@ -221,7 +221,9 @@ def summarize(records: Records | Columns, slo: Slo | None = None) -> LevelSummar
     c = records if isinstance(records, Columns) else Columns.of(records)
     ok = c.success
     has_end = ~c.null["e2e_ms"]
-    duration = float(np.max(c.start_s[has_end] + c.e2e_ms[has_end] / 1e3) - np.min(c.start_s)) if has_end.any() else None
+    duration = (
+        float(np.max(c.start_s[has_end] + c.e2e_ms[has_end] / 1e3) - np.min(c.start_s)) if has_end.any() else None
+    )
     good = slo.met_mask(c)
     n_ok, n_good = int(ok.sum()), int(good.sum())
     out_tokens, good_tokens = int(c.output_tokens[ok].sum()), int(c.output_tokens[good].sum())
