@@ -2,16 +2,19 @@
 # Every measurement of RESULTS.md, in one go (~12 min). Hold the heavy lock, on a quiet machine:
 #   flock /tmp/worthit-heavy.lock benchmarks/loadgen_fidelity/run_all.sh
 # then: .venvs/workflow/bin/python benchmarks/loadgen_fidelity/run.py report
-# Timing needs the cores: it waits (up to 10 min) for the 1-minute load average to fall below 1.
+# Timing needs the cores: it waits up to 3 min for the 1-minute load average to fall below 1, and
+# stops (exit 3) if the machine stays busy.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venvs/workflow/bin/python
 B=benchmarks/loadgen_fidelity
-for _ in $(seq 60); do
-    awk '{exit !($1 < 1.0)}' /proc/loadavg && break
+quiet=0
+for _ in $(seq 18); do
+    awk '{exit !($1 < 1.0)}' /proc/loadavg && { quiet=1; break; }
     sleep 10
 done
 uptime
+[ "$quiet" = 1 ] || { echo "machine busy (load average >= 1): no timing run"; exit 3; }
 # one process each side: TTFT 50 ms, 5 ms between chunks, 256 tokens, concurrency 1/16/64/256, both tools
 $PY $B/run.py calibration --out $B/calibration-1x1.json || echo FAILED 1x1
 # two server processes (SO_REUSEPORT); worthit also with two client processes
