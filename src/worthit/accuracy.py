@@ -101,7 +101,7 @@ def lm_eval_command(
     seed: int = 1234,
     max_retries: int = 3,
 ) -> list[str]:
-    """The lm-eval CLI call for one task against the served endpoint (DESIGN §6).
+    """The lm-eval CLI call for one task against the served endpoint (docs/architecture.md, "Definitions").
 
     ``local-completions`` sends token-id prompts and scores them with ``echo`` + ``logprobs``; the
     tokenizer is the served model's folder, so nothing is fetched from a hub. A ``chat`` task goes

@@ -1,4 +1,4 @@
-"""Serving metrics, defined as vLLM's benchmark defines them (DESIGN §9).
+"""Serving metrics, defined as vLLM's benchmark defines them (docs/architecture.md, "Definitions").
 
 Pure functions over per-request records: no I/O, no clocks. TTFT = first content chunk - start;
 E2E = last content chunk - start; TPOT = (E2E - TTFT) / (output_tokens - 1), output tokens from the

@@ -4,7 +4,7 @@ inputs measured on this machine, and the measured TPOT speed-up next to the pred
 One speculative step proposes k draft tokens (k draft steps, each costing gamma target steps), then the
 target verifies them in one forward (costing c plain decode steps) and keeps alpha tokens on average
 (the accepted drafts plus the one token the target always contributes). Per generated token that is
-(k gamma + c) / alpha target steps, hence S = alpha / (k gamma + c) (DESIGN §9). The inputs:
+(k gamma + c) / alpha target steps, hence S = alpha / (k gamma + c) (docs/architecture.md). The inputs:
 
 - alpha = 1 + accepted / drafts, from the spec-decode counter deltas of each load level of the
   speculative variant (:data:`worthit.prom.SPEC_DRAFTS`, :data:`worthit.prom.SPEC_ACCEPTED_TOKENS`; vLLM logs the same
