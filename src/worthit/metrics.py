@@ -39,6 +39,7 @@ def tpot_ms(ttft_ms: float | None, e2e_ms: float | None, output_tokens: int) -> 
 
 def present(values: Iterable[float | None] | np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The values as float64, missing ones (None, null, NaN) dropped, order kept."""
+    arr: np.ndarray
     if isinstance(values, pa.Array | pa.ChunkedArray):
         arr = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
     elif isinstance(values, np.ndarray):
@@ -107,7 +108,8 @@ class Columns:
             return t.column(name) if name in t.column_names else pa.chunked_array([pa.nulls(t.num_rows, typ)])
 
         def floats(name: str) -> np.ndarray:
-            return pc.cast(col(name, pa.float64()), pa.float64()).to_numpy(zero_copy_only=False)
+            out: np.ndarray = pc.cast(col(name, pa.float64()), pa.float64()).to_numpy(zero_copy_only=False)
+            return out
 
         success = pc.fill_null(col("success", pa.bool_()), False).to_numpy(zero_copy_only=False).astype(bool)
         itl = col("itl_ms", pa.list_(pa.float64()))

@@ -87,7 +87,7 @@ def quantile_ci95(values: Sequence[float] | np.ndarray, q: float) -> tuple[float
     )
 
 
-def median_ci95(values: Sequence[float]) -> tuple[float | None, float | None]:
+def median_ci95(values: Sequence[float] | np.ndarray) -> tuple[float | None, float | None]:
     """Distribution-free 95% interval of the median (both sides bounded from six values on)."""
     return quantile_ci95(values, 0.5)
 
