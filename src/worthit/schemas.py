@@ -517,6 +517,87 @@ def _measure(name: str, what: str) -> tuple[Field, ...]:
     )
 
 
+_CHECK = pa.struct(
+    [
+        pa.field("rule", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("source", pa.string()),
+    ]
+)
+
+PLAN = Table(
+    "plan",
+    "worthit plan: per variant, its prerequisites on the planned hardware (met / not_met / unknown, with the "
+    "rule's source) and its figures predicted on paper (worthit.plan): weights, KV pool and blocks, critical "
+    "concurrency, decode roofline per load level, knee, throughput ceiling, wall time. Null where an input "
+    "(model shapes, bandwidth) is unknown; notes say which.",
+    (
+        _VARIANT,
+        _f("model", pa.string(), "model name from the study config", False),
+        _f("model_config", pa.string(), "where the model's shapes came from (given file, manifest, hub, unknown)"),
+        _f("status", pa.string(), "ok, or not_applicable when a prerequisite is not met", False),
+        _f("reason", pa.string(), "the first unmet prerequisite, as the not-applicable records state it"),
+        _f("failed_rule", pa.string(), "name of that rule"),
+        _f("checks", pa.list_(_CHECK), "every prerequisite that concerns the variant: rule, status, detail, source"),
+        _f("gpu", pa.string(), "GPU planned for (or CPU)"),
+        _f("gpu_count", pa.int32(), "GPUs available to the plan"),
+        _f("tensor_parallel_size", pa.int32(), "tensor-parallel size of the variant"),
+        _f("data_parallel_size", pa.int32(), "data-parallel size (engine replicas)"),
+        _f("weight_bytes", pa.int64(), "weight bytes as served (checkpoint files, or computed from the shapes)"),
+        _f("weight_source", pa.string(), "checkpoint files, or shapes (dtype or quantisation)"),
+        _f("kv_cache_dtype", pa.string(), "KV cache dtype argument (auto = the served dtype)"),
+        _f("kv_bytes_per_token", pa.int64(), "2 x layers x KV heads x head dim x dtype bytes"),
+        _f("block_size_tokens", pa.int32(), "tokens per KV block"),
+        _f("gpu_memory_utilization", pa.float64(), "share of GPU memory vLLM may use"),
+        _f("gpu_memory_gib", pa.float64(), "GPU memory as CUDA reports it, per GPU"),
+        _f("max_num_seqs", pa.int32(), "max-num-seqs (vLLM's default for this hardware when unset)"),
+        _f("tokens_per_request", pa.int32(), "prompt + output tokens of the study's requests"),
+        _f("overhead_gib", pa.float64(), "per-GPU memory vLLM keeps besides weights and KV (activations, graphs, workspaces)"),
+        _f("overhead_source", pa.string(), "model, config or calibration the overhead comes from"),
+        _f("kv_memory_gib", pa.float64(), "predicted KV pool per GPU"),
+        _f("num_blocks", pa.int64(), "predicted KV blocks (per engine replica)"),
+        _f("kv_tokens", pa.int64(), "num_blocks x block_size_tokens"),
+        _f("critical_concurrency", pa.float64(), "kv_tokens x replicas / tokens_per_request"),
+        _f("peak_bandwidth_gb_s", pa.float64(), "peak memory bandwidth of the GPUs one replica spans, GB/s"),
+        _f("bandwidth_fraction", pa.float64(), "share of peak bandwidth decode is expected to reach"),
+        _f("bandwidth_source", pa.string(), "assumed, or the calibration it was measured in"),
+        _f("levels", pa.list_(pa.int32()), "concurrencies predicted (1 and the study's load levels)"),
+        _f("tpot_floor_ms", pa.list_(pa.float64()), "roofline TPOT per level: max(bytes per step / bandwidth, FLOPs / tensor throughput)"),
+        _f("tpot_expected_ms", pa.list_(pa.float64()), "tpot_floor_ms / bandwidth_fraction per level"),
+        _f("output_tok_per_s", pa.list_(pa.float64()), "concurrency / tpot_expected per level"),
+        _f("tpot_floor_ms_c1", pa.float64(), "TPOT floor at concurrency 1"),
+        _f("tpot_expected_ms_c1", pa.float64(), "expected TPOT at concurrency 1"),
+        _f("compute_knee_concurrency", pa.float64(), "concurrency where a decode step turns compute-bound"),
+        _f("knee_concurrency", pa.float64(), "predicted knee: the lowest of the KV, max-num-seqs and compute limits"),
+        _f("bound", pa.string(), "which limit sets the knee"),
+        _f("throughput_ceiling_tok_per_s", pa.float64(), "expected output tok/s at the KV / max-num-seqs limit"),
+        _f("est_wall_s", pa.float64(), "estimated wall time of the variant's measurements (server start included, lm-eval excluded)"),
+        _f("notes", pa.string(), "what could not be predicted and why"),
+    ),
+)
+
+PLAN_VS_MEASURED = Table(
+    "plan_vs_measured",
+    "The plan set against the measurement (worthit.plan.compare): per variant and quantity the predicted and "
+    "measured figure, measured / predicted, and whether it lies within the tolerance (relative: |ratio - 1| <= "
+    "tolerance; factor: 1/tolerance <= ratio <= tolerance).",
+    (
+        _VARIANT,
+        _f("quantity", pa.string(), "kv_blocks, critical_concurrency, knee_concurrency, tpot_ms_c<lowest level>, output_tok_per_s", False),
+        _f("unit", pa.string(), "unit of predicted and measured"),
+        _f("predicted", pa.float64(), "the plan's figure"),
+        _f("measured", pa.float64(), "the study's figure"),
+        _f("ratio", pa.float64(), "measured / predicted"),
+        _f("tolerance", pa.float64(), "allowed deviation (see tolerance_kind)"),
+        _f("tolerance_kind", pa.string(), "relative or factor"),
+        _f("within_tolerance", pa.bool_(), "null when either figure is missing"),
+        _f("flag", pa.string(), "over / under when outside the tolerance"),
+        _f("note", pa.string(), "how the measured figure was taken (level, knee rule, MBU)"),
+    ),
+)
+
+
 REPORT_TABLES = (
     REPORT_LEVELS,
     REPORT_COMPARISON,
@@ -541,6 +622,8 @@ TABLES: dict[str, Table] = {
         SPECDEC_SUMMARY,
         ACCURACY_SUMMARY,
         ACCURACY_SAMPLES,
+        PLAN,
+        PLAN_VS_MEASURED,
         DEPLOYMENT_VALIDATION,
         REPORT_VALIDATION,
         *REPORT_TABLES,
