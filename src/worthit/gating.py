@@ -2,13 +2,15 @@
 
 A variant that needs a feature the hardware lacks is *not applicable* here, which is a result in its
 own right (the study's "FP8 KV cache: not applicable on Ampere"), not a failure to debug. The rules are
-pure functions of the engine arguments and the devices; :func:`detect_gpus` asks ``nvidia-smi``.
-This module imports only the standard library (and :mod:`worthit.engine_args`, which does too): the
-server supervisor runs it in any environment.
+:mod:`worthit.plan`'s (the FP8 KV gate is defined here and is one of them), pure functions of the engine
+arguments, the model's config and the devices; :func:`detect_gpus` asks ``nvidia-smi``.
+This module imports only the standard library (and :mod:`worthit.engine_args` and :mod:`worthit.plan`,
+which do too): the server supervisor runs it in any environment.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -90,6 +92,20 @@ def kv_cache_dtype_gate(kv_cache_dtype: str | None, gpus: Sequence[Gpu]) -> str 
     return None
 
 
-def not_applicable(engine_args: Mapping[str, Any] | None, gpus: Sequence[Gpu]) -> str | None:
-    """Every hardware rule over a variant's engine arguments: the first reason it cannot run, or None."""
-    return kv_cache_dtype_gate(eargs.get(engine_args, "kv-cache-dtype"), gpus)
+def not_applicable(
+    engine_args: Mapping[str, Any] | None,
+    gpus: Sequence[Gpu],
+    model_dir: str | os.PathLike[str] | None = None,
+) -> str | None:
+    """The first reason a variant cannot run on these devices, or None: every prerequisite rule of
+    :mod:`worthit.plan` (FP8 KV and Marlin compute capability, GPU count, head divisibility, the draft's
+    tokenizer, quantisation group size, memory) over the engine arguments and, when ``model_dir`` is
+    given, the model's config.json. A rule that cannot be checked (shapes or GPU unknown) never refuses."""
+    from worthit import plan  # plan builds on this module's Gpu and FP8 gate
+
+    try:
+        subject = plan.serving_subject(engine_args, model_dir)
+        unmet = plan.first_unmet(plan.check(subject, plan.Hardware.from_devices(gpus)))
+    except Exception:  # a rule that breaks on an odd config must not stop a server: the FP8 gate still holds
+        return kv_cache_dtype_gate(eargs.get(engine_args, "kv-cache-dtype"), gpus)
+    return unmet.reason if unmet else None

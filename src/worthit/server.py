@@ -366,7 +366,7 @@ def supervise(
     child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
     if cuda is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = cuda
-    refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices)
+    refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices, model_dir)
     if refused:
         return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent)
     reap_leftover_group(state_path, log_path)
