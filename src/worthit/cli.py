@@ -3,6 +3,8 @@
 ``worthit loadtest`` runs one load level against any OpenAI-compatible server (closed loop at a
 concurrency, or open loop at a request rate) with the workflow's client and metrics, prints a summary
 table, and can write the per-request records as the workflow's ``load_requests`` Parquet table.
+``worthit plan`` checks each variant's prerequisites and predicts its figures from the roofline, before
+anything runs (:mod:`worthit.plan`).
 """
 
 from __future__ import annotations
@@ -184,8 +186,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     lt.add_argument("--slo-e2e-ms", type=float, default=None)
     lt.add_argument("--variant", default="cli", help="variant name written to --out")
     lt.add_argument("--out", default=None, help="write per-request records to this Parquet file")
+    pl = sub.add_parser("plan", help="check every variant's prerequisites and predict its figures, before measuring")
+    pl.add_argument("--configfile", default=None, help="study config (default: the embedded one)")
+    pl.add_argument("--gpu", default=None, help="plan for this GPU (worthit's table), e.g. 'RTX 3090', H200")
+    pl.add_argument("--gpus", type=int, default=None, help="GPUs available (default: 1 with --gpu, else found)")
+    pl.add_argument("--model-config", action="append", metavar="NAME=FILE", help="a model's config.json (repeatable)")
+    pl.add_argument("--calibration", default=None, help="results/<study> of a finished study: use its fractions")
+    pl.add_argument("--no-hub", action="store_true", help="never read a config.json from the hub")
+    pl.add_argument("--out", default=None, help="plan Parquet file (default: results/<study>/plan.parquet)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    if a.command == "plan":
+        from worthit.plan import run_cli
+
+        return run_cli(a)
     if a.command == "loadtest":
         if a.concurrency < 1 or a.num_requests < 1:
             ap.error("--concurrency and --num-requests must be >= 1")
