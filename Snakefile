@@ -4,6 +4,7 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/plan.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/quantize.smk"
 include: "workflow/rules/serve.smk"

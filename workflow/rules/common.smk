@@ -118,7 +118,8 @@ def load_outputs(variants, first_run_only=False):
 
 
 def get_final_outputs():
-    outputs = [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
+    outputs = [f"{RESULTS}/plan.parquet", f"{RESULTS}/plan.md", f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
+    outputs += [f"{RESULTS}/plan_vs_measured.parquet", f"{RESULTS}/plan_vs_measured.md"]
     if STUDY.variants_with("prefix"):
         outputs += [f"{RESULTS}/prefix_summary.parquet", f"{RESULTS}/prefix_summary.md"]
     if STUDY.spec_variants:

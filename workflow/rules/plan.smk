@@ -1,0 +1,34 @@
+# plan: before anything is fetched or served, each variant's prerequisites on this hardware and its figures
+# predicted from the roofline (plan.parquet, plan.md); after the study, the plan set against the measurement
+# (plan_vs_measured.parquet). No inputs: the plan is cheap and is the first job of every run; the comparison
+# plans again a variant whose model shapes were unknown before its model was fetched.
+from worthit.config import config_hash  # noqa: E402
+
+
+rule plan_study:
+    output:
+        plan=report(f"{RESULTS}/plan.parquet", category="Plan"),
+        md=report(f"{RESULTS}/plan.md", category="Plan", caption="../report/plan.rst"),
+    log:
+        f"{RESULTS}/logs/plan.log",
+    localrule: True
+    params:
+        config_hash=config_hash(config),
+    script:
+        "../scripts/plan_study.py"
+
+
+rule compare_plan:
+    input:
+        plan=f"{RESULTS}/plan.parquet",
+        summary=f"{RESULTS}/summary.parquet",
+        kv=expand(f"{VARIANT_DIR}/kv.parquet", variant=STUDY.variants_with("kv")),
+        manifests=sorted({manifest_path(STUDY.variant(v).model) for v in STUDY.variants}),
+    output:
+        parquet=report(f"{RESULTS}/plan_vs_measured.parquet", category="Plan"),
+        md=report(f"{RESULTS}/plan_vs_measured.md", category="Plan", caption="../report/plan_vs_measured.rst"),
+    log:
+        f"{RESULTS}/logs/plan_vs_measured.log",
+    localrule: True
+    script:
+        "../scripts/compare_plan.py"
