@@ -689,7 +689,7 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
     )
 
     def record(status: str, reason: str, gate: GateResult | None = None) -> Manifest:
-        return record(status, reason, gate)
+        return write_result_manifest(out_dir, plan, base, model_dir, status, reason, quant, gate)
 
     t0 = time.monotonic()
     try:
