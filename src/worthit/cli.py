@@ -186,6 +186,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     lt.add_argument("--slo-e2e-ms", type=float, default=None)
     lt.add_argument("--variant", default="cli", help="variant name written to --out")
     lt.add_argument("--out", default=None, help="write per-request records to this Parquet file")
+    sub.add_parser(
+        "report", help="re-decide and re-render a results folder (no serving); see worthit.report.build", add_help=False
+    )
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "report":  # its own parser: python -m worthit.report.build
+        from worthit.report.build import main as report_main
+
+        return report_main(list(argv[1:]))
     pl = sub.add_parser("plan", help="check every variant's prerequisites and predict its figures, before measuring")
     pl.add_argument("--configfile", default=None, help="study config (default: the embedded one)")
     pl.add_argument("--gpu", default=None, help="plan for this GPU (worthit's table), e.g. 'RTX 3090', H200")

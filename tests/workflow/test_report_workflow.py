@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from tests.conftest import run_snakemake
+from worthit import schemas
+from worthit.schemas import REPORT_TABLES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embedded-default"
 ONLY_REPORT = ("--allowed-rules", "decide_study", "plot_study", "render_report")
@@ -23,14 +25,25 @@ def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path) -> N
     results = tmp_path / "results" / "embedded-default"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("config.yaml"))
     cfg = yaml.safe_load((FIXTURE / "config.yaml").read_text())
+    cfg["validate_deployments"] = False  # serving the recommended commands is deploy.smk's (tested there)
     # the target goes first: --allowed-rules takes every name after it
     run_snakemake(tmp_path, cfg, TARGET, *ONLY_REPORT)
     report = results / "report"
     assert {p.name for p in report.glob("*.parquet")} == {
-        f"{t}.parquet"
-        for t in ("verdicts", "deployments", "comparison", "experiments", "capability", "capacity", "levels")
+        f"{t.name.removeprefix('report_')}.parquet" for t in REPORT_TABLES
     }
+    verdicts = schemas.read(report / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist()
+    assert [v["optimisation"] for v in verdicts] == ["prefix caching (on vs off)"]
     assert (report / "figures" / "latency.svg").exists() and (tmp_path / TARGET).stat().st_size > 10_000
+
+    # the report re-decides the folder outside Snakemake (a copy: Snakemake's own files stay untouched) from
+    # the config it kept beside the tables
+    from worthit.cli import main
+
+    copy = tmp_path / "shared" / "embedded-default"
+    shutil.copytree(results, copy)
+    assert main(["report", "--results", str(copy)]) == 0
+    assert schemas.read(copy / "report" / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist() == verdicts
 
     dry = run_snakemake(tmp_path, cfg, TARGET, "-n", *ONLY_REPORT)
     assert "Nothing to be done" in dry.stdout + dry.stderr

@@ -1,29 +1,29 @@
-# report: every result -> the study's tables and verdicts (decide_study), figures (plot_study) and one
-# self-contained HTML page (render_report). Inputs are the measured results and the aggregate tables,
-# so Snakemake rebuilds the report only when a result changes.
+# report: every result -> the verdicts, recommended deployments and the other tables (decide_study), figures
+# (plot_study), and the deployments' validation set against their promise with one self-contained HTML page
+# (render_report). Inputs are the measured results only, so Snakemake rebuilds the report when a result
+# changes; `worthit report --results DIR` re-decides a results folder outside Snakemake.
+from worthit import schemas  # noqa: E402
+
 REPORT_DIR = f"{RESULTS}/report"
-REPORT_TABLES = ["verdicts", "deployments", "comparison", "experiments", "capability", "capacity", "levels"]
+# every report table but the validation, which needs the deployments served (deploy.smk) first
+DECISION_TABLES = [t.name.removeprefix("report_") for t in schemas.REPORT_TABLES if t is not schemas.REPORT_VALIDATION]
 
 
 def get_report_results(wildcards):
-    """Every measurement of every variant (kv, load levels, prefix lengths, accuracy, ...)."""
-    return [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)]
-
-
-def get_report_aggregates(wildcards):
-    """The study-level tables the other stages aggregate for this study (summary, prefix_summary, ...)."""
-    return [o for o in get_final_outputs() if o.endswith(".parquet") and not o.startswith(REPORT_DIR)]
+    """Every measurement of every variant (kv, load levels, prefix lengths, accuracy and its samples, ...)."""
+    out = [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)]
+    return out + [f"{RESULTS}/variant~{v}/accuracy_samples.parquet" for v in STUDY.variants_with("accuracy")]
 
 
 rule decide_study:
     input:
         results=get_report_results,
-        aggregates=get_report_aggregates,
     output:
-        parquet=expand(f"{REPORT_DIR}/{{table}}.parquet", table=REPORT_TABLES),
-        csv=expand(f"{REPORT_DIR}/{{table}}.csv", table=REPORT_TABLES[1:]),
+        parquet=expand(f"{REPORT_DIR}/{{table}}.parquet", table=DECISION_TABLES),
+        csv=expand(f"{REPORT_DIR}/{{table}}.csv", table=[t for t in DECISION_TABLES if t != "verdicts"]),
         verdicts=report(f"{REPORT_DIR}/verdicts.csv", category="Report", caption="../report/verdicts.rst"),
         md=report(f"{REPORT_DIR}/tables.md", category="Report", caption="../report/tables.rst"),
+        config=f"{REPORT_DIR}/config.yaml",
     log:
         f"{RESULTS}/logs/report/decide.log",
     script:
@@ -33,7 +33,6 @@ rule decide_study:
 rule plot_study:
     input:
         results=get_report_results,
-        aggregates=get_report_aggregates,
     output:
         figures=report(
             directory(f"{REPORT_DIR}/figures"),
@@ -50,12 +49,13 @@ rule plot_study:
 rule render_report:
     input:
         results=get_report_results,
-        aggregates=get_report_aggregates,
         tables=rules.decide_study.output.parquet,
         figures=rules.plot_study.output.figures,
         validation=get_validation_files,
     output:
         html=report(f"{RESULTS}/report.html", category="Report", caption="../report/report.rst"),
+        validation=f"{REPORT_DIR}/validation.parquet",
+        validation_csv=f"{REPORT_DIR}/validation.csv",
     log:
         f"{RESULTS}/logs/report/render.log",
     script:

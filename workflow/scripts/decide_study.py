@@ -1,13 +1,15 @@
-"""Adapter: decide_study rule -> worthit.report (tables, verdicts, deployments)."""
+"""Adapter: decide_study rule -> worthit.report (verdicts, deployments and every table but the validation)."""
 
 from pathlib import Path
 
-from worthit.config import config_hash
+from worthit.config import config_hash, validate
 from worthit.provenance import stamp
-from worthit.report.build import analysis, write_tables
+from worthit.report.build import from_files, save_config, write_tables
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])
-a = analysis(sm.config, [*sm.input.results, *sm.input.aggregates])
-write_tables(a, Path(sm.output.md).parent, stamp(config_hash=config_hash(sm.config)))
+cfg = validate(sm.config)
+out = Path(sm.output.md).parent
+write_tables(from_files(cfg, sm.input.results), out, stamp(config_hash=config_hash(cfg)))
+save_config(cfg, out)

@@ -1,12 +1,19 @@
-"""Adapter: render_report rule -> worthit.report.html (one self-contained page)."""
+"""Adapter: render_report rule -> worthit.report (the validation table and one self-contained page)."""
 
 from pathlib import Path
 
-from worthit.report import html
-from worthit.report.build import analysis, figures_in, read_tables
+from worthit import schemas
+from worthit.config import config_hash, validate
+from worthit.provenance import stamp
+from worthit.report.build import figures_in, from_files, write_tables
+from worthit.report.render import write_html
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])
-a = analysis(sm.config, [*sm.input.results, *sm.input.aggregates])
-html.write(a, read_tables(Path(sm.input.tables[0]).parent), figures_in(sm.input.figures), sm.output.html)
+cfg = validate(sm.config)
+report = from_files(cfg, [*sm.input.results, *sm.input.validation])
+write_tables(
+    report, Path(sm.output.validation).parent, stamp(config_hash=config_hash(cfg)), [schemas.REPORT_VALIDATION]
+)
+write_html(report.ctx, report.views, figures_in(report, sm.input.figures), sm.output.html)

@@ -1,6 +1,14 @@
-"""The study report: comparison and verdict tables, recommended deployments, MBU, plots, one HTML page.
+"""The study report, split by job.
 
-``data`` reads every result through the schema module; ``analysis`` turns it into figures that carry
-n and a 95% interval; ``decide`` applies the configurable rules; ``tables``, ``plots`` and ``html``
-render. Nothing here measures: a study without an experiment simply has no rows for it.
+- ``data``: every result read through the schema module (per variant, per deployment, study-wide);
+- ``context``: the typed study, its results and rules, and each optimisation named and oriented;
+- ``experiments``: the registry; each experiment (load, capacity, accuracy, prefix, specdec) analyses its
+  results (pure functions), feeds evidence to the decision layer, and declares its tables and figures;
+- ``decide``: evidence -> one of six outcomes per regime (adopt, reject, inconclusive, not applicable,
+  failed, not run), with the reason and what would settle it;
+- ``tables``, ``deployments``: the views that span experiments; ``views``: how a table is declared;
+- ``plots``, ``render`` (Jinja2 template in ``templates/``): figures, Markdown and one HTML page;
+- ``build``: the stages in order, and ``worthit report``.
+
+Nothing here measures: a study without an experiment simply has no rows for it.
 """

@@ -1,69 +1,214 @@
-"""The report's three steps as the workflow calls them: tables (with verdicts), figures, HTML.
+"""The report, stage by stage: results -> analyses -> evidence -> verdicts -> views and figures -> files.
 
-Each step reads the raw results again (cheap: a study is a few hundred kilobytes of Parquet), so the
-rules depend only on their inputs. ``python -m worthit.report.build results/<study> --config FILE``
-builds all three in one go outside Snakemake.
+:func:`build` runs every registered experiment's analysis (:mod:`worthit.report.experiments`), gathers
+each optimisation's evidence, decides (:mod:`worthit.report.decide`) and assembles the views. The workflow
+calls it three times (tables, figures, HTML: one rule each, see workflow/rules/report.smk);
+``worthit report --results DIR`` calls it once to re-decide and re-render a results folder with an edited
+``decide:`` section, serving nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit import schemas
-from worthit.config import config_hash
+import pandas as pd
+from matplotlib.figure import Figure
+
+from worthit import atomic, schemas
+from worthit.config import Study, config_hash
 from worthit.config import load as load_config
-from worthit.report import data, html, plots, tables
-from worthit.report.analysis import Analysis, analyse
-from worthit.report.plots import CAPTIONS
+from worthit.report import data, plots
+from worthit.report.context import Context, Pair
+from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, decide
+from worthit.report.deployments import deployments_view, validation_view
+from worthit.report.experiments import registered
+from worthit.report.render import markdown_page, write_html
+from worthit.report.tables import capability_view, comparison_view, failures_view, verdicts_view
+from worthit.report.views import View, stored
 
-TABLE_FILES = tuple(t.name.removeprefix("report_") for t in schemas.REPORT_TABLES)
 PathLike = str | os.PathLike[str]
+# What the decide_study rule writes; report_validation needs the deployments' validation runs, which
+# need report_deployments: render_report writes it (see workflow/rules/report.smk).
+DECISION_TABLES = tuple(t for t in schemas.REPORT_TABLES if t is not schemas.REPORT_VALIDATION)
 
 
-def analysis(cfg: Mapping[str, Any], results: Iterable[PathLike], summary: PathLike | None = None) -> Analysis:
-    return analyse(data.load(results, summary, (cfg.get("variants") or {}).keys()), cfg)
+@dataclass
+class Report:
+    ctx: Context
+    pairs: dict[str, Pair]
+    evidence: dict[str, Evidence]
+    verdicts: dict[str, Verdict]
+    views: list[View]
+    figures: dict[str, tuple[str, Callable[[], Figure | None]]]
+
+    def view(self, table: schemas.Table) -> View:
+        return next(v for v in self.views if v.table is table)
+
+    def rows(self, table: schemas.Table) -> list[dict[str, Any]]:
+        return stored(self.view(table))
 
 
-def write_tables(a: Analysis, outdir: PathLike, metadata: Mapping[str, Any]) -> dict[str, Path]:
-    return tables.write(a, tables.build(a), outdir, metadata)
+def evidence_for(ctx: Context, pair: Pair) -> Evidence:
+    """Everything the experiments say about one optimisation, with the variants' failures."""
+    v = pair.variant
+    res = ctx.results.variant(v)
+    comps: list[Comparison] = []
+    checks: list[Check] = []
+    acc: list[TaskAccuracy] = []
+    notes: list[str] = []
+    for exp in registered():
+        a = ctx.analyses.get(exp.name)
+        for item in exp.evidence(ctx, a, pair) if exp.evidence else ():
+            if isinstance(item, Comparison):
+                comps.append(item)
+            elif isinstance(item, Check):
+                checks.append(item)
+            else:
+                acc.append(item)
+        notes += list(exp.notes(ctx, a, pair)) if exp.notes else []
+    status, reason = res.status
+    if not res.files:
+        status, reason = "not run", "no results: the workflow has not run this variant"
+    elif status == schemas.STATUS_OK and not any(c.judged for c in comps) and not checks and not acc and res.failures():
+        first = res.failures()[0]  # what ran broke before it measured anything comparable
+        status, reason = first.status, f"{first.experiment}: {first.cause}"
+    base = ctx.results.variant(ctx.baseline)
+    if status == schemas.STATUS_OK and base.files and base.status[0] != schemas.STATUS_OK:
+        reason = f"the baseline '{ctx.baseline}' {base.status[0]}: {base.status[1]}"
+    return Evidence(
+        v,
+        pair.optimisation,
+        status,
+        reason,
+        comps,
+        checks,
+        acc,
+        lossless=pair.lossless,
+        random_weights=ctx.random_weights(pair.with_) or ctx.random_weights(pair.without),
+        notes=notes,
+    )
 
 
-def read_tables(table_dir: PathLike) -> dict[str, list[dict[str, Any]]]:
-    out = {}
-    for t in schemas.REPORT_TABLES:
-        p = Path(table_dir) / f"{t.name.removeprefix('report_')}.parquet"
-        if p.exists():
-            out[t.name] = schemas.read(p, t).table.to_pylist()
-    return out
+def build(study: Study, results: data.StudyResults) -> Report:
+    ctx = Context.of(study, results)
+    exps = registered()
+    for exp in exps:
+        ctx.analyses[exp.name] = exp.analyse(ctx)
+    pairs = {v: ctx.pair(v) for v in ctx.others}
+    evidence = {v: evidence_for(ctx, p) for v, p in pairs.items()}
+    verdicts = {v: decide(e, ctx.rules) for v, e in evidence.items()}
+    views = [verdicts_view(ctx, verdicts, pairs), deployments_view(ctx, verdicts, pairs)]
+    views.append(validation_view(ctx, stored(views[1])))
+    views.append(comparison_view(ctx, evidence, pairs))
+    capability: list[dict[str, Any]] = []
+    figures: dict[str, tuple[str, Callable[[], Figure | None]]] = {}
+    for exp in exps:
+        a = ctx.analyses[exp.name]
+        views += list(exp.views(ctx, a)) if exp.views else []
+        capability += list(exp.capability(ctx, a)) if exp.capability else []
+        for f in exp.figures:
+            figures[f.name] = (f.caption, (lambda f=f, a=a: f.draw(ctx, a)))
+    views += [capability_view(capability), failures_view(ctx)]
+    views.sort(key=lambda v: v.order)
+    return Report(ctx, pairs, evidence, verdicts, views, figures)
 
 
-def figures_in(fig_dir: PathLike) -> dict[str, dict[str, Any]]:
+def from_files(cfg: Mapping[str, Any], paths: Iterable[PathLike]) -> Report:
+    """The report of result files (any order) under a validated config (the workflow's adapters)."""
+    study = Study(cfg)
+    return build(study, data.load([p for p in paths if Path(p).name != "summary.parquet"], None, study.variants))
+
+
+def from_dir(cfg: Mapping[str, Any], results_dir: PathLike) -> Report:
+    study = Study(cfg)
+    return build(study, data.load_dir(results_dir, study.variants))
+
+
+def write_tables(
+    report: Report, outdir: PathLike, metadata: Mapping[str, Any], tables: Iterable[schemas.Table] = DECISION_TABLES
+) -> dict[str, Path]:
+    """The chosen views as Parquet (schema module) and CSV, and all of them in tables.md."""
+    out = Path(outdir)
+    written: dict[str, Path] = {}
+    for t in tables:
+        v = report.view(t)
+        rows = stored(v)
+        written[v.short] = schemas.write(out / f"{v.short}.parquet", t, rows, metadata=metadata)
+        with atomic.target(out / f"{v.short}.csv", suffix=".csv") as tmp:
+            pd.DataFrame(rows, columns=t.columns).to_csv(tmp, index=False)
+    if set(tables) >= set(DECISION_TABLES):
+        views = [v for v in report.views if v.table in set(tables)]
+        atomic.write_text(out / "tables.md", markdown_page(report.ctx, views))
+    return written
+
+
+def write_figures(report: Report, outdir: PathLike) -> dict[str, dict[str, Any]]:
+    return plots.write(report.figures, outdir, report.ctx.study.name)
+
+
+def figures_in(report: Report, fig_dir: PathLike) -> dict[str, dict[str, Any]]:
+    """The figures already written to ``fig_dir`` (the plot_study rule's output)."""
     d = Path(fig_dir)
     return {
         name: {"svg": d / f"{name}.svg", "png": d / f"{name}.png", "caption": cap}
-        for name, cap in CAPTIONS.items()
+        for name, (cap, _) in report.figures.items()
         if (d / f"{name}.svg").exists()
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("results", help="results/<study> folder")
-    ap.add_argument("--config", required=True, help="the study config the results came from")
-    ap.add_argument("--out", help="output folder (default: <results>/report)")
+def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mapping[str, Any]) -> Path:
+    """Tables, figures and the page in one go (``worthit report``, ``python -m worthit.report.build``)."""
+    write_tables(report, outdir, metadata, schemas.REPORT_TABLES)
+    figs = write_figures(report, Path(outdir) / "figures")
+    return write_html(report.ctx, report.views, figs, html)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``worthit report``: re-decide and re-render a results folder (no serving)."""
+    ap = argparse.ArgumentParser(prog="worthit report", description=main.__doc__)
+    ap.add_argument("--results", required=True, help="a results/<study> folder (variant~*/ inside)")
+    ap.add_argument(
+        "--configfile",
+        help="the study config (default: <results>/report/config.yaml, written by the last report, else "
+        "config/config.yaml); edit its decide: section to re-decide",
+    )
+    ap.add_argument("--out", help="report folder (default: <results>/report; the page goes next to it)")
     args = ap.parse_args(argv)
-    cfg = load_config(args.config)
     root = Path(args.results)
-    out = Path(args.out or root / "report")
-    a = analyse(data.load_dir(root, cfg["variants"].keys()), cfg)
-    write_tables(a, out, {"config_hash": config_hash(cfg)})
-    figs = plots.write(a, out / "figures")
-    print(html.write(a, read_tables(out), figs, out / "report.html"))
+    if not root.is_dir() or not any(root.glob("variant~*")):
+        ap.error(f"--results {root}: not a results folder (no variant~*/ inside)")
+    cfg_path = Path(args.configfile) if args.configfile else root / "report" / "config.yaml"
+    if not cfg_path.exists():
+        from worthit.config import ROOT
+
+        cfg_path = ROOT / "config" / "config.yaml"
+    cfg = load_config(cfg_path)
+    out = Path(args.out) if args.out else root / "report"
+    report = from_dir(cfg, root)
+    page = write_all(
+        report,
+        out,
+        out.parent / "report.html" if not args.out else out / "report.html",
+        {"config_hash": config_hash(cfg), "config_file": str(cfg_path)},
+    )
+    save_config(cfg, out)
+    for v in report.verdicts.values():
+        print(f"{v.optimisation}: {v.outcome}" + (f" ({v.condition})" if v.condition else ""))
+    print(page)
+    return 0
+
+
+def save_config(cfg: Mapping[str, Any], outdir: PathLike) -> Path:
+    """The validated config beside the tables, so ``worthit report`` can re-render the folder later."""
+    import yaml
+
+    return atomic.write_text(Path(outdir) / "config.yaml", yaml.safe_dump(dict(cfg), sort_keys=False))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

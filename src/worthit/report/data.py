@@ -1,16 +1,18 @@
 """Reading a study's results for the report: every Parquet file through the schema module.
 
-Files are grouped by variant (the ``variant~NAME`` folder of their path) and by the table named in
-their metadata, so experiments added later (new tables in :mod:`worthit.schemas`) arrive here without
-a change; a file of an unknown table is kept raw and listed, never an error. Failed and
-not-applicable results keep their reason and log tail.
+Files are grouped by variant (the ``variant~NAME`` folder of their path), by recommended deployment
+(``deployment~SCENARIO``: its validation runs) and by the table named in their metadata, so experiments
+added later (new tables in :mod:`worthit.schemas`) arrive here without a change; a file of an unknown
+table is kept raw and listed, never an error. Failed and not-applicable results keep their reason, with
+the root-cause line of their log where the reason is a generic one (a server that "exited before it
+became ready"), and their log tail.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from worthit import schemas
+from worthit.server import startup_error
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,14 @@ class Loaded:
     @property
     def ok(self) -> bool:
         return self.status == schemas.STATUS_OK
+
+    @property
+    def cause(self) -> str:
+        """The reason, or the root-cause line of the log tail when the reason does not name one."""
+        root = startup_error(self.log_tail) if self.log_tail else None
+        if root and root not in self.reason:
+            return f"{self.reason}: {root}" if self.reason else root
+        return self.reason
 
 
 @dataclass
@@ -77,11 +88,11 @@ class VariantResults:
 
     @property
     def status(self) -> tuple[str, str]:
-        """ok unless every result failed; then the first failure's status and reason."""
+        """ok unless every result failed; then the first failure's status and its cause."""
         if not self.files or any(f.ok for f in self.files):
             return schemas.STATUS_OK, ""
-        first = self.files[0]
-        return first.status, first.reason
+        first = next((f for f in self.files if f.status == schemas.STATUS_NOT_APPLICABLE), self.files[0])
+        return first.status, first.cause
 
 
 @dataclass
@@ -89,6 +100,7 @@ class StudyResults:
     variants: dict[str, VariantResults]
     summary: Loaded | None = None
     aggregates: dict[str, Loaded] = field(default_factory=dict)  # study-level tables by name
+    deployments: dict[str, list[Loaded]] = field(default_factory=dict)  # validation runs by scenario
 
     def variant(self, name: str) -> VariantResults:
         return self.variants.setdefault(name, VariantResults(name))
@@ -103,6 +115,11 @@ def _variant_and_experiment(path: Path) -> tuple[str | None, str]:
         if p.startswith("variant~"):
             return p.split("~", 1)[1], "/".join(parts[i + 1 :])
     return None, path.stem
+
+
+def _deployment(path: Path) -> str | None:
+    """The scenario of a validation run (``deployment~<scenario>/load*.parquet``), else None."""
+    return next((p.split("~", 1)[1] for p in path.parts if p.startswith("deployment~")), None)
 
 
 def read_result(path: str | os.PathLike[str]) -> Loaded:
@@ -160,6 +177,10 @@ def load(
     """Read result files (any order) and the aggregate summary into one :class:`StudyResults`."""
     study = StudyResults({v: VariantResults(v) for v in variants})
     for p in paths:
+        scenario = _deployment(Path(p))
+        if scenario is not None:
+            study.deployments.setdefault(scenario, []).append(read_result(p))
+            continue
         f = read_result(p)
         if f.variant is None:
             study.aggregates[f.table] = f
@@ -174,17 +195,7 @@ def load(
 def load_dir(results_dir: str | os.PathLike[str], variants: Iterable[str] = ()) -> StudyResults:
     """Every Parquet file below ``results/<study>/variant~*/`` (tests, ad-hoc use)."""
     root = Path(results_dir)
-    paths = sorted(root.glob("variant~*/**/*.parquet"))
+    paths = sorted(root.glob("variant~*/**/*.parquet")) + sorted(root.glob("deployment~*/*.parquet"))
     paths += [p for p in sorted(root.glob("*.parquet")) if p.name != "summary.parquet"]
     summary = root / "summary.parquet"
     return load(paths, summary if summary.exists() else None, variants)
-
-
-def engine_args_of(cfg: Mapping[str, Any], variant: str, results: VariantResults | None = None) -> dict[str, Any]:
-    """The variant's engine arguments from the config (serve defaults + variant), else from provenance."""
-    if variant in (cfg.get("variants") or {}):
-        serve = dict((cfg.get("serve") or {}).get("engine_args") or {})
-        return {**serve, **dict(cfg["variants"][variant].get("engine_args") or {})}
-    if results is not None:
-        return dict(results.provenance().get("engine_args") or {})
-    return {}

@@ -1,13 +1,27 @@
-"""The decision rules: evidence about one variant against the baseline -> adopt / reject / not applicable /
-no measurable difference, with the reason in words.
+"""The decision layer: evidence about one optimisation -> one of six outcomes, per regime, in words.
 
-Rules (``decide:`` in the study config): the largest accuracy drop per task in points, the smallest
-speed-up that counts as a benefit, whether a benefit must be statistically significant (its 95%
-interval clear of the baseline's), the rule-of-thumb floor for a predicted speculative speed-up, and
-an effort label per variant. The asymmetry is deliberate: a benefit must be demonstrated (a change
-whose interval overlaps the baseline is "no measurable difference", never a win), while an accuracy
-drop beyond the bound rejects on its point estimate (a possible loss is not waved through for lack
-of samples).
+Outcomes, never conflated:
+
+- **adopt**: a benefit of at least ``min_speedup`` is demonstrated and no harm is, accuracy is
+  acceptable (or cannot change: the optimisation is lossless);
+- **reject**: a harm is demonstrated, the benefit is demonstrably below ``min_speedup``, or accuracy is
+  unacceptable;
+- **inconclusive**: the evidence cannot tell; the verdict says what would settle it (more runs, more
+  accuracy items, a workload on which the drafter proposes);
+- **not applicable**: a prerequisite the hardware or model lacks, known before serving;
+- **failed**: it ran and broke (the root-cause line from its log);
+- **not run**: nothing was measured that could be compared with the baseline.
+
+Every judged figure is an improvement factor with a 95% interval (:func:`worthit.report.measure.ratio`),
+set against the margins ``min_speedup`` and ``1 / min_speedup``: better when the whole interval lies
+above the first, worse when it lies below the second, no meaningful difference when it lies between
+them, undetermined otherwise. Exact counts (KV blocks) need no interval: a change below
+``exact_tolerance_pct`` is no difference. Accuracy is a non-inferiority decision against
+``max_accuracy_drop_pt`` (:class:`TaskAccuracy`).
+
+Verdicts are per regime: **latency-first** (the interactive SLO on P99 TTFT and TPOT; per load level,
+so a verdict may hold up to some concurrency) and **throughput-first** (the most output tok/s with P99
+TPOT under the ceiling ``decide.throughput_tpot_ms``).
 """
 
 from __future__ import annotations
@@ -17,135 +31,67 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from worthit.report.measure import EXACT, SINGLE_RUN, Measure, ratio
+from worthit.stats import Z_95
+
+# --- the six outcomes ------------------------------------------------------------------------------
 ADOPT = "adopt"
 REJECT = "reject"
+INCONCLUSIVE = "inconclusive"
 NOT_APPLICABLE = "not applicable"
-NO_DIFFERENCE = "no measurable difference"
-VERDICTS = (ADOPT, REJECT, NOT_APPLICABLE, NO_DIFFERENCE)
+FAILED = "failed"
+NOT_RUN = "not run"
+OUTCOMES = (ADOPT, REJECT, INCONCLUSIVE, NOT_APPLICABLE, FAILED, NOT_RUN)
+WORDING = {
+    ADOPT: "turn it on: the benefit is demonstrated and accuracy holds",
+    REJECT: "leave it off: it is worse, its benefit is below the margin, or accuracy drops too far",
+    INCONCLUSIVE: "the evidence cannot tell yet; the verdict says what would settle it",
+    NOT_APPLICABLE: "this hardware or model lacks a prerequisite (known before serving)",
+    FAILED: "it ran and broke; the reason is the root cause from its log",
+    NOT_RUN: "nothing measured that compares with the baseline",
+}
 
+# --- findings on one figure -----------------------------------------------------------------------
+BETTER = "better"
+WORSE = "worse"
+EQUIVALENT = "no meaningful difference"
+UNDETERMINED = "undetermined"
+INFO = "information"
 
-@dataclass(frozen=True)
-class Measure:
-    """A reported figure: its value, the sample size behind it and a 95% interval (None = unknown).
+# --- regimes --------------------------------------------------------------------------------------
+LATENCY = "latency"
+THROUGHPUT = "throughput"
+CAPACITY = "capacity"
+ALL_REGIMES = "all"  # a check that settles every regime (a speculative variant whose drafter never proposed)
+REGIMES = (LATENCY, THROUGHPUT)
+REGIME_NAMES = {LATENCY: "latency-first", THROUGHPUT: "throughput-first"}
 
-    ``exact`` marks a deterministic quantity (a block count read from the engine) whose change needs
-    no interval to be real.
-    """
-
-    value: float | None
-    n: int = 0
-    ci_low: float | None = None
-    ci_high: float | None = None
-    exact: bool = False
-
-    @property
-    def has_ci(self) -> bool:
-        return self.exact or (self.ci_low is not None and self.ci_high is not None)
-
-    def interval(self) -> tuple[float, float] | None:
-        if self.value is None:
-            return None
-        if self.exact:
-            return (self.value, self.value)
-        if self.ci_low is None or self.ci_high is None:
-            return None
-        return (self.ci_low, self.ci_high)
-
-    def fmt(self, digits: int = 1, unit: str = "") -> str:
-        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
-            return "n/a"
-        text = f"{self.value:,.{digits}f}{unit}"
-        if self.exact:
-            return text
-        ci = (
-            f"[{self.ci_low:,.{digits}f}, {self.ci_high:,.{digits}f}]"
-            if self.ci_low is not None and self.ci_high is not None
-            else "[no CI]"
-        )
-        return f"{text} {ci} n={self.n}"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One quantity, baseline vs variant. ``kind``: latency, throughput, capacity."""
-
-    quantity: str
-    unit: str
-    baseline: Measure
-    variant: Measure
-    higher_is_better: bool
-    kind: str = "latency"
-
-    @property
-    def change_pct(self) -> float | None:
-        b, v = self.baseline.value, self.variant.value
-        if b is None or v is None or b == 0:
-            return None
-        return (v - b) / abs(b) * 100
-
-    @property
-    def improvement(self) -> float | None:
-        """Factor by which the variant is better (>1) or worse (<1)."""
-        b, v = self.baseline.value, self.variant.value
-        if b is None or v is None or b <= 0 or v <= 0:
-            return None
-        return v / b if self.higher_is_better else b / v
-
-    @property
-    def significant(self) -> bool | None:
-        """True when the two 95% intervals do not overlap; None when either has no interval."""
-        a, b = self.baseline.interval(), self.variant.interval()
-        if a is None or b is None:
-            return None
-        if self.baseline.exact and self.variant.exact:
-            return a[0] != b[0]
-        return a[1] < b[0] or b[1] < a[0]
-
-    def describe(self) -> str:
-        ch = self.change_pct
-        return f"{self.quantity} {ch:+.0f}%" if ch is not None else f"{self.quantity} n/a"
-
-
-@dataclass(frozen=True)
-class AccuracyDelta:
-    """One task's score, baseline vs variant, in [0, 1] with lm-eval's standard errors."""
-
-    task: str
-    baseline: float
-    variant: float
-    baseline_stderr: float | None = None
-    variant_stderr: float | None = None
-    n: int = 0
-
-    @property
-    def change_pt(self) -> float:
-        return (self.variant - self.baseline) * 100
-
-    @property
-    def ci_pt(self) -> tuple[float, float] | None:
-        if self.baseline_stderr is None or self.variant_stderr is None:
-            return None
-        half = 1.96 * math.hypot(self.baseline_stderr, self.variant_stderr) * 100
-        return (self.change_pt - half, self.change_pt + half)
-
-    @property
-    def significant(self) -> bool | None:
-        ci = self.ci_pt
-        return None if ci is None else (ci[0] > 0 or ci[1] < 0)
+# --- accuracy decisions ---------------------------------------------------------------------------
+ACCEPTABLE = "acceptable"
+UNACCEPTABLE = "unacceptable"
+ACC_INCONCLUSIVE = "inconclusive"
+NOT_MEASURED = "not measured"
+NOT_NEEDED = "not needed (lossless)"
+NOT_REPORTED = "not reported (random weights)"
 
 
 @dataclass(frozen=True)
 class Rules:
+    """The ``decide:`` section of the study config."""
+
     max_accuracy_drop_pt: float = 3.0
     max_accuracy_drop_pt_by_task: Mapping[str, float] = field(default_factory=dict)
     min_speedup: float = 1.05
     require_significance: bool = True
     min_predicted_speedup: float = 1.3
+    exact_tolerance_pct: float = 1.0
+    throughput_tpot_ms: float | None = None
     effort: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Rules:
         d = dict(cfg.get("decide") or {})
+        tp = d.get("throughput_tpot_ms")
         return cls(
             max_accuracy_drop_pt=float(d.get("max_accuracy_drop_pt", 3.0)),
             max_accuracy_drop_pt_by_task={
@@ -154,6 +100,8 @@ class Rules:
             min_speedup=float(d.get("min_speedup", 1.05)),
             require_significance=bool(d.get("require_significance", True)),
             min_predicted_speedup=float(d.get("min_predicted_speedup", 1.3)),
+            exact_tolerance_pct=float(d.get("exact_tolerance_pct", 1.0)),
+            throughput_tpot_ms=None if tp is None else float(tp),
             effort={k: str(v) for k, v in (d.get("effort") or {}).items()},
         )
 
@@ -162,151 +110,520 @@ class Rules:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """Where a figure was measured: a load level, a shared-prefix length, or the regime as a whole."""
+
+    label: str  # "concurrency 4", "1500-token shared prefix", "best under the TPOT ceiling"
+    dimension: str = ""  # "concurrency", "shared prefix" ('' for a one-off setting)
+    value: float | None = None
+
+    @classmethod
+    def concurrency(cls, c: int) -> Setting:
+        return cls(f"concurrency {c}", "concurrency", c)
+
+    @classmethod
+    def prefix(cls, tokens: int) -> Setting:
+        return cls(f"{tokens:,}-token shared prefix", "shared prefix", tokens)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One figure, without vs with the optimisation. ``judged``: whether the rules weigh it (else shown only)."""
+
+    quantity: str
+    unit: str
+    without: Measure
+    with_: Measure
+    higher_is_better: bool
+    regime: str = LATENCY
+    setting: Setting = Setting("")
+    judged: bool = True
+
+    @property
+    def change_pct(self) -> float | None:
+        b, v = self.without.value, self.with_.value
+        if b is None or v is None or b == 0 or math.isnan(b) or math.isnan(v):
+            return None
+        return (v - b) / abs(b) * 100
+
+    @property
+    def improvement(self) -> Measure:
+        """Factor by which the optimisation is better (> 1) or worse (< 1), with its 95% interval."""
+        return ratio(self.with_, self.without) if self.higher_is_better else ratio(self.without, self.with_)
+
+    @property
+    def basis(self) -> str:
+        imp = self.improvement
+        return imp.basis or imp.why_none
+
+    def describe(self) -> str:
+        ch = self.change_pct
+        where = f" at {self.setting.label}" if self.setting.label else ""
+        return f"{self.quantity} {ch:+.0f}%{where}" if ch is not None else f"{self.quantity} n/a{where}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A finding the experiment states itself (an SLO broken, a predicted speed-up below the rule of thumb).
+
+    ``prediction``: from a model, not a measurement (a measured benefit outweighs it). ``decisive``: it
+    settles the setting on its own (an unknown alpha makes a speculative verdict inconclusive whatever
+    the timings say).
+    """
+
+    regime: str
+    setting: Setting
+    finding: str
+    reason: str
+    settle: str = ""
+    prediction: bool = False
+    decisive: bool = False
+
+
+@dataclass(frozen=True)
+class TaskAccuracy:
+    """One task's change vs the baseline, in points, with its standard error (paired or unpaired)."""
+
+    task: str
+    metric: str
+    baseline_value: float  # [0, 1]
+    value: float  # [0, 1]
+    delta_pt: float
+    stderr_pt: float | None
+    n: int  # items behind the standard error (paired documents, or the variant's items)
+    method: str  # paired / unpaired
+    bound_pt: float
+    task_size: int | None = None
+    filter: str = "none"
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.stderr_pt is None or math.isnan(self.stderr_pt):
+            return None
+        return (self.delta_pt - Z_95 * self.stderr_pt, self.delta_pt + Z_95 * self.stderr_pt)
+
+    @property
+    def decision(self) -> str:
+        iv = self.interval
+        if iv is None:
+            return ACC_INCONCLUSIVE
+        if iv[0] > -self.bound_pt:
+            return ACCEPTABLE
+        if iv[1] < -self.bound_pt:
+            return UNACCEPTABLE
+        return ACC_INCONCLUSIVE
+
+    @property
+    def items_needed(self) -> int | None:
+        """Items at which the observed variance would put the interval clear of -bound (None: no number
+        would, the estimate sits on the bound, or there is no standard error)."""
+        if self.stderr_pt is None or not self.n or self.decision != ACC_INCONCLUSIVE:
+            return None
+        gap = abs(self.delta_pt + self.bound_pt)
+        if gap == 0:
+            return None
+        return math.ceil(self.n * (Z_95 * self.stderr_pt / gap) ** 2)
+
+    @property
+    def delta(self) -> Measure:
+        iv = self.interval
+        if iv is None:
+            return Measure.none(self.delta_pt, self.n, "no standard error")
+        return Measure(self.delta_pt, self.n, iv[0], iv[1], f"{self.method}, {self.n} items")
+
+    def describe(self) -> str:
+        iv = self.interval
+        ci = f" [{iv[0]:+.1f}, {iv[1]:+.1f}]" if iv else " [no interval]"
+        return f"{self.task} ({self.metric}) {self.delta_pt:+.1f} pt{ci} n={self.n} {self.method}"
+
+    def settle(self) -> str:
+        need = self.items_needed
+        if self.decision != ACC_INCONCLUSIVE:
+            return ""
+        if self.stderr_pt is None:
+            return f"{self.task}: scores with a standard error (lm-eval's samples)"
+        if need is None:
+            return f"{self.task}: the change sits on the -{self.bound_pt:g} pt bound; no number of items settles it"
+        have = f"; the task has {self.task_size:,}" if self.task_size else ""
+        enough = "" if not self.task_size else (" (enough)" if self.task_size >= need else " (not enough)")
+        return f"{self.task}: about {need:,} items at the observed variance{have}{enough}"
+
+
+@dataclass(frozen=True)
 class Evidence:
-    """Everything the rules look at for one variant."""
+    """Everything the rules weigh for one optimisation (oriented: ``with_`` has it, ``without`` does not)."""
 
     variant: str
-    status: str = "ok"  # ok / failed / not_applicable (from the result files)
+    optimisation: str = ""
+    status: str = "ok"  # ok / failed / not_applicable / not run
     reason: str = ""
-    description: str = ""
     comparisons: Sequence[Comparison] = ()
-    accuracy: Sequence[AccuracyDelta] = ()
+    checks: Sequence[Check] = ()
+    accuracy: Sequence[TaskAccuracy] = ()
+    lossless: bool = False  # accuracy cannot change (prefix caching, speculative decoding's exact sampling)
+    random_weights: bool = False  # a side serves random weights: accuracy means nothing
+    accuracy_failure: str = ""  # why accuracy was not measured although configured
     predicted_speedup: float | None = None
+    notes: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class SettingOutcome:
+    setting: Setting
+    outcome: str
+    reason: str
+    settle: str = ""
+    basis: str = ""
+
+
+@dataclass(frozen=True)
+class RegimeVerdict:
+    regime: str
+    outcome: str
+    condition: str = ""  # "up to concurrency 4"
+    detail: str = ""  # "adopt up to concurrency 4, reject from 16"
+    settings: Sequence[SettingOutcome] = ()
+    settle: str = ""
+    basis: str = ""
+    benefits: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
 class Verdict:
     variant: str
-    verdict: str
+    optimisation: str
+    outcome: str
     reason: str
-    benefit: str
-    accuracy_cost: str
-    effort: str
+    condition: str = ""
+    regimes: Mapping[str, RegimeVerdict] = field(default_factory=dict)
+    finals: Mapping[str, str] = field(default_factory=dict)  # per measured regime, accuracy taken into account
+    accuracy_outcome: str = NOT_MEASURED
+    accuracy_detail: str = ""
+    accuracy_cost: str = ""
+    worst_accuracy_delta_pt: float | None = None
+    benefit: str = ""
+    settle: str = ""
+    basis: str = ""
+    effort: str = "not stated"
     status: str = "ok"
     predicted_speedup: float | None = None
-    max_accuracy_drop_pt: float | None = None
 
 
-def _counts(c: Comparison, rules: Rules) -> bool:
-    """The change is real: significant, or significance unknown and not required."""
-    sig = c.significant
-    return bool(sig) if rules.require_significance else sig is not False
+# --- one figure ----------------------------------------------------------------------------------
+def judge(c: Comparison, rules: Rules) -> tuple[str, str]:
+    """(finding, why) for one comparison."""
+    imp = c.improvement
+    if imp.value is None:
+        return UNDETERMINED, f"{c.quantity}: no value on one side"
+    f = imp.value
+    if imp.is_exact:
+        tol = rules.exact_tolerance_pct / 100
+        if abs(f - 1) <= tol:
+            return EQUIVALENT, f"{c.quantity}: within the {rules.exact_tolerance_pct:g}% tolerance of an exact count"
+        return (BETTER if f > 1 else WORSE), f"{c.describe()} (exact count)"
+    m = rules.min_speedup
+    iv = imp.interval()
+    if iv is None or not rules.require_significance:
+        if iv is None and rules.require_significance:
+            return UNDETERMINED, f"{c.describe()}: no interval ({imp.why_none or 'unknown'})"
+        if f >= m:
+            return BETTER, f"{c.describe()} (point estimate)"
+        if f <= 1 / m:
+            return WORSE, f"{c.describe()} (point estimate)"
+        return EQUIVALENT, f"{c.describe()} (point estimate, within {m:g}x)"
+    lo, hi = iv
+    span = f"factor [{lo:.2f}, {hi:.2f}]"
+    if lo >= m:
+        return BETTER, f"{c.describe()} ({span})"
+    if hi <= 1 / m:
+        return WORSE, f"{c.describe()} ({span})"
+    if lo > 1 / m and hi < m:
+        return EQUIVALENT, f"{c.describe()} ({span} within {1 / m:.2f}-{m:g})"
+    return UNDETERMINED, f"{c.describe()} ({span} spans a {m:g}x margin)"
+
+
+def _settle_perf(cs: Sequence[Comparison]) -> str:
+    if any(c.improvement.single_run for c in cs):
+        return "independent runs (loadtest.repeats: 3): the intervals are from a single run"
+    if any(c.improvement.interval() is None and not c.improvement.is_exact for c in cs):
+        return "more requests per level (loadtest.num_requests): a figure has no interval"
+    return "more runs (loadtest.repeats): the interval spans the margin"
+
+
+def _basis(cs: Sequence[Comparison]) -> str:
+    bases = {c.improvement.basis for c in cs if c.improvement.value is not None}
+    if SINGLE_RUN in bases:
+        return SINGLE_RUN
+    runs = [b for b in bases if b.endswith(" runs")]
+    if runs:
+        return min(runs, key=lambda b: int(b.split()[0]))
+    return EXACT if bases == {EXACT} else ""
+
+
+def setting_outcome(
+    setting: Setting, comparisons: Sequence[Comparison], checks: Sequence[Check], rules: Rules
+) -> SettingOutcome:
+    """Combine the findings at one setting: a decisive check settles it; a demonstrated harm rejects; a
+    demonstrated benefit adopts; benefits demonstrably below the margin reject; else inconclusive."""
+    judged = [(c, *judge(c, rules)) for c in comparisons if c.judged]
+    basis = _basis([c for c, _, _ in judged])
+    for ch in checks:
+        if ch.decisive:
+            out = INCONCLUSIVE if ch.finding == UNDETERMINED else (ADOPT if ch.finding == BETTER else REJECT)
+            return SettingOutcome(setting, out, ch.reason, ch.settle, basis)
+    better = [why for _, f, why in judged if f == BETTER] + [
+        ch.reason for ch in checks if ch.finding == BETTER and not ch.prediction
+    ]
+    worse = [why for _, f, why in judged if f == WORSE] + [
+        ch.reason for ch in checks if ch.finding == WORSE and not ch.prediction
+    ]
+    if not better:  # a model's warning stands only where no measurement shows a benefit
+        worse += [ch.reason for ch in checks if ch.finding == WORSE and ch.prediction]
+    undetermined = [(c, why) for c, f, why in judged if f == UNDETERMINED]
+    undetermined_checks = [ch for ch in checks if ch.finding == UNDETERMINED]
+    if worse:
+        why = "worse: " + "; ".join(worse) + (" (although better: " + "; ".join(better) + ")" if better else "")
+        return SettingOutcome(setting, REJECT, why, "", basis)
+    if better:
+        return SettingOutcome(setting, ADOPT, "better: " + "; ".join(better), "", basis)
+    if judged and all(f == EQUIVALENT for _, f, _ in judged) and not undetermined_checks:
+        return SettingOutcome(
+            setting,
+            REJECT,
+            f"no benefit of at least {rules.min_speedup:g}x: " + "; ".join(w for _, _, w in judged),
+            "",
+            basis,
+        )
+    if not judged and not checks:
+        return SettingOutcome(setting, NOT_RUN, "nothing measured here", "", basis)
+    why = "; ".join([w for _, w in undetermined] + [ch.reason for ch in undetermined_checks]) or "no judged figure"
+    settle = "; ".join(
+        filter(
+            None,
+            [_settle_perf([c for c, _ in undetermined]) if undetermined else ""]
+            + [ch.settle for ch in undetermined_checks],
+        )
+    )
+    return SettingOutcome(setting, INCONCLUSIVE, "undetermined: " + why, settle, basis)
+
+
+def _ranges(outs: Sequence[SettingOutcome]) -> str:
+    """ "adopt up to concurrency 4, reject from 16" for one dimension; "adopt at 1, 4; reject at 16" otherwise."""
+    if not outs:
+        return ""
+    dim = outs[0].setting.dimension
+    runs: list[tuple[str, list[SettingOutcome]]] = []
+    for o in outs:
+        if runs and runs[-1][0] == o.outcome:
+            runs[-1][1].append(o)
+        else:
+            runs.append((o.outcome, [o]))
+    if len(runs) == 1:
+        return f"{runs[0][0]} at every {dim} measured" if dim else f"{runs[0][0]} ({outs[0].reason})"
+
+    def val(o: SettingOutcome) -> str:
+        return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
+
+    parts = []
+    for i, (out, group) in enumerate(runs):
+        if not dim:
+            parts.append(f"{out} at " + ", ".join(o.setting.label for o in group))
+        elif i == 0:
+            parts.append(f"{out} up to {dim} {val(group[-1])}")
+        elif i == len(runs) - 1:
+            parts.append(f"{out} from {val(group[0])}")
+        else:
+            parts.append(f"{out} at {', '.join(val(o) for o in group)}")
+    return ", ".join(parts)
+
+
+def _where(outs: Sequence[SettingOutcome]) -> str:
+    """Where an outcome list adopts: "up to concurrency 4", "from 1,500-token shared prefix", "at ..."."""
+    flags = [o.outcome == ADOPT for o in outs]
+    dim = outs[0].setting.dimension
+    adopted = [o for o in outs if o.outcome == ADOPT]
+
+    def val(o: SettingOutcome) -> str:
+        return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
+
+    k = flags.index(False) if False in flags else len(flags)
+    if dim and all(flags[:k]) and not any(flags[k:]):
+        return f"up to {dim} {val(adopted[-1])}"
+    j = flags.index(True)
+    if dim and all(flags[j:]) and not any(flags[:j]):
+        return f"from {dim} {val(adopted[0])}"
+    return "at " + ", ".join(o.setting.label for o in adopted)
+
+
+def regime_verdict(
+    regime: str, comparisons: Sequence[Comparison], checks: Sequence[Check], rules: Rules
+) -> RegimeVerdict:
+    cs = [c for c in comparisons if c.regime == regime]
+    ks = [k for k in checks if k.regime == regime]
+    overall = next((k for k in checks if k.regime == ALL_REGIMES and k.decisive), None)
+    if overall is not None and (cs or ks):
+        out = INCONCLUSIVE if overall.finding == UNDETERMINED else (ADOPT if overall.finding == BETTER else REJECT)
+        return RegimeVerdict(
+            regime,
+            out,
+            detail=f"{out} ({overall.reason})",
+            settle=overall.settle,
+            basis=_basis([c for c in cs if c.judged]),
+        )
+    settings = list(dict.fromkeys([c.setting for c in cs if c.judged] + [k.setting for k in ks]))
+    if not settings:
+        return RegimeVerdict(regime, NOT_RUN, detail="not measured")
+    settings.sort(key=lambda s: (s.dimension, s.value if s.value is not None else math.inf, s.label))
+    outs = [
+        setting_outcome(s, [c for c in cs if c.setting == s], [k for k in ks if k.setting == s], rules)
+        for s in settings
+    ]
+    outs = [o for o in outs if o.outcome != NOT_RUN] or outs
+    by_dim: dict[str, list[SettingOutcome]] = {}
+    for o in outs:
+        by_dim.setdefault(o.setting.dimension, []).append(o)
+    detail = "; ".join(_ranges(v) for v in by_dim.values())
+    kinds = {o.outcome for o in outs}
+    if ADOPT in kinds:
+        outcome = ADOPT
+        condition = (
+            ""
+            if kinds == {ADOPT}
+            else "; ".join(_where(v) for v in by_dim.values() if any(o.outcome == ADOPT for o in v))
+        )
+    elif REJECT in kinds:
+        outcome, condition = REJECT, ""
+    elif kinds == {NOT_RUN}:
+        outcome, condition = NOT_RUN, ""
+    else:
+        outcome, condition = INCONCLUSIVE, ""
+    basis = _basis([c for c in cs if c.judged])
+    settle = "; ".join(dict.fromkeys(o.settle for o in outs if o.settle and o.outcome == INCONCLUSIVE))
+    benefits = [c.describe() for c in cs if c.judged and judge(c, rules)[0] == BETTER]
+    return RegimeVerdict(regime, outcome, condition, detail, outs, settle, basis, benefits)
+
+
+# --- accuracy ------------------------------------------------------------------------------------
+def accuracy_outcome(e: Evidence) -> tuple[str, str, str]:
+    """(decision, detail, settle) over the tasks: unacceptable if any task is, acceptable if all are."""
+    if e.random_weights:
+        return NOT_REPORTED, "a side serves random weights: its accuracy means nothing", ""
+    if not e.accuracy:
+        if e.lossless:
+            return NOT_NEEDED, "lossless by construction: the served outputs do not change", ""
+        why = e.accuracy_failure or "no accuracy experiment on both sides"
+        return NOT_MEASURED, why, "accuracy on both variants (experiments: [accuracy])"
+    bad = [t for t in e.accuracy if t.decision == UNACCEPTABLE]
+    unsure = [t for t in e.accuracy if t.decision == ACC_INCONCLUSIVE]
+    if bad:
+        worst = min(bad, key=lambda t: t.delta_pt)
+        return UNACCEPTABLE, f"{worst.describe()}: entirely below -{worst.bound_pt:g} pt", ""
+    if unsure:
+        worst = min(unsure, key=lambda t: t.delta_pt)
+        return (
+            ACC_INCONCLUSIVE,
+            f"{worst.describe()}: the interval spans -{worst.bound_pt:g} pt",
+            "; ".join(t.settle() for t in unsure),
+        )
+    worst = min(e.accuracy, key=lambda t: t.delta_pt)
+    return ACCEPTABLE, f"worst {worst.describe()}: above -{worst.bound_pt:g} pt", ""
+
+
+def _accuracy_cost(e: Evidence) -> tuple[str, float | None]:
+    if e.random_weights or not e.accuracy:
+        return ("not needed" if e.lossless and not e.random_weights else "not measured"), None
+    lo = min(t.delta_pt for t in e.accuracy)
+    hi = max(t.delta_pt for t in e.accuracy)
+    return (f"{lo:+.1f} pt" if abs(hi - lo) < 0.05 else f"{lo:+.1f} to {hi:+.1f} pt"), lo
+
+
+def _finals(regimes: Mapping[str, RegimeVerdict], acc: str) -> dict[str, str]:
+    """Each measured regime's outcome with accuracy taken into account: an unacceptable drop rejects, and a
+    performance adoption waits for accuracy that is inconclusive or not measured."""
+    finals: dict[str, str] = {}
+    for r, rv in regimes.items():
+        if rv.outcome == NOT_RUN:
+            continue
+        if acc == UNACCEPTABLE:
+            finals[r] = REJECT
+        elif rv.outcome == ADOPT and acc in (ACC_INCONCLUSIVE, NOT_MEASURED):
+            finals[r] = INCONCLUSIVE
+        else:
+            finals[r] = rv.outcome
+    return finals
+
+
+def _overall(finals: Mapping[str, str], regimes: Mapping[str, RegimeVerdict]) -> tuple[str, str]:
+    """(outcome, condition): adopted where any regime adopts, saying where; else reject; else inconclusive."""
+    kinds = set(finals.values())
+    adopted = [r for r, o in finals.items() if o == ADOPT]
+    conds = [REGIME_NAMES[r] + (f", {regimes[r].condition}" if regimes[r].condition else "") for r in adopted]
+    if kinds == {ADOPT}:
+        partial = len(finals) < len(REGIMES) or any(regimes[r].condition for r in adopted)
+        return ADOPT, "; ".join(conds) if partial else ""
+    if ADOPT in kinds:
+        return ADOPT, "; ".join(conds) + " only"
+    return (REJECT if REJECT in kinds else INCONCLUSIVE), ""
+
+
+def _why(rv: RegimeVerdict, final: str) -> str:
+    """The reasons of the settings that carry a regime's outcome (at most two)."""
+    carrying = [o for o in rv.settings if o.outcome == rv.outcome] or list(rv.settings)
+    if not carrying or not carrying[0].setting.dimension:
+        return ""
+    return "; ".join(f"{o.setting.label}: {o.reason}" for o in carrying[:2])
 
 
 def decide(e: Evidence, rules: Rules) -> Verdict:
     effort = rules.effort.get(e.variant, "not stated")
-    if e.status != "ok":
-        why = e.reason or e.status
-        return Verdict(
-            e.variant,
-            NOT_APPLICABLE,
-            why if e.status == "not_applicable" else f"failed: {why}",
-            "—",
-            "—",
-            effort,
-            e.status,
-            e.predicted_speedup,
-        )
-
-    if not e.comparisons and not e.accuracy:
-        return Verdict(
-            e.variant,
-            NOT_APPLICABLE,
-            "no figures to compare with the baseline (not measured)",
-            "—",
-            "not measured",
-            effort,
-            e.status,
-            e.predicted_speedup,
-        )
-    benefits = [c for c in e.comparisons if (c.improvement or 0) >= rules.min_speedup and _counts(c, rules)]
-    small = [c for c in e.comparisons if c.improvement and 1 < c.improvement < rules.min_speedup and _counts(c, rules)]
-    harms = [
-        c
-        for c in e.comparisons
-        if c.kind != "capacity" and c.improvement and c.improvement <= 1 / rules.min_speedup and _counts(c, rules)
-    ]
-    benefit = ", ".join(c.describe() for c in benefits) or "none measurable"
-
-    drops = [a for a in e.accuracy if -a.change_pt > rules.max_drop(a.task)]
-    worst = min((a.change_pt for a in e.accuracy), default=None)
-    if e.accuracy:
-        lo, hi = min(a.change_pt for a in e.accuracy), max(a.change_pt for a in e.accuracy)
-        acc_cost = f"{lo:+.1f} pt" if abs(hi - lo) < 0.05 else f"{lo:+.1f} to {hi:+.1f} pt"
-    else:
-        acc_cost = "not measured"
-    max_drop = -worst if worst is not None else None
-
-    reasons: list[str] = []
-    if drops:
-        reasons.append(
-            "accuracy: "
-            + ", ".join(
-                f"{a.task} {a.change_pt:+.1f} pt exceeds the {rules.max_drop(a.task):g} pt bound"
-                + ("" if a.significant else " (not significant at 95%)")
-                for a in drops
-            )
-        )
-    if e.predicted_speedup is not None and e.predicted_speedup < rules.min_predicted_speedup:
-        reasons.append(
-            f"predicted speculative speed-up {e.predicted_speedup:.2f}x is below the "
-            f"{rules.min_predicted_speedup:g}x rule of thumb"
-        )
-    if drops:
-        verdict = REJECT
-    elif harms and not benefits:
-        verdict = REJECT
-        reasons.insert(0, "worse: " + ", ".join(c.describe() for c in harms))
-    elif harms:
-        verdict = REJECT
-        reasons.insert(
-            0,
-            "trade-off: better "
-            + ", ".join(c.describe() for c in benefits)
-            + " but worse "
-            + ", ".join(c.describe() for c in harms),
-        )
-    elif benefits:
-        verdict = ADOPT
-        reasons.insert(
-            0,
-            f"better by at least {rules.min_speedup:g}x"
-            + (" (95% intervals clear of the baseline)" if rules.require_significance else "")
-            + f" in {len(benefits)} figure(s)"
-            + ("" if e.accuracy else "; accuracy not measured"),
-        )
-    elif small:
-        verdict = REJECT
-        reasons.insert(
-            0,
-            f"benefit below the minimum speed-up of {rules.min_speedup:g}x: " + ", ".join(c.describe() for c in small),
-        )
-    else:
-        verdict = NO_DIFFERENCE
-        reasons.insert(
-            0,
-            "every change lies within the run-to-run noise (95% intervals overlap the baseline)"
-            if e.comparisons
-            else "no figures to compare with the baseline",
-        )
+    base = {"variant": e.variant, "optimisation": e.optimisation or e.variant, "effort": effort, "status": e.status}
+    if e.status in ("failed", FAILED):
+        return Verdict(**base, outcome=FAILED, reason=e.reason or "failed")
+    if e.status in ("not_applicable", NOT_APPLICABLE):
+        return Verdict(**base, outcome=NOT_APPLICABLE, reason=e.reason or "not applicable")
+    if e.status == NOT_RUN:
+        return Verdict(**base, outcome=NOT_RUN, reason=e.reason or "not run", settle="run the workflow on it")
+    acc, acc_detail, acc_settle = accuracy_outcome(e)
+    cost, worst = _accuracy_cost(e)
+    regimes = {r: regime_verdict(r, e.comparisons, e.checks, rules) for r in REGIMES}
+    finals = _finals(regimes, acc)
+    benefits = [b for rv in regimes.values() for b in rv.benefits]
+    basis = _basis([c for c in e.comparisons if c.judged])
+    common = {
+        **base,
+        "regimes": regimes,
+        "finals": finals,
+        "accuracy_outcome": acc,
+        "accuracy_detail": acc_detail,
+        "accuracy_cost": cost,
+        "worst_accuracy_delta_pt": worst,
+        "predicted_speedup": e.predicted_speedup,
+        "benefit": "; ".join(dict.fromkeys(benefits)) or "none demonstrated",
+        "basis": basis,
+    }
+    if not finals:
+        if acc == UNACCEPTABLE:
+            return Verdict(**common, outcome=REJECT, reason=f"accuracy {acc}: {acc_detail}")
+        why = e.reason or "no performance figure in common with the baseline"
+        return Verdict(**common, outcome=NOT_RUN, reason=why, settle="measure it on the experiments the baseline runs")
+    outcome, condition = _overall(finals, regimes)
+    reasons = []
+    if basis == SINGLE_RUN and outcome in (ADOPT, REJECT):
+        reasons.append("single run: the intervals are within one run; run-to-run variation is not in them")
+    for r, o in finals.items():
+        rv = regimes[r]
+        head = f"{REGIME_NAMES[r]} {o}" + (f" (performance {rv.outcome}, accuracy {acc})" if o != rv.outcome else "")
+        why = _why(rv, o)
+        reasons.append(head + (f": {rv.detail}" if rv.detail else "") + (f" [{why}]" if why else ""))
+    reasons.append(f"accuracy {acc}: {acc_detail}")
+    reasons += list(e.notes)
+    settle = [regimes[r].settle for r, o in finals.items() if o == INCONCLUSIVE and regimes[r].settle]
+    if INCONCLUSIVE in finals.values() and acc in (ACC_INCONCLUSIVE, NOT_MEASURED):
+        settle.append(acc_settle)
     return Verdict(
-        e.variant,
-        verdict,
-        "; ".join(reasons),
-        benefit,
-        acc_cost,
-        effort,
-        e.status,
-        e.predicted_speedup,
-        max_drop,
+        **common,
+        outcome=outcome,
+        condition=condition,
+        reason="; ".join(reasons),
+        settle="; ".join(dict.fromkeys(p for p in settle if p)),
     )
-
-
-def predicted_speculative_speedup(
-    alpha: float | None, k: float | None, gamma: float | None, c: float | None
-) -> float | None:
-    """S = alpha / (k * gamma + c): tokens per verify step over the cost of k drafts plus one verify."""
-    if alpha is None or k is None or gamma is None or c is None:
-        return None
-    denom = k * gamma + c
-    return alpha / denom if denom > 0 else None

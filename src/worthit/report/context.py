@@ -1,0 +1,171 @@
+"""What every report stage reads: the typed study, its results, the rules, and how each variant is judged.
+
+Each variant other than the baseline is one *optimisation*, named as the user turns it on and oriented so
+that ``with_`` is the side that has it: a variant that turns prefix caching off is "prefix caching (on vs
+off)" with the baseline as the side that has it, and "adopt" means keep it on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from worthit import engine_args as eargs
+from worthit.config import Study
+from worthit.metrics import Slo
+from worthit.report.data import StudyResults
+from worthit.report.decide import Rules
+from worthit.report.mbu import Bandwidth, peak_bandwidth
+
+# Engine arguments that change what the model computes: a variant setting one of them differently needs an
+# accuracy measurement before it can be adopted. Everything else (prefix caching, speculative decoding with
+# its exact rejection sampling, batch and memory limits, compilation) leaves the outputs as they were.
+LOSSY_FLAGS = ("kv-cache-dtype", "quantization", "dtype", "calculate-kv-scales")
+# Flags whose difference the name of an optimisation leaves out (how the engine runs, not what it is).
+_QUIET_FLAGS = ("enforce-eager", "gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One optimisation: the variant it comes from, its name, and which side has it."""
+
+    variant: str
+    optimisation: str
+    without: str
+    with_: str
+    lossless: bool
+
+    @property
+    def inverted(self) -> bool:
+        """The variant is the side without the optimisation (it turns off a default)."""
+        return self.with_ != self.variant
+
+
+def _model_source(cfg: Mapping[str, Any], model: str) -> str:
+    return str(((cfg.get("models") or {}).get(model) or {}).get("source") or "")
+
+
+def _model_name(cfg: Mapping[str, Any], model: str) -> str:
+    spec = (cfg.get("models") or {}).get(model) or {}
+    q = spec.get("quantize")
+    if q:
+        scheme = str(q.get("scheme") or "").replace("_", " ")
+        return f"{str(q.get('method') or '').upper()} {scheme} weights ({model})".strip()
+    return model
+
+
+@dataclass
+class Context:
+    """The study, its results and the rules; the analyses of each experiment are added as they run."""
+
+    study: Study
+    results: StudyResults
+    rules: Rules
+    slo: Slo
+    analyses: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, study: Study, results: StudyResults) -> Context:
+        cfg = study.cfg
+        slo = Slo(**{k: v for k, v in (cfg.get("slo") or {}).items() if k in ("ttft_ms", "tpot_ms", "e2e_ms")})
+        return cls(study, results, Rules.from_config(cfg), slo)
+
+    # --- variants --------------------------------------------------------------------------------
+    @property
+    def baseline(self) -> str:
+        return str(self.study.cfg.get("baseline_variant") or (self.variants[0] if self.variants else ""))
+
+    @property
+    def variants(self) -> list[str]:
+        """The config's variants in order, then any the results hold that the config no longer names."""
+        return list(dict.fromkeys([*self.study.variants, *self.results.variants]))
+
+    @property
+    def others(self) -> list[str]:
+        return [v for v in self.variants if v != self.baseline]
+
+    def configured(self, variant: str) -> bool:
+        return variant in self.study.variants
+
+    def engine_args(self, variant: str) -> dict[str, Any]:
+        """The variant's engine arguments (serve defaults + its own), else those its results were served with."""
+        if self.configured(variant):
+            return dict(self.study.variant(variant).engine_args)
+        return dict(self.results.variant(variant).provenance().get("engine_args") or {})
+
+    def extra_args(self, variant: str) -> list[str]:
+        return list(self.study.variant(variant).extra_args) if self.configured(variant) else []
+
+    def description(self, variant: str) -> str:
+        return self.study.variant(variant).description if self.configured(variant) else ""
+
+    def model(self, variant: str) -> str:
+        if self.configured(variant):
+            return self.study.variant(variant).model
+        return str((self.results.variant(variant).provenance().get("model") or {}).get("name") or "")
+
+    def model_source(self, variant: str) -> str:
+        return _model_source(self.study.cfg, self.model(variant))
+
+    def random_weights(self, variant: str) -> bool:
+        """Whether the variant's model manifest says its weights are random (performance-only models)."""
+        for f in self.results.variant(variant).files:
+            m = f.metadata.get("model") or {}
+            extra = m.get("extra") or {}
+            if m.get("random_weights") or extra.get("random_weights") or m.get("weights") == "random":
+                return True
+        return False
+
+    def label(self, variant: str) -> str:
+        """The variant's name as every table shows it: random weights said wherever its numbers appear."""
+        return f"{variant} (random weights)" if self.random_weights(variant) else variant
+
+    # --- optimisations ---------------------------------------------------------------------------
+    def pair(self, variant: str) -> Pair:
+        """Name the optimisation ``variant`` applies to the baseline, and orient it (see module doc)."""
+        base = self.baseline
+        a, b = self.engine_args(base), self.engine_args(variant)
+        parts: list[str] = []
+        with_ = variant
+        lossless = True
+        if eargs.prefix_caching_on(a) != eargs.prefix_caching_on(b):
+            parts.append("prefix caching (on vs off)")
+            if eargs.prefix_caching_on(a):
+                with_ = base
+        sa, sb = eargs.speculative_config(a), eargs.speculative_config(b)
+        if sa != sb:
+            sc = sb or sa or {}
+            method = sc.get("method") or ("draft model" if sc.get("model") else "speculative")
+            k = sc.get("num_speculative_tokens")
+            parts.append(f"speculative decoding ({method}{f', k={k}' if k else ''})" + ("" if sb else " (off)"))
+        ma, mb = self.model(base), self.model(variant)
+        if ma != mb:
+            parts.append(_model_name(self.study.cfg, mb) + f" (vs {ma})")
+            lossless = False
+        skip = {eargs.PREFIX_CACHING, eargs.NO_PREFIX_CACHING, eargs.SPECULATIVE_CONFIG, *_QUIET_FLAGS}
+        for key in sorted({eargs.flag(k) for k in (*a, *b)} - skip):
+            va, vb = eargs.get(a, key), eargs.get(b, key)
+            if va == vb:
+                continue
+            if key in LOSSY_FLAGS:
+                lossless = False
+            if key == "kv-cache-dtype":
+                parts.append(f"{str(vb or 'auto').upper()} KV cache (vs {va or 'auto'})")
+            else:
+                parts.append(f"--{key} {vb if vb is not None else '(unset)'} (vs {va if va is not None else 'unset'})")
+        name = "; ".join(parts) or f"{variant} (same engine arguments as {base})"
+        without = variant if with_ == base else base
+        return Pair(variant, name, without, with_, lossless)
+
+    # --- hardware --------------------------------------------------------------------------------
+    @property
+    def bandwidth(self) -> Bandwidth | None:
+        hw = self.study.cfg.get("hardware") or {}
+        gpu = hw.get("gpu")
+        if not gpu:
+            for f in self.results.all_files():
+                gpu = (f.metadata.get("hardware") or {}).get("gpu")
+                if gpu:
+                    break
+        return peak_bandwidth(gpu, hw.get("peak_bandwidth_gb_s"))

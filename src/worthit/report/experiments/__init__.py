@@ -1,0 +1,76 @@
+"""The report's experiments as a registry: each one module that declares what it contributes.
+
+An :class:`Experiment` has a name, an ``analyse`` step (pure, over the typed results in the
+:class:`~worthit.report.context.Context`; its result is stored under its name in ``ctx.analyses`` for the
+experiments after it), the ``evidence`` it feeds the decision layer for one optimisation (comparisons,
+checks, accuracy per task), its report tables (``views``), its figures and its rows of the capability
+boundary. The report runs the registered experiments in ``order``; adding one is a new module that calls
+:func:`register`, and nothing else (see ``docs/report.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from matplotlib.figure import Figure as MplFigure
+
+from worthit.report.context import Context, Pair
+from worthit.report.decide import Check, Comparison, TaskAccuracy
+from worthit.report.views import View
+
+EvidenceItem = Comparison | Check | TaskAccuracy
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    caption: str
+    draw: Callable[[Context, Any], MplFigure | None]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    analyse: Callable[[Context], Any]
+    evidence: Callable[[Context, Any, Pair], Sequence[EvidenceItem]] | None = None
+    views: Callable[[Context, Any], Sequence[View]] | None = None
+    figures: Sequence[Figure] = ()
+    capability: Callable[[Context, Any], Sequence[dict[str, Any]]] | None = None
+    notes: Callable[[Context, Any, Pair], Sequence[str]] | None = None  # lines added to a verdict's reason
+    order: int = 50
+    requires: Sequence[str] = field(default_factory=tuple)
+
+
+REGISTRY: dict[str, Experiment] = {}
+
+
+def register(exp: Experiment) -> Experiment:
+    """Add (or replace) an experiment; returns it, so a module can keep a handle."""
+    REGISTRY[exp.name] = exp
+    return exp
+
+
+def unregister(name: str) -> None:
+    REGISTRY.pop(name, None)
+
+
+def registered() -> list[Experiment]:
+    """The experiments in the order they run (an experiment after those it requires)."""
+    done: list[Experiment] = []
+    pending = sorted(REGISTRY.values(), key=lambda e: (e.order, e.name))
+    while pending:
+        ready = [e for e in pending if all(r in {d.name for d in done} or r not in REGISTRY for r in e.requires)]
+        if not ready:
+            raise ValueError(f"experiments with circular requirements: {[e.name for e in pending]}")
+        done.append(ready[0])
+        pending.remove(ready[0])
+    return done
+
+
+def _load_builtin() -> None:
+    from worthit.report.experiments import accuracy, capacity, load, prefix, specdec  # noqa: F401
+
+
+_load_builtin()

@@ -1,0 +1,335 @@
+"""The load test: per variant and concurrency, latency percentiles and token rates with n and a 95% interval.
+
+A level measured in several independent runs (``loadtest.repeats``) gets a Student t interval over the
+runs' figures: run-to-run variation is in it. A level measured once gets the interval its one run can
+give (order statistics for percentiles, a bootstrap over requests for rates), labelled "single run".
+
+It feeds the decision layer per common level: TPOT P50 and TTFT P50 (judged), the P99s and output tok/s
+(shown), whether each side meets the interactive SLO at P99 (a check), and, for the throughput-first
+regime, each side's most output tok/s among the levels whose P99 TPOT stays under the ceiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worthit import schemas
+from worthit.metrics import Slo, summarize
+from worthit.report import plots
+from worthit.report.context import Context, Pair
+from worthit.report.data import Loaded, VariantResults
+from worthit.report.decide import BETTER, LATENCY, THROUGHPUT, WORSE, Check, Comparison, Setting
+from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
+from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, over_runs, quantile, runs_basis
+from worthit.report.views import INT, MEASURE, TEXT, VARIANT, Column, View, measure_cols
+
+NAME = "load"
+
+
+@dataclass(frozen=True)
+class Level:
+    variant: str
+    concurrency: int
+    status: str
+    reason: str
+    n: int = 0
+    n_errors: int = 0
+    runs: int = 0
+    ttft_p50: Measure = Measure(None)
+    ttft_p99: Measure = Measure(None)
+    tpot_p50: Measure = Measure(None)
+    tpot_p99: Measure = Measure(None)
+    output_tok_per_s: Measure = Measure(None)
+    goodput_tok_per_s: Measure = Measure(None)
+    spread_tpot_p50: tuple[float, float] | None = None
+    spread_output_tok_per_s: tuple[float, float] | None = None
+    metrics_delta: dict[str, float] = field(default_factory=dict)  # summed over the runs
+    requests: int = 0  # measured + warm-up requests over the runs (counters count both)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == schemas.STATUS_OK and self.n > self.n_errors
+
+    @property
+    def basis(self) -> str:
+        return runs_basis(self.runs) if self.runs > 1 else SINGLE_RUN
+
+    def meets(self, slo: Slo) -> bool | None:
+        """P99 TTFT and P99 TPOT within the SLO (None: no SLO set)."""
+        if slo.ttft_ms is None and slo.tpot_ms is None:
+            return None
+        ok = True
+        if slo.ttft_ms is not None:
+            ok &= self.ttft_p99.value is not None and self.ttft_p99.value <= slo.ttft_ms
+        if slo.tpot_ms is not None:
+            ok &= self.tpot_p99.value is None or self.tpot_p99.value <= slo.tpot_ms
+        return ok
+
+    def within(self, tpot_ceiling_ms: float | None) -> bool:
+        return tpot_ceiling_ms is None or (self.tpot_p99.value is not None and self.tpot_p99.value <= tpot_ceiling_ms)
+
+
+def _spread(values: Sequence[float | None]) -> tuple[float, float] | None:
+    vals = [v for v in values if v is not None]
+    return (min(vals), max(vals)) if vals else None
+
+
+def level(variant: str, concurrency: int, files: Sequence[Loaded], slo: Slo) -> Level:
+    good = [f for f in files if f.ok]
+    if not good:
+        return Level(variant, concurrency, files[0].status, files[0].cause)
+    records = [r for f in good for r in f.rows]
+    ok = [r for r in records if r.get("success")]
+    delta: dict[str, float] = {}
+    for f in good:
+        for k, val in (f.metadata.get("metrics_delta") or {}).items():
+            delta[k] = delta.get(k, 0.0) + float(val)
+    requests = sum(len(f.rows) + int(f.metadata.get("n_warmup") or 0) for f in good)
+    common = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
+    if len(good) > 1:
+        per = [summarize(f.rows, slo) for f in good]
+        n = len(records)
+        figs = {
+            "ttft_p50": over_runs([s.ttft_ms.p50 for s in per], n),
+            "ttft_p99": over_runs([s.ttft_ms.p99 for s in per], n),
+            "tpot_p50": over_runs([s.tpot_ms.p50 for s in per], n),
+            "tpot_p99": over_runs([s.tpot_ms.p99 for s in per], n),
+            "output_tok_per_s": over_runs([s.output_tok_per_s for s in per], n),
+            "goodput_tok_per_s": over_runs([s.goodput_tok_per_s for s in per], n),
+        }
+        spread = {
+            "spread_tpot_p50": _spread([s.tpot_ms.p50 for s in per]),
+            "spread_output_tok_per_s": _spread([s.output_tok_per_s for s in per]),
+        }
+    else:
+        s = summarize(records, slo)
+        tokens = [float(r.get("output_tokens") or 0) for r in ok]
+        good_tokens = [float(r.get("output_tokens") or 0) if slo.met(r) else 0.0 for r in ok]
+        lat = [float(r.get("e2e_ms") or 0) / 1e3 for r in ok]
+        figs = {
+            "ttft_p50": quantile([r.get("ttft_ms") for r in ok], 0.5),
+            "ttft_p99": quantile([r.get("ttft_ms") for r in ok], 0.99),
+            "tpot_p50": quantile([r.get("tpot_ms") for r in ok], 0.5),
+            "tpot_p99": quantile([r.get("tpot_ms") for r in ok], 0.99),
+            "output_tok_per_s": bootstrap_rate(tokens, lat, s.output_tok_per_s),
+            "goodput_tok_per_s": bootstrap_rate(good_tokens, lat, s.goodput_tok_per_s),
+        }
+        spread = {}
+    return Level(
+        variant, concurrency, schemas.STATUS_OK, "", **common, **figs, **spread, metrics_delta=delta, requests=requests
+    )
+
+
+def levels_of(v: VariantResults, slo: Slo) -> list[Level]:
+    return [level(v.name, c, files, slo) for c, files in v.levels().items()]
+
+
+@dataclass
+class LoadAnalysis:
+    levels: dict[str, list[Level]]
+
+    def ok(self, variant: str) -> list[Level]:
+        return sorted((lv for lv in self.levels.get(variant, []) if lv.ok), key=lambda lv: lv.concurrency)
+
+    def at(self, variant: str, concurrency: int) -> Level | None:
+        return next((lv for lv in self.ok(variant) if lv.concurrency == concurrency), None)
+
+    def best_within(self, variant: str, tpot_ceiling_ms: float | None) -> Level | None:
+        """The level with the most output tok/s whose P99 TPOT stays under the ceiling."""
+        cands = [lv for lv in self.ok(variant) if lv.within(tpot_ceiling_ms) and lv.output_tok_per_s.value]
+        return max(cands, key=lambda lv: lv.output_tok_per_s.value or 0.0) if cands else None
+
+
+def analyse(ctx: Context) -> LoadAnalysis:
+    return LoadAnalysis({v: levels_of(ctx.results.variant(v), ctx.slo) for v in ctx.variants})
+
+
+def _slo_text(ctx: Context) -> str:
+    s = ctx.slo
+    parts = [
+        f"TTFT P99 <= {s.ttft_ms:,g} ms" if s.ttft_ms is not None else "",
+        f"TPOT P99 <= {s.tpot_ms:,g} ms" if s.tpot_ms is not None else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def ceiling_text(ceiling: float | None) -> str:
+    return f"TPOT P99 <= {ceiling:,g} ms" if ceiling is not None else "no TPOT ceiling (decide.throughput_tpot_ms)"
+
+
+def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
+    out: list[EvidenceItem] = []
+    wo, w = pair.without, pair.with_
+    common = sorted({lv.concurrency for lv in a.ok(wo)} & {lv.concurrency for lv in a.ok(w)})
+    for c in common:
+        b, v = a.at(wo, c), a.at(w, c)
+        assert b is not None and v is not None
+        s = Setting.concurrency(c)
+        out += [
+            Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
+            Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
+            Comparison("TPOT P99", "ms", b.tpot_p99, v.tpot_p99, False, LATENCY, s, judged=False),
+            Comparison("TTFT P99", "ms", b.ttft_p99, v.ttft_p99, False, LATENCY, s, judged=False),
+            Comparison(
+                "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
+            ),
+        ]
+        mb, mv = b.meets(ctx.slo), v.meets(ctx.slo)
+        if mb is not None and mb != mv:
+            slo = _slo_text(ctx)
+            if mv:
+                out.append(Check(LATENCY, s, BETTER, f"meets the SLO ({slo}) where it is not met without it"))
+            else:
+                out.append(Check(LATENCY, s, WORSE, f"breaks the SLO ({slo}) that is met without it"))
+    ceiling = ctx.rules.throughput_tpot_ms
+    bb, bv = a.best_within(wo, ceiling), a.best_within(w, ceiling)
+    where = Setting(f"best level under {ceiling_text(ceiling)}" if ceiling is not None else "best level")
+    if a.ok(wo) and a.ok(w):
+        if bb and bv:
+            out.append(
+                Comparison(
+                    f"most output tok/s (c={bv.concurrency} with, c={bb.concurrency} without)",
+                    "tok/s",
+                    bb.output_tok_per_s,
+                    bv.output_tok_per_s,
+                    True,
+                    THROUGHPUT,
+                    where,
+                )
+            )
+        elif bb or bv:
+            good = bv is not None
+            out.append(
+                Check(
+                    THROUGHPUT,
+                    where,
+                    BETTER if good else WORSE,
+                    ("only with it" if good else "only without it")
+                    + f" does a level stay under {ceiling_text(ceiling)}",
+                )
+            )
+    return out
+
+
+def _row(lv: Level, ctx: Context) -> dict[str, Any]:
+    sp, st = lv.spread_tpot_p50, lv.spread_output_tok_per_s
+    return {
+        "variant": lv.variant,
+        "concurrency": lv.concurrency,
+        "status": lv.status,
+        "reason": lv.reason or None,
+        "n": lv.n,
+        "n_errors": lv.n_errors,
+        "runs": lv.runs,
+        "interval_basis": lv.basis if lv.ok else None,
+        **measure_cols("ttft_ms_p50", lv.ttft_p50),
+        **measure_cols("ttft_ms_p99", lv.ttft_p99),
+        **measure_cols("tpot_ms_p50", lv.tpot_p50),
+        **measure_cols("tpot_ms_p99", lv.tpot_p99),
+        **measure_cols("output_tok_per_s", lv.output_tok_per_s),
+        **measure_cols("goodput_tok_per_s", lv.goodput_tok_per_s),
+        "runs_tpot_ms_p50_min": sp[0] if sp else None,
+        "runs_tpot_ms_p50_max": sp[1] if sp else None,
+        "runs_output_tok_per_s_min": st[0] if st else None,
+        "runs_output_tok_per_s_max": st[1] if st else None,
+        "meets_slo": lv.meets(ctx.slo) if lv.ok else None,
+        "under_throughput_tpot_ms": lv.within(ctx.rules.throughput_tpot_ms) if lv.ok else None,
+    }
+
+
+def views(ctx: Context, a: LoadAnalysis) -> list[View]:
+    rows = [_row(lv, ctx) for v in ctx.variants for lv in a.levels.get(v, [])]
+    cols = [
+        Column("variant", "variant", VARIANT),
+        Column("concurrency", "conc", INT),
+        Column("n", "n", INT),
+        Column("n_errors", "errors", INT),
+        Column("ttft_ms_p50", "TTFT P50 ms", MEASURE),
+        Column("ttft_ms_p99", "TTFT P99 ms", MEASURE),
+        Column("tpot_ms_p50", "TPOT P50 ms", MEASURE),
+        Column("tpot_ms_p99", "TPOT P99 ms", MEASURE),
+        Column("output_tok_per_s", "output tok/s", MEASURE),
+        Column("goodput_tok_per_s", "goodput tok/s", MEASURE),
+        Column("meets_slo", "meets SLO", TEXT),
+        Column("status", "status", TEXT),
+        Column("reason", "reason", TEXT),
+    ]
+    caption = (
+        "Every load level with n and a 95% interval. Intervals over independent runs where the level was "
+        "repeated (loadtest.repeats); within one run otherwise, labelled single run: run-to-run variation is "
+        f"not in those. SLO: {_slo_text(ctx) or 'none set'}."
+    )
+    return [View(schemas.REPORT_LEVELS, "Load levels (n and 95% intervals)", caption, cols, rows, order=90)]
+
+
+def capability(ctx: Context, a: LoadAnalysis) -> list[dict[str, Any]]:
+    ok = [lv for v in ctx.variants for lv in a.ok(v)]
+    rows: list[dict[str, Any]] = []
+    if not ok:
+        return rows
+    lowest = min(lv.concurrency for lv in ok)
+    fast = [lv for lv in ok if lv.concurrency == lowest and lv.tpot_p50.value is not None]
+    if fast:
+        lv = min(fast, key=lambda x: x.tpot_p50.value or 0.0)
+        rows.append(
+            {
+                "quantity": "fastest TPOT P50 (lowest concurrency)",
+                **measure_cols("value", lv.tpot_p50),
+                "unit": "ms",
+                "variant": lv.variant,
+                "interval_basis": lv.basis,
+                "note": f"concurrency {lv.concurrency}",
+            }
+        )
+    tp = [lv for lv in ok if lv.output_tok_per_s.value is not None]
+    if tp:
+        lv = max(tp, key=lambda x: x.output_tok_per_s.value or 0.0)
+        rows.append(
+            {
+                "quantity": "highest output throughput",
+                **measure_cols("value", lv.output_tok_per_s),
+                "unit": "tok/s",
+                "variant": lv.variant,
+                "interval_basis": lv.basis,
+                "note": f"concurrency {lv.concurrency}",
+            }
+        )
+    return rows
+
+
+def _latency_figure(ctx: Context, a: LoadAnalysis) -> Any:
+    series = {ctx.label(v): a.ok(v) for v in ctx.variants if a.ok(v)}
+    if not series:
+        return None
+    return plots.latency(series)
+
+
+def _throughput_figure(ctx: Context, a: LoadAnalysis) -> Any:
+    series = {ctx.label(v): a.ok(v) for v in ctx.variants if a.ok(v)}
+    if not series:
+        return None
+    return plots.throughput(series)
+
+
+register(
+    Experiment(
+        NAME,
+        analyse,
+        evidence=evidence,
+        views=views,
+        figures=(
+            Figure(
+                "latency", "TPOT and TTFT against concurrency per variant: P50 line, band up to P99.", _latency_figure
+            ),
+            Figure(
+                "throughput",
+                "Output tokens/s and goodput under the SLO against concurrency; bars are 95% intervals.",
+                _throughput_figure,
+            ),
+        ),
+        capability=capability,
+        order=10,
+    )
+)

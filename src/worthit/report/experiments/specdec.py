@@ -1,0 +1,327 @@
+"""Speculative decoding judged from measurements only: S = alpha / (k gamma + c) at each load level.
+
+- alpha (tokens per verify step), the acceptance rate and the draft counts come from each level's
+  spec-decode counter deltas. A drafter that never proposed leaves alpha unknown: the verdict at that level
+  is inconclusive ("alpha unknown"), not a rejection.
+- gamma: 0 for model-free drafting (ngram); else the draft model served alone (``specdec.draft_variants``),
+  TPOT / the target's at the lowest level.
+- c at concurrency N: the verify cost timed on the base variant (``specdec/verify``: one step over k + 1
+  new tokens vs one, at concurrency 1), scaled by how the base variant's measured step time grows with
+  the tokens in a step: c(N) = c(1) x [T(N (k + 1)) / T(N)] / [T(k + 1) / T(1)], T = the base's TPOT P50
+  against concurrency (interpolated on log concurrency, extrapolated linearly past the highest level). So
+  the prediction falls off where the measurements do. Without the verify timing, c(N) = T(N (k + 1)) / T(N).
+
+The rule of thumb (``decide.min_predicted_speedup``): a predicted S below it rejects the level unless the
+measured TPOT shows a benefit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from worthit import engine_args as eargs
+from worthit import prom, schemas
+from worthit.metrics import percentile
+from worthit.report.context import Context, Pair
+from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
+from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
+from worthit.report.experiments.load import Level, LoadAnalysis
+from worthit.report.measure import Measure, ratio
+from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
+from worthit.specdec import MODEL_FREE_METHODS, acceptance_rate, alpha_from_counters, method_of, predicted_speedup
+
+NAME = "specdec"
+
+
+@dataclass(frozen=True)
+class SpecLevel:
+    variant: str
+    base: str
+    method: str
+    k: int
+    concurrency: int
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    alpha: float | None
+    acceptance: float | None
+    gamma: float | None
+    c: float | None
+    c_source: str
+    predicted: float | None
+    measured: Measure  # base TPOT P50 / speculative TPOT P50
+    note: str
+
+
+def step_time(levels: Sequence[Level], x: float) -> tuple[float | None, str]:
+    """The base's TPOT P50 at x sequences in flight: interpolated on log concurrency between measured
+    levels, linear past the highest (a compute-bound step grows with its tokens); (None, why) when unknown."""
+    pts = [(lv.concurrency, lv.tpot_p50.value) for lv in levels if lv.ok and lv.tpot_p50.value]
+    if not pts:
+        return None, "no base TPOT"
+    pts.sort()
+    if x <= pts[0][0]:
+        return pts[0][1], ""
+    for (c0, t0), (c1, t1) in zip(pts, pts[1:], strict=False):
+        if c0 <= x <= c1:
+            f = (math.log(x) - math.log(c0)) / (math.log(c1) - math.log(c0))
+            return t0 + f * (t1 - t0), ""
+    if len(pts) < 2:
+        return None, f"one base level ({pts[0][0]}): no step-time curve past it"
+    (c0, t0), (c1, t1) = pts[-2], pts[-1]
+    return max(t1, t1 + (x - c1) * (t1 - t0) / (c1 - c0)), f"extrapolated past concurrency {c1}"
+
+
+def verify_c1(ctx: Context, base: str, k: int, base_low_tpot: float | None) -> tuple[float | None, str]:
+    """c at concurrency 1 from the verify timing on the base variant: 1 + (TTFT(k + 1) - TTFT(1)) / TPOT."""
+    files = ctx.results.variant(base).of(schemas.VERIFY.name)
+    if not files:
+        return None, "no verify timing on the base variant"
+    if not any(f.ok for f in files):
+        return None, f"verify timing {files[0].status}: {files[0].cause}"
+    by: dict[int, list[float]] = {}
+    for f in files:
+        for r in f.rows if f.ok else []:
+            if r.get("success") and r.get("ttft_ms") is not None:
+                by.setdefault(int(r["new_tokens"]), []).append(float(r["ttft_ms"]))
+    t1, tk = percentile(by.get(1, []), 50), percentile(by.get(k + 1, []), 50)
+    if t1 is None or tk is None or not base_low_tpot:
+        return None, f"no verify timing for k + 1 = {k + 1} new tokens"
+    return 1.0 + (tk - t1) / base_low_tpot, ""
+
+
+def c_at(base_levels: Sequence[Level], k: int, n: int, c1: float | None) -> tuple[float | None, str]:
+    t_n, why_n = step_time(base_levels, n)
+    t_nk, why_nk = step_time(base_levels, n * (k + 1))
+    if t_n is None or t_nk is None:
+        return None, why_n or why_nk
+    growth = t_nk / t_n
+    extra = "; ".join(w for w in (why_n, why_nk) if w)
+    if c1 is None:
+        return growth, "base TPOT at N(k+1) / at N in flight" + (f" ({extra})" if extra else "")
+    t_1, _ = step_time(base_levels, 1)
+    t_k1, _ = step_time(base_levels, k + 1)
+    if t_1 is None or t_k1 is None:
+        return c1, "verify timing at concurrency 1"
+    if n == 1:
+        return c1, "verify timing (concurrency 1)"
+    return c1 * growth / (t_k1 / t_1), "verify timing x base step-time growth" + (f" ({extra})" if extra else "")
+
+
+def spec_variants(ctx: Context) -> list[str]:
+    return [v for v in ctx.others if eargs.speculative_config(ctx.engine_args(v))]
+
+
+def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
+    load: LoadAnalysis = ctx.analyses["load"]
+    out: dict[str, list[SpecLevel]] = {}
+    cfg_base = (ctx.study.cfg.get("specdec") or {}).get("base_variant")
+    for v in spec_variants(ctx):
+        sc = eargs.speculative_config(ctx.engine_args(v)) or {}
+        method, k = method_of(sc), int(sc.get("num_speculative_tokens") or 0)
+        base = str(cfg_base or ctx.baseline)
+        base_levels = load.ok(base)
+        low = base_levels[0].tpot_p50.value if base_levels else None
+        notes: list[str] = []
+        gamma: float | None
+        if method in MODEL_FREE_METHODS:
+            gamma = 0.0
+        else:
+            draft = ctx.study.draft_variant(v) if ctx.configured(v) else None
+            dl = load.ok(draft) if draft else []
+            gamma = dl[0].tpot_p50.value / low if dl and dl[0].tpot_p50.value and low else None
+            if gamma is None:
+                notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
+        c1, why_c1 = verify_c1(ctx, base, k, low)
+        if why_c1:
+            notes.append(f"c at concurrency 1 not timed ({why_c1})")
+        rows = []
+        for lv in load.ok(v):
+            d = lv.metrics_delta
+            drafts, dtok, acc = (
+                d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS)
+            )
+            alpha = alpha_from_counters(drafts, acc)
+            c, src = c_at(base_levels, k, lv.concurrency, c1)
+            b = load.at(base, lv.concurrency)
+            measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None)
+            note = list(notes)
+            if alpha is None:
+                note.append("alpha unknown: the drafter proposed nothing at this level")
+            rows.append(
+                SpecLevel(
+                    v,
+                    base,
+                    method,
+                    k,
+                    lv.concurrency,
+                    drafts,
+                    dtok,
+                    acc,
+                    alpha,
+                    acceptance_rate(dtok, acc),
+                    gamma,
+                    c,
+                    src,
+                    predicted_speedup(alpha, k, gamma, c),
+                    measured,
+                    "; ".join(note),
+                )
+            )
+        out[v] = rows
+    return out
+
+
+def rule_check(
+    where: Setting, drafts: float, alpha: float | None, k: int, gamma: float | None, c: float | None, threshold: float
+) -> Check | None:
+    """What the speed-up model says at one level: alpha unknown (the drafter proposed nothing) settles it as
+    inconclusive; a predicted S below the rule of thumb rejects unless a measurement shows a benefit."""
+    if alpha is None:
+        return Check(
+            LATENCY,
+            where,
+            UNDETERMINED,
+            f"alpha unknown: {drafts:,.0f} drafts at this level (the drafter never proposed)",
+            settle="a workload on which the drafter proposes (for ngram: prompts whose text repeats)",
+            decisive=True,
+        )
+    s = predicted_speedup(alpha, k, gamma, c)
+    if s is not None and s < threshold:
+        assert gamma is not None and c is not None
+        return Check(
+            LATENCY,
+            where,
+            WORSE,
+            f"predicted speed-up S = {s:.2f}x is below the {threshold:g}x rule of thumb "
+            f"(alpha {alpha:.2f}, k {k}, gamma {gamma:.2f}, c {c:.2f})",
+            prediction=True,
+        )
+    return None
+
+
+def evidence(ctx: Context, a: dict[str, list[SpecLevel]], pair: Pair) -> list[EvidenceItem]:
+    th = ctx.rules.min_predicted_speedup
+    levels = a.get(pair.variant, [])
+    if levels and all(s.alpha is None for s in levels):  # speculation never happened: nothing here judges it
+        return [
+            Check(
+                ALL_REGIMES,
+                Setting("every level"),
+                UNDETERMINED,
+                f"alpha unknown: the drafter proposed nothing at any level ({sum(s.drafts for s in levels):,.0f} "
+                "drafts), so these timings measure its overhead, not speculation",
+                settle="a workload on which the drafter proposes (for ngram: prompts whose text repeats)",
+                decisive=True,
+            )
+        ]
+    checks = [rule_check(Setting.concurrency(s.concurrency), s.drafts, s.alpha, s.k, s.gamma, s.c, th) for s in levels]
+    return [c for c in checks if c is not None]
+
+
+def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
+    th = ctx.rules.min_predicted_speedup
+    rows = []
+    for v, levels in a.items():
+        for s in levels:
+            rule = (
+                None
+                if s.predicted is None
+                else (f"below {th:g}x: not worth trying" if s.predicted < th else f"at least {th:g}x: worth trying")
+            )
+            rows.append(
+                {
+                    "variant": v,
+                    "base_variant": s.base,
+                    "method": s.method,
+                    "k": s.k,
+                    "concurrency": s.concurrency,
+                    "drafts": s.drafts,
+                    "draft_tokens": s.draft_tokens,
+                    "accepted_tokens": s.accepted,
+                    "alpha": s.alpha,
+                    "acceptance_rate_pct": s.acceptance * 100 if s.acceptance is not None else None,
+                    "gamma": s.gamma,
+                    "c": s.c,
+                    "c_source": s.c_source,
+                    "predicted_speedup": s.predicted,
+                    **measure_cols("measured_speedup", s.measured),
+                    "rule": rule,
+                    "note": s.note or None,
+                    "interval_basis": s.measured.basis or s.measured.why_none or None,
+                    "status": schemas.STATUS_OK,
+                }
+            )
+    cols = [
+        Column("variant", "variant", VARIANT),
+        Column("method", "method", TEXT),
+        Column("k", "k", INT),
+        Column("concurrency", "conc", INT),
+        Column("drafts", "drafts", NUM, 0),
+        Column("draft_tokens", "draft tokens", NUM, 0),
+        Column("accepted_tokens", "accepted", NUM, 0),
+        Column("acceptance_rate_pct", "acceptance", PCT, 1),
+        Column("alpha", "α", NUM, 2),
+        Column("gamma", "γ", NUM, 2),
+        Column("c", "c", NUM, 2),
+        Column("predicted_speedup", "predicted S", NUM, 2),
+        Column("measured_speedup", "measured speed-up (TPOT)", MEASURE, 2),
+        Column("rule", "rule of thumb", TEXT),
+        Column("c_source", "c from", TEXT),
+        Column("note", "note", TEXT),
+    ]
+    caption = (
+        "Speculative decoding from measurements only: α = 1 + accepted / drafts from each level's counters, "
+        "γ from the draft model served alone (0 for ngram), c at each level's concurrency from the verify timing "
+        "scaled by the base variant's measured step-time growth; predicted S = α / (kγ + c) next to the measured "
+        f"TPOT speed-up. Predicted S below {th:g}x (decide.min_predicted_speedup): not worth trying."
+    )
+    return [View(schemas.REPORT_SPECDEC, "Speculative decoding", caption, cols, rows, order=50)]
+
+
+def _figure(ctx: Context, a: dict[str, list[SpecLevel]]) -> Any:
+    pts = [
+        (f"{ctx.label(s.variant)} c={s.concurrency}", s.predicted, s.measured.value)
+        for levels in a.values()
+        for s in levels
+        if s.predicted is not None and s.measured.value is not None
+    ]
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for label, p, m in pts:
+        ax.scatter(p, m, label=label)
+    hi = max(max(p or 0.0, m or 0.0) for _, p, m in pts) * 1.15
+    ax.plot([0, hi], [0, hi], color="grey", lw=1, ls="--", label="measured = predicted")
+    ax.axvline(ctx.rules.min_predicted_speedup, color="red", lw=1, ls=":", label="rule of thumb")
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xlabel("predicted speed-up S")
+    ax.set_ylabel("measured speed-up (TPOT)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+register(
+    Experiment(
+        NAME,
+        analyse,
+        evidence=evidence,
+        views=views,
+        figures=(
+            Figure(
+                "specdec",
+                "Speculative decoding: predicted S = α / (kγ + c) at each level against the measured TPOT speed-up.",
+                _figure,
+            ),
+        ),
+        order=50,
+        requires=("load",),
+    )
+)

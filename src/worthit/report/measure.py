@@ -1,0 +1,179 @@
+"""A reported figure: its value, the sample behind it, its 95% interval and what that interval rests on.
+
+Every number the report shows is a :class:`Measure`. Its ``basis`` says why a reader may trust the
+interval: independent runs of the level (``3 runs``), the spread within one run (``single run``: the
+run-to-run variation is not in it), an exact count read from the engine (``exact count``: no interval
+is needed), or, when there is no interval, the reason (``why_none``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from worthit.metrics import percentile
+from worthit.stats import Z_95, mean_ci95, quantile_ci95
+
+SINGLE_RUN = "single run"
+EXACT = "exact count"
+
+
+def runs_basis(runs: int) -> str:
+    return f"{runs} runs"
+
+
+@dataclass(frozen=True)
+class Measure:
+    value: float | None
+    n: int = 0  # requests, items or runs behind the value
+    low: float | None = None
+    high: float | None = None
+    basis: str = ""  # runs_basis(k), SINGLE_RUN or EXACT; "" without an interval
+    why_none: str = ""  # why there is no interval
+
+    @classmethod
+    def exact(cls, value: float | None, n: int = 1) -> Measure:
+        return cls(None if value is None else float(value), n, value, value, EXACT)
+
+    @classmethod
+    def none(cls, value: float | None, n: int, why: str) -> Measure:
+        return cls(value, n, why_none=why)
+
+    @property
+    def is_exact(self) -> bool:
+        return self.basis == EXACT
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None and not math.isnan(self.value)
+
+    def interval(self) -> tuple[float, float] | None:
+        if not self.known or self.low is None or self.high is None:
+            return None
+        return (self.low, self.high)
+
+    @property
+    def single_run(self) -> bool:
+        return self.basis == SINGLE_RUN
+
+    def scaled(self, factor: float) -> Measure:
+        """The same figure in other units (x 100 for a percentage)."""
+
+        def s(x: float | None) -> float | None:
+            return None if x is None else x * factor
+
+        lo, hi = s(self.low), s(self.high)
+        if lo is not None and hi is not None and lo > hi:
+            lo, hi = hi, lo
+        return replace(self, value=s(self.value), low=lo, high=hi)
+
+    def text(self, digits: int = 1, unit: str = "") -> str:
+        """``12.3 ms [11.0, 14.1] n=64, single run``; an exact count has no brackets."""
+        if not self.known:
+            return "n/a"
+        assert self.value is not None
+        out = f"{self.value:,.{digits}f}{unit}"
+        if self.is_exact:
+            return f"{out} ({EXACT})"
+        iv = self.interval()
+        out += f" [{iv[0]:,.{digits}f}, {iv[1]:,.{digits}f}]" if iv else " [no interval]"
+        tail = [f"n={self.n}"] if self.n else []
+        tail += [self.basis or self.why_none] if (self.basis or self.why_none) else []
+        return out + (" " + ", ".join(tail) if tail else "")
+
+
+def _clean(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
+
+
+def quantile(values: Sequence[float | None], q: float) -> Measure:
+    """The q-quantile of one run's values with its distribution-free 95% interval (order statistics).
+
+    The estimate interpolates linearly (numpy's default); the interval is clipped to contain it, since
+    the order statistics bracket a population quantile, not the interpolated sample one.
+    """
+    vals = _clean(values)
+    if not vals:
+        return Measure(None, 0)
+    est = percentile(vals, q * 100)
+    lo, hi = quantile_ci95(vals, q)
+    if lo is None or hi is None:
+        side = "both sides" if lo is None and hi is None else ("above" if hi is None else "below")
+        return Measure.none(est, len(vals), f"{len(vals)} values cannot bound P{q * 100:g} {side}")
+    assert est is not None
+    return Measure(est, len(vals), min(lo, est), max(hi, est), SINGLE_RUN)
+
+
+def over_runs(per_run: Sequence[float | None], n: int) -> Measure:
+    """The mean of one figure over independent runs with a Student t 95% interval; ``n`` = requests behind it."""
+    vals = _clean(per_run)
+    mean, lo, hi = mean_ci95(vals)
+    if mean is None:
+        return Measure(None, n)
+    if lo is None or hi is None:
+        return Measure.none(mean, n, "one run")
+    return Measure(mean, n, lo, hi, runs_basis(len(vals)))
+
+
+def bootstrap_rate(
+    tokens: Sequence[float], latency_s: Sequence[float], measured: float | None, resamples: int = 1000, seed: int = 0
+) -> Measure:
+    """A closed loop's token rate within one run: the bootstrap interval of tokens / latency over requests
+    (Little's law), scaled to the measured rate."""
+    n = len(tokens)
+    if measured is None:
+        return Measure(None, n)
+    if n < 6:
+        return Measure.none(measured, n, f"{n} requests are too few for a bootstrap")
+    tok, lat = np.asarray(tokens, dtype=float), np.asarray(latency_s, dtype=float)
+    if lat.sum() <= 0 or tok.sum() <= 0:
+        return Measure(measured, n, measured, measured, SINGLE_RUN) if measured == 0 else Measure.none(measured, n, "")
+    point = tok.sum() / lat.sum()
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    boot = tok[idx].sum(axis=1) / np.maximum(lat[idx].sum(axis=1), 1e-12)
+    lo, hi = np.percentile(boot / point, [2.5, 97.5])
+    return Measure(measured, n, measured * float(lo), measured * float(hi), SINGLE_RUN)
+
+
+def combined_basis(*ms: Measure) -> str:
+    """What an interval computed from several measures rests on: the weakest of them."""
+    bases = [m.basis for m in ms if m.known]
+    if not bases or any(not b for b in bases):
+        return ""
+    if all(b == EXACT for b in bases):
+        return EXACT
+    if any(b == SINGLE_RUN for b in bases):
+        return SINGLE_RUN
+    runs = [int(b.split()[0]) for b in bases if b != EXACT]
+    return runs_basis(min(runs))
+
+
+def _log_se(m: Measure) -> float | None:
+    """Standard error of log(value) from a 95% interval (asymmetric intervals averaged on the log scale)."""
+    if m.is_exact:
+        return 0.0
+    iv = m.interval()
+    if iv is None or iv[0] <= 0 or iv[1] <= 0:
+        return None
+    return (math.log(iv[1]) - math.log(iv[0])) / (2 * Z_95)
+
+
+def ratio(numerator: Measure, denominator: Measure) -> Measure:
+    """numerator / denominator with a 95% interval from the two (independent) intervals on the log scale."""
+    a, b = numerator.value, denominator.value
+    if a is None or b is None or not numerator.known or not denominator.known or a <= 0 or b <= 0:
+        return Measure(None)
+    r = a / b
+    n = min(numerator.n or 0, denominator.n or 0)
+    basis = combined_basis(numerator, denominator)
+    sa, sb = _log_se(numerator), _log_se(denominator)
+    if basis == EXACT:
+        return Measure(r, n, r, r, EXACT)
+    if sa is None or sb is None:
+        why = numerator.why_none or denominator.why_none or "a side has no interval"
+        return Measure.none(r, n, why)
+    se = math.hypot(sa, sb)
+    return Measure(r, n, r * math.exp(-Z_95 * se), r * math.exp(Z_95 * se), basis)
