@@ -79,6 +79,7 @@ def stamp(
             "hash": manifest.hash,
             "parameters": manifest.parameters,
             "dtype": manifest.dtype,
+            "weights": getattr(manifest, "weights", "real"),  # random: performance only (worthit.report labels it)
         }
     if engine_args is not None:
         meta["engine_args"] = dict(engine_args)
