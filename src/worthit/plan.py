@@ -622,6 +622,8 @@ RULES = (
 def check(s: Subject, hw: Hardware, overhead_gib: float | None = None) -> list[Check]:
     """Every rule that concerns this variant, in a fixed order (FP8 first, memory last)."""
     out = [c for rule in RULES if (c := rule(s, hw)) is not None]
+    if overhead_gib is None and s.shape is not None and not hw.cpu:
+        overhead_gib = memory_overhead_gib(s.shape, s.args, hw)
     mem = rule_memory_fit(s, hw, overhead_gib)
     return out + ([mem] if mem else [])
 
@@ -1084,8 +1086,7 @@ def make_plan(
         if sc and d is not None and d[0] is not None:
             s.draft, s.draft_name, s.draft_tokenizer = d[0], str(sc["model"]), d[2]
         try:
-            overhead = memory_overhead_gib(shape, args, hw) if shape is not None and not hw.cpu else None
-            checks = check(s, hw, overhead)
+            checks = check(s, hw, pcfg.get("memory_overhead_gib"))
             pred = predict(
                 s,
                 hw,
