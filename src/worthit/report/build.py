@@ -53,6 +53,11 @@ class Report:
         return stored(self.view(table))
 
 
+def _measured(res: data.VariantResults) -> str:
+    kinds = sorted({f.experiment.split("/")[0].split("~")[0] for f in res.files if f.ok})
+    return ", ".join(kinds) or "nothing"
+
+
 def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     """Everything the experiments say about one optimisation, with the variants' failures."""
     v = pair.variant
@@ -80,6 +85,8 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     base = ctx.results.variant(ctx.baseline)
     if status == schemas.STATUS_OK and base.files and base.status[0] != schemas.STATUS_OK:
         reason = f"the baseline '{ctx.baseline}' {base.status[0]}: {base.status[1]}"
+    elif status == schemas.STATUS_OK and not comps and not checks and not acc:
+        reason = f"nothing to compare: {v} measured {_measured(res)}, the baseline {_measured(base)}"
     return Evidence(
         v,
         pair.optimisation,
@@ -164,7 +171,14 @@ def figures_in(report: Report, fig_dir: PathLike) -> dict[str, dict[str, Any]]:
 def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mapping[str, Any]) -> Path:
     """Tables, figures and the page in one go (``worthit report``, ``python -m worthit.report.build``)."""
     write_tables(report, outdir, metadata, schemas.REPORT_TABLES)
-    figs = write_figures(report, Path(outdir) / "figures")
+    fig_dir = Path(outdir) / "figures"
+    for old in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:  # a figure this report no longer draws
+        if old.stem not in report.figures:
+            old.unlink()
+    figs = write_figures(report, fig_dir)
+    for old in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:
+        if old.stem not in figs:
+            old.unlink()
     return write_html(report.ctx, report.views, figs, html)
 
 

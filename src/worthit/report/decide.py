@@ -419,7 +419,7 @@ def _ranges(outs: Sequence[SettingOutcome]) -> str:
         else:
             runs.append((o.outcome, [o]))
     if len(runs) == 1:
-        return f"{runs[0][0]} at every {dim} measured" if dim else f"{runs[0][0]} ({outs[0].reason})"
+        return f"{runs[0][0]} at every {dim} measured" if dim else f"{runs[0][0]}: {outs[0].reason}"
 
     def val(o: SettingOutcome) -> str:
         return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
@@ -466,7 +466,7 @@ def regime_verdict(
         return RegimeVerdict(
             regime,
             out,
-            detail=f"{out} ({overall.reason})",
+            detail=f"{out}: {overall.reason}",
             settle=overall.settle,
             basis=_basis([c for c in cs if c.judged]),
         )
@@ -566,11 +566,11 @@ def _overall(finals: Mapping[str, str], regimes: Mapping[str, RegimeVerdict]) ->
     return (REJECT if REJECT in kinds else INCONCLUSIVE), ""
 
 
-def _why(rv: RegimeVerdict, final: str) -> str:
-    """The reasons of the settings that carry a regime's outcome (at most two)."""
+def _why(rv: RegimeVerdict) -> str:
+    """Why a regime came out as it did: the reasons of the settings that carry its outcome (at most two)."""
     carrying = [o for o in rv.settings if o.outcome == rv.outcome] or list(rv.settings)
     if not carrying or not carrying[0].setting.dimension:
-        return ""
+        return rv.detail.split(": ", 1)[-1] if rv.detail else ""
     return "; ".join(f"{o.setting.label}: {o.reason}" for o in carrying[:2])
 
 
@@ -610,11 +610,13 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
     reasons = []
     if basis == SINGLE_RUN and outcome in (ADOPT, REJECT):
         reasons.append("single run: the intervals are within one run; run-to-run variation is not in them")
+    whys: dict[str, list[str]] = {}
     for r, o in finals.items():
         rv = regimes[r]
-        head = f"{REGIME_NAMES[r]} {o}" + (f" (performance {rv.outcome}, accuracy {acc})" if o != rv.outcome else "")
-        why = _why(rv, o)
-        reasons.append(head + (f": {rv.detail}" if rv.detail else "") + (f" [{why}]" if why else ""))
+        head = REGIME_NAMES[r] + (f" {o} (performance {rv.outcome}, accuracy {acc})" if o != rv.outcome else "")
+        whys.setdefault(_why(rv), []).append(head)
+    for why, heads in whys.items():  # a reason both regimes share is said once
+        reasons.append(" and ".join(heads) + (f": {why}" if why else ""))
     reasons.append(f"accuracy {acc}: {acc_detail}")
     reasons += list(e.notes)
     settle = [regimes[r].settle for r, o in finals.items() if o == INCONCLUSIVE and regimes[r].settle]

@@ -165,7 +165,7 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
     cands = [lv for lv in thr if lv.within(ceiling) and lv.output_tok_per_s.value]
     if cands:
         lv = max(cands, key=lambda x: x.output_tok_per_s.value or 0.0)
-        why = f"the level with the most output tok/s under {ceiling_text(ceiling)}"
+        why = f"the level with the most output tok/s {ceiling_text(ceiling)}"
         cap = caps.get(lv.variant)
         if cap is not None and cap.highest_level == lv.concurrency and cap.throughput_knee == lv.concurrency:
             why += (
@@ -178,7 +178,7 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
             {
                 "scenario": "throughput",
                 "status": schemas.STATUS_NOT_APPLICABLE,
-                "reason": f"no level stays under {ceiling_text(ceiling)}" if thr else "no load levels",
+                "reason": f"no level stays {ceiling_text(ceiling)}" if thr else "no load levels",
             }
         )
     return rows

@@ -156,7 +156,12 @@ def _slo_text(ctx: Context) -> str:
 
 
 def ceiling_text(ceiling: float | None) -> str:
-    return f"TPOT P99 <= {ceiling:,g} ms" if ceiling is not None else "no TPOT ceiling (decide.throughput_tpot_ms)"
+    """How the throughput-first bound reads: "under TPOT P99 <= 100 ms", or that none is set."""
+    return (
+        f"under TPOT P99 <= {ceiling:,g} ms"
+        if ceiling is not None
+        else "(no TPOT ceiling set: decide.throughput_tpot_ms)"
+    )
 
 
 def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
@@ -185,7 +190,7 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
                 out.append(Check(LATENCY, s, WORSE, f"breaks the SLO ({slo}) that is met without it"))
     ceiling = ctx.rules.throughput_tpot_ms
     bb, bv = a.best_within(wo, ceiling), a.best_within(w, ceiling)
-    where = Setting(f"best level under {ceiling_text(ceiling)}" if ceiling is not None else "best level")
+    where = Setting(f"best level {ceiling_text(ceiling)}" if ceiling is not None else "best level")
     if a.ok(wo) and a.ok(w):
         if bb and bv:
             out.append(
@@ -206,8 +211,7 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
                     THROUGHPUT,
                     where,
                     BETTER if good else WORSE,
-                    ("only with it" if good else "only without it")
-                    + f" does a level stay under {ceiling_text(ceiling)}",
+                    ("only with it" if good else "only without it") + f" does a level stay {ceiling_text(ceiling)}",
                 )
             )
     return out
