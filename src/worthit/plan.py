@@ -390,12 +390,15 @@ class Subject:
 
     def weights(self, cpu: bool = False) -> tuple[int | None, str]:
         """Weight bytes as served and where they come from: the checkpoint's files, else the shapes."""
-        if self.weight_bytes is not None:
-            return self.weight_bytes, "checkpoint files"
         if self.shape is None:
-            return None, "unknown"
+            return self.weight_bytes, "checkpoint files" if self.weight_bytes is not None else "unknown"
         m, dt = self.shape, served_dtype(self.shape, self.args, cpu)
         q = m.quant
+        if self.weight_bytes is not None:
+            stored, served = dtype_bytes(m.dtype), dtype_bytes(dt)
+            if q is None and stored and served and stored != served:  # e.g. an fp32 checkpoint served in bf16
+                return self.weight_bytes * served // stored, f"checkpoint files at {dt}"
+            return self.weight_bytes, "checkpoint files"
         label = f"shapes ({q.method} int{q.bits}, group {q.group_size})" if q and q.bits else f"shapes ({dt})"
         return m.weight_bytes(dtype_bytes(dt) or 2), label
 
@@ -656,8 +659,14 @@ def serving_subject(
 
 
 def checkpoint_bytes(model_dir: str | os.PathLike[str]) -> int:
+    """Bytes of the weight files vLLM loads: the safetensors files, else the PyTorch .bin files (a
+    repository shipping both is loaded from safetensors)."""
     d = Path(model_dir)
-    return sum(p.stat().st_size for pat in ("*.safetensors", "*.bin") for p in d.glob(pat))
+    for pattern in ("*.safetensors", "*.bin"):
+        files = [p for p in d.glob(pattern) if not p.name.startswith(("consolidated", "training_args"))]
+        if files:
+            return sum(p.stat().st_size for p in files)
+    return 0
 
 
 def local_model_folder(ref: str) -> Path | None:

@@ -381,3 +381,72 @@ def test_cli_plans_the_seed_study_for_a_gpu_it_does_not_have(tmp_path, capsys):
 def test_cli_unknown_gpu_exits_2_with_the_reason(capsys):
     assert cli.main(["plan", "--configfile", str(SEED_STUDY), "--gpu", "Voodoo 5", "--no-hub"]) == 2
     assert "not in worthit's GPU table" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ where shapes come from
+def test_an_hf_model_is_planned_from_the_hub_s_config_json_alone(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.hubserver import FakeHubRepo, serve_repo
+
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(QWEN7B.read_bytes())
+    (folder / "model.safetensors").write_bytes(b"\0" * 4096)  # weights the plan must not download
+    cfg = {
+        "study": "hub",
+        "models": {"q": {"source": "hf:Qwen/Qwen2.5-7B-Instruct"}},
+        "variants": {"v": {"model": "q"}},
+    }
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(cfg))
+    with serve_repo(FakeHubRepo.from_folder("Qwen/Qwen2.5-7B-Instruct", folder)) as hub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+        env |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "NO_PROXY": "127.0.0.1,localhost"}
+        out = tmp_path / "plan.parquet"
+        cmd = [sys.executable, "-m", "worthit.cli", "plan", "--configfile", str(tmp_path / "study.yaml")]
+        proc = subprocess.run(
+            [*cmd, "--gpu", "H200", "--out", str(out)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        fetched = {p.rsplit("/", 1)[-1] for m, p, s in hub.requests if m == "GET" and "/resolve/" in p}
+    row = schemas.read(out, schemas.PLAN).table.to_pylist()[0]
+    assert row["model_config"] == "hub: Qwen/Qwen2.5-7B-Instruct config.json"
+    assert row["kv_bytes_per_token"] == 57344 and row["weight_source"] == "shapes (bfloat16)"
+    assert fetched == {"config.json"}
+
+
+def test_variants_unplanned_before_the_fetch_are_planned_from_the_manifest_afterwards(tmp_path):
+    cfg = load(SEED_STUDY)
+    before = P.make_plan(cfg, RTX3090, tmp_path, hub=False)
+    assert all(r.get("kv_bytes_per_token") is None for r in before.rows if r["model"] == "qwen2.5-7b")
+    model = tmp_path / "weights" / "qwen2.5-7b"
+    model.mkdir(parents=True)
+    (model / "config.json").write_bytes(QWEN7B.read_bytes())
+    manifest = tmp_path / "resources" / "models" / "qwen2.5-7b" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"model_dir": str(model)}))
+    rows = {r["variant"]: r for r in P.fill_in(before.rows, before.metadata, cfg, tmp_path)}
+    assert (
+        rows["bf16"]["kv_bytes_per_token"] == 57344 and "planned after the model was fetched" in rows["bf16"]["notes"]
+    )
+    assert rows["bf16"]["gpu"] == "NVIDIA GeForce RTX 3090"
+    assert rows["awq_int4"].get("kv_bytes_per_token") is None  # its model is still unknown
+
+
+def test_checkpoint_weights_count_the_files_vllm_loads_at_the_served_dtype(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**json.loads(QWEN7B.read_text()), "torch_dtype": "float32"}))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 4000)
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 4000)  # the same weights again: not loaded
+    s = P.serving_subject({"dtype": "bfloat16"}, tmp_path)
+    assert s.weights() == (2000, "checkpoint files at bfloat16")
+    s.args = {"dtype": "float32"}
+    assert s.weights() == (4000, "checkpoint files")
