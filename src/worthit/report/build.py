@@ -26,6 +26,7 @@ from worthit.report import data, plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, decide
 from worthit.report.deployments import deployments_view, validation_view
+from worthit.report.experiments import Figure as ExpFigure
 from worthit.report.experiments import registered
 from worthit.report.render import markdown_page, write_html
 from worthit.report.tables import capability_view, comparison_view, failures_view, verdicts_view
@@ -101,6 +102,13 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     )
 
 
+def _drawer(f: ExpFigure, ctx: Context, a: Any) -> Callable[[], Figure | None]:
+    def draw() -> Figure | None:
+        return f.draw(ctx, a)
+
+    return draw
+
+
 def build(study: Study, results: data.StudyResults) -> Report:
     ctx = Context.of(study, results)
     exps = registered()
@@ -119,7 +127,7 @@ def build(study: Study, results: data.StudyResults) -> Report:
         views += list(exp.views(ctx, a)) if exp.views else []
         capability += list(exp.capability(ctx, a)) if exp.capability else []
         for f in exp.figures:
-            figures[f.name] = (f.caption, (lambda f=f, a=a: f.draw(ctx, a)))
+            figures[f.name] = (f.caption, _drawer(f, ctx, a))
     views += [capability_view(capability), failures_view(ctx)]
     views.sort(key=lambda v: v.order)
     return Report(ctx, pairs, evidence, verdicts, views, figures)
@@ -155,7 +163,7 @@ def write_tables(
 
 
 def write_figures(report: Report, outdir: PathLike) -> dict[str, dict[str, Any]]:
-    return plots.write(report.figures, outdir, report.ctx.study.name)
+    return plots.write(report.figures, Path(outdir), report.ctx.study.name)
 
 
 def figures_in(report: Report, fig_dir: PathLike) -> dict[str, dict[str, Any]]:
@@ -179,7 +187,7 @@ def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mappin
     for old in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:
         if old.stem not in figs:
             old.unlink()
-    return write_html(report.ctx, report.views, figs, html)
+    return write_html(report.ctx, report.views, figs, Path(html))
 
 
 def main(argv: list[str] | None = None) -> int:

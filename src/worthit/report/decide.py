@@ -576,7 +576,12 @@ def _why(rv: RegimeVerdict) -> str:
 
 def decide(e: Evidence, rules: Rules) -> Verdict:
     effort = rules.effort.get(e.variant, "not stated")
-    base = {"variant": e.variant, "optimisation": e.optimisation or e.variant, "effort": effort, "status": e.status}
+    base: dict[str, Any] = {
+        "variant": e.variant,
+        "optimisation": e.optimisation or e.variant,
+        "effort": effort,
+        "status": e.status,
+    }
     if e.status in ("failed", FAILED):
         return Verdict(**base, outcome=FAILED, reason=e.reason or "failed")
     if e.status in ("not_applicable", NOT_APPLICABLE):
@@ -589,7 +594,7 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
     finals = _finals(regimes, acc)
     benefits = [b for rv in regimes.values() for b in rv.benefits]
     basis = _basis([c for c in e.comparisons if c.judged])
-    common = {
+    common: dict[str, Any] = {
         **base,
         "regimes": regimes,
         "finals": finals,

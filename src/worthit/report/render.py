@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 import yaml
+from markupsafe import Markup
 
 from worthit import atomic
 from worthit.report.context import Context
@@ -122,8 +123,8 @@ def html_page(ctx: Context, views: Sequence[View], figures: Mapping[str, Mapping
                 "caption": v.caption,
                 "empty": v.empty,
                 "headers": [c.header for c in v.columns],
-                "rows": [[jinja2.utils.markupsafe.Markup(_cell_html(r, c, ctx)) for c in v.columns] for r in v.rows],
-                "notes": [jinja2.utils.markupsafe.Markup(_md_inline(n)) for n in v.notes],
+                "rows": [[Markup(_cell_html(r, c, ctx)) for c in v.columns] for r in v.rows],
+                "notes": [Markup(_md_inline(n)) for n in v.notes],
             }
         )
     logs = [
@@ -147,10 +148,7 @@ def html_page(ctx: Context, views: Sequence[View], figures: Mapping[str, Mapping
         random=random,
         views=shown,
         logs=logs,
-        figures=[
-            {"name": n, "svg": jinja2.utils.markupsafe.Markup(_svg(Path(f["svg"]))), "caption": f["caption"]}
-            for n, f in figures.items()
-        ],
+        figures=[{"name": n, "svg": Markup(_svg(Path(f["svg"]))), "caption": f["caption"]} for n, f in figures.items()],
         provenance=yaml.safe_dump(provenance(ctx), sort_keys=False, default_flow_style=False),
         config=yaml.safe_dump(dict(ctx.study.cfg), sort_keys=False),
     )

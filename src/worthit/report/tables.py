@@ -173,7 +173,7 @@ def capability_view(rows: Sequence[dict[str, Any]]) -> View:
 
 
 def failure_rows(ctx: Context) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for v in ctx.variants:
         res = ctx.results.variant(v)
         if not res.files and ctx.configured(v):

@@ -58,10 +58,12 @@ def _missing(x: Any) -> bool:
 
 def measure_text(row: Mapping[str, Any], key: str, digits: int = 1) -> str:
     """``12.3 [11.0, 14.1] n=64 (single run)``; an exact count reads ``12 (exact count)``."""
-    v = row.get(key)
+    v: Any = row.get(key)
     if _missing(v):
         return fmt.MISSING
-    lo, hi, n = row.get(f"{key}_ci95_low"), row.get(f"{key}_ci95_high"), row.get(f"{key}_n")
+    lo: Any = row.get(f"{key}_ci95_low")
+    hi: Any = row.get(f"{key}_ci95_high")
+    n: Any = row.get(f"{key}_n")
     basis = row.get(f"{key}_basis") or row.get("interval_basis")
     out = fmt.cell(float(v), digits)
     if basis == "exact count" or (not _missing(lo) and lo == hi == v and basis in (None, "exact count")):
@@ -81,7 +83,7 @@ def measure_text(row: Mapping[str, Any], key: str, digits: int = 1) -> str:
 
 
 def cell_text(row: Mapping[str, Any], col: Column, labels: Callable[[str], str] | None = None) -> str:
-    v = row.get(col.key)
+    v: Any = row.get(col.key)
     if col.kind == MEASURE:
         return measure_text(row, col.key, col.digits)
     if _missing(v):

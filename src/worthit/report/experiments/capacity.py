@@ -210,7 +210,8 @@ def views(ctx: Context, a: dict[str, Capacity]) -> list[View]:
     caption = (
         "KV capacity (exact counts read from the engine) against the knees of the load curves: the latency knee "
         "is the highest level whose TPOT P50 and TTFT P50 both stay within decide.knee.latency_factor of the "
-        "lowest level's. MBU = (weight + KV bytes per decode step) / TPOT / peak bandwidth."
+        "lowest level's. MBU = (weight + KV bytes per decode step) / TPOT / peak bandwidth, from the TPOT P50 "
+        "point estimate (its interval is in the load levels table)."
     )
     return [View(schemas.REPORT_CAPACITY, "Critical concurrency, knees and MBU", caption, cols, rows, order=80)]
 

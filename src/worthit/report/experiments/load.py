@@ -87,7 +87,9 @@ def level(variant: str, concurrency: int, files: Sequence[Loaded], slo: Slo) -> 
         for k, val in (f.metadata.get("metrics_delta") or {}).items():
             delta[k] = delta.get(k, 0.0) + float(val)
     requests = sum(len(f.rows) + int(f.metadata.get("n_warmup") or 0) for f in good)
-    common = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
+    common: dict[str, Any] = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
+    figs: dict[str, Any]
+    spread: dict[str, Any]
     if len(good) > 1:
         per = [summarize(f.rows, slo) for f in good]
         n = len(records)

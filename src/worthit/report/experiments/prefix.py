@@ -137,7 +137,9 @@ def views(ctx: Context, a: dict[str, list[Point]]) -> list[View]:
     ]
     caption = (
         "TTFT of requests sharing a prefix of each length (a unique suffix each), with the cache on and off; "
-        "hit rate = prefix-cache hit tokens / queried tokens (/metrics deltas) in %. Intervals within one run."
+        "hit rate = prefix-cache hit tokens / queried tokens (/metrics deltas; exact counts) in %. TTFT intervals "
+        "within one run; the change and the slope are of point estimates (the verdict's comparison carries the "
+        "change's interval)."
     )
     return [View(schemas.REPORT_PREFIX, "Prefix caching", caption, cols, rows, order=40)]
 
@@ -177,7 +179,7 @@ def _figure(ctx: Context, a: dict[str, list[Point]]) -> Any:
         if sel:
             ax.errorbar(
                 [p.prefix_tokens for p in sel],
-                [p.ttft_p50.value for p in sel],
+                [p.ttft_p50.value or 0.0 for p in sel],
                 yerr=plots.errorbars([p.ttft_p50 for p in sel]),
                 marker="o",
                 capsize=3,

@@ -279,7 +279,9 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
         "Speculative decoding from measurements only: α = 1 + accepted / drafts from each level's counters, "
         "γ from the draft model served alone (0 for ngram), c at each level's concurrency from the verify timing "
         "scaled by the base variant's measured step-time growth; predicted S = α / (kγ + c) next to the measured "
-        f"TPOT speed-up. Predicted S below {th:g}x (decide.min_predicted_speedup): not worth trying."
+        f"TPOT speed-up. Predicted S below {th:g}x (decide.min_predicted_speedup): not worth trying. α and the "
+        "acceptance rate are ratios of counter totals (exact counts, no interval); predicted S is the model of "
+        "measured inputs (no interval); the measured speed-up carries its 95% interval."
     )
     return [View(schemas.REPORT_SPECDEC, "Speculative decoding", caption, cols, rows, order=50)]
 
