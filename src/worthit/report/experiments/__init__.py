@@ -4,8 +4,19 @@ An :class:`Experiment` has a name, an ``analyse`` step (pure, over the typed res
 :class:`~worthit.report.context.Context`; its result is stored under its name in ``ctx.analyses`` for the
 experiments after it), the ``evidence`` it feeds the decision layer for one optimisation (comparisons,
 checks, accuracy per task), its report tables (``views``), its figures and its rows of the capability
-boundary. The report runs the registered experiments in ``order``; adding one is a new module that calls
-:func:`register`, and nothing else (see ``docs/report.md``).
+boundary. The report runs the registered experiments in ``order`` (after those they ``require``); adding
+one is a new module that calls :func:`register`, and nothing else in the report changes
+(docs/architecture.md, "Adding an experiment", has the measurement side)::
+
+    def analyse(ctx):                      # variant -> what it measured
+        return {v: ctx.results.variant(v).of("my_table") for v in ctx.variants}
+
+    def evidence(ctx, a, pair):            # the side without vs the side with the optimisation
+        return [Comparison("my figure", "ms", m(a[pair.without]), m(a[pair.with_]), False, LATENCY)]
+
+    register(Experiment("mine", analyse, evidence=evidence, views=..., figures=(Figure(...),)))
+
+tests/unit/test_report.py registers a toy experiment this way and finds its table in the page.
 """
 
 from __future__ import annotations
