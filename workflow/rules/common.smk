@@ -112,9 +112,11 @@ def get_serve_spec(wildcards):
 
 
 def load_outputs(variants, first_run_only=False):
-    """Every load-run file of ``variants``: each level, each run (loadtest.repeats)."""
-    runs = [(c, 1) for c in STUDY.levels] if first_run_only else STUDY.load_runs()
-    return [f"{RESULTS}/variant~{v}/{STUDY.load_name(c, r)}.parquet" for v in variants for c, r in runs]
+    """Every load-run file of ``variants``: each level (concurrencies, rates, levels naming a workload), each
+    run (loadtest.repeats); ``first_run_only``: the first run of each concurrency level."""
+    if first_run_only:
+        return [f"{RESULTS}/variant~{v}/{STUDY.load_name(c)}.parquet" for v in variants for c in STUDY.levels]
+    return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in STUDY.level_runs()]
 
 
 def get_final_outputs():

@@ -1,5 +1,23 @@
-# loadtest: one job per concurrency level, one row per request; levels of a variant take turns on its server
-# (worthit.server.turn), so they never overlap and forcing one does not rerun the others.
+# loadtest: one job per load level and run, one row per request; levels of a variant take turns on its server
+# (worthit.server.turn), so they never overlap and forcing one does not rerun the others. A level is a
+# concurrency (load/conc~16), an open-loop rate (load/rate~2.5) or a level naming its workload
+# (load/chat/conc~4, load/prod/replay): worthit.loadgen.levels. With loadtest.timeline_interval_s the level's
+# server timeline (/metrics sampled meanwhile) is written beside it: load/conc~16.timeline.parquet.
+
+
+import re
+
+
+def loadtest_outputs():
+    out = {"requests": f"{VARIANT_DIR}/load/{{level}}{{rep}}.parquet"}
+    if STUDY.timeline_interval_s:
+        out["timeline"] = f"{VARIANT_DIR}/load/{{level}}{{rep}}.timeline.parquet"
+    return out
+
+
+def get_workload_files(wildcards):
+    """The files the level's workload reads (a jsonl or trace workload): a changed file reruns the level."""
+    return STUDY.workload_files(wildcards.variant, STUDY.level(wildcards.level))
 
 
 rule loadtest:
@@ -7,10 +25,13 @@ rule loadtest:
         server=SERVER_STATE,
         spec=SERVE_SPEC,
         manifest=get_manifest,
+        workload=get_workload_files,
     output:
-        requests=f"{VARIANT_DIR}/load/conc~{{c}}{{rep}}.parquet",
+        **loadtest_outputs(),
     log:
-        f"{RESULTS}/logs/loadtest/{{variant}}/conc~{{c}}{{rep}}.log",
+        f"{RESULTS}/logs/loadtest/{{variant}}/{{level}}{{rep}}.log",
+    wildcard_constraints:
+        level="|".join(re.escape(lv.name) for lv in STUDY.load_levels),
     group:
         "serve"
     threads: 0

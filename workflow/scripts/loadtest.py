@@ -8,9 +8,10 @@ setup_logging(sm.log[0])
 loadtest(
     Study(sm.config),
     sm.wildcards.variant,
-    int(sm.wildcards.c),
+    sm.wildcards.level,
     sm.input.server,
     sm.input.manifest,
     sm.output.requests,
     run=Study.run_of(sm.wildcards.rep),
+    timeline_out=sm.output.get("timeline"),
 )

@@ -46,11 +46,16 @@ ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 @dataclass(frozen=True)
 class RequestSpec:
-    """One request to send: a prompt (text or token ids), its length, and the output length."""
+    """One request to send: a prompt (text or token ids), its length, and the output length.
+
+    ``messages`` (chat endpoint only): the conversation to send instead of one user message holding the
+    prompt (``prompt`` is then its rendering, for the record).
+    """
 
     prompt: str | list[int]
     prompt_tokens: int
     max_tokens: int
+    messages: tuple[dict[str, str], ...] | None = None
 
 
 @dataclass
@@ -69,6 +74,7 @@ class RequestRecord:
     chunks: int = 0
     success: bool = False
     error: str | None = None
+    scheduled_ns: int | None = None  # open loop: when the request was due (start - this: queueing delay)
 
     @property
     def tpot_ms(self) -> float | None:
@@ -89,6 +95,8 @@ class RequestRecord:
             "chunks": self.chunks,
             "success": self.success,
             "error": self.error,
+            "scheduled_s": None if self.scheduled_ns is None else (self.scheduled_ns - t0_ns) / 1e9,
+            "queue_delay_ms": None if self.scheduled_ns is None else (self.start_ns - self.scheduled_ns) / 1e6,
         }
 
 
@@ -124,7 +132,9 @@ def _payload(cfg: ClientConfig, spec: RequestSpec) -> dict[str, Any]:
         "stream_options": {"include_usage": True},
         "ignore_eos": cfg.ignore_eos,
     }
-    if cfg.endpoint == "chat":
+    if cfg.endpoint == "chat" and spec.messages:
+        body["messages"] = list(spec.messages)
+    elif cfg.endpoint == "chat":
         text = spec.prompt if isinstance(spec.prompt, str) else json.dumps(spec.prompt)
         body["messages"] = [{"role": "user", "content": text}]
     else:
@@ -580,6 +590,88 @@ async def closed_loop(
         await asyncio.gather(*(worker() for _ in range(width)))
         wall = (time.perf_counter_ns() - t0) / 1e9
     return _result(records, t0, len(warmup), wall)
+
+
+async def _dispatch(
+    session: Callable[[int, int | None], Any], n: int, width: int, arrivals_s: Sequence[float] | None, t0: int
+) -> None:
+    """Run sessions 0..n-1: ``width`` workers taking the next one (closed loop), or each at its arrival."""
+    if arrivals_s is None:
+        order = iter(range(n))
+
+        async def worker() -> None:
+            for i in order:
+                await session(i, None)
+
+        await asyncio.gather(*(worker() for _ in range(min(width, n))))
+        return
+    tasks = []
+    for i, at in enumerate(arrivals_s):
+        due = t0 + int(at * 1e9)
+        delay = (due - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(session(i, due)))
+    await asyncio.gather(*tasks)
+
+
+async def sessions_loop(
+    cfg: ClientConfig,
+    sessions: Sequence[Sequence[RequestSpec]],
+    concurrency: int | None = None,
+    arrivals_s: Sequence[float] | None = None,
+    think_time_s: float = 0.0,
+    warmup: Sequence[RequestSpec] = (),
+    on_done: Progress | None = None,
+    max_concurrency: int | None = None,
+) -> RunResult:
+    """Sessions of requests sent one after the other (a conversation's turns), ``think_time_s`` apart.
+
+    Closed loop (``concurrency``): that many sessions in flight; a worker runs a session's requests in
+    order, then takes the next session. Open loop (``arrivals_s``, one offset in seconds per session):
+    session i starts ``arrivals_s[i]`` after the level's start, however many are in flight (at most
+    ``max_concurrency`` requests when set: the others wait, and the wait counts as their queueing
+    delay). Open-loop records carry ``scheduled_ns``: the session's arrival for its first request, the
+    previous request's end plus the think time for the others; ``start_s`` counts from the first
+    arrival. Request ids number the requests session by session.
+    """
+    if (concurrency is None) == (arrivals_s is None):
+        raise ValueError("give either concurrency (closed loop) or arrivals_s (open loop)")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    if arrivals_s is not None and len(arrivals_s) != len(sessions):
+        raise ValueError(f"{len(arrivals_s)} arrivals for {len(sessions)} sessions")
+    first_id, n = [], 0
+    for s in sessions:
+        first_id.append(n)
+        n += len(s)
+    records: list[RequestRecord] = []
+    width = concurrency or max_concurrency or max(1, n)
+    async with _Client(cfg, width) as client:
+        if warmup:
+            await asyncio.gather(*(client.send(s, -1 - i) for i, s in enumerate(warmup)))
+        sem = asyncio.Semaphore(max_concurrency) if max_concurrency and arrivals_s is not None else None
+
+        async def session(i: int, due: int | None) -> None:
+            for turn, spec in enumerate(sessions[i]):
+                if turn and think_time_s > 0:
+                    await asyncio.sleep(think_time_s)
+                if due is not None and turn:
+                    due = time.perf_counter_ns()
+                async with sem if sem is not None else nullcontext():
+                    rec = await client.send(spec, first_id[i] + turn)
+                rec.scheduled_ns = due
+                records.append(rec)
+                if on_done:
+                    on_done(rec)
+
+        t0 = time.perf_counter_ns()
+        await _dispatch(session, len(sessions), width, arrivals_s, t0)
+        wall = (time.perf_counter_ns() - t0) / 1e9
+    records.sort(key=lambda r: r.request_id)
+    if arrivals_s is None:
+        return _result(records, t0, len(warmup), wall)
+    return RunResult(records=records, t0_ns=t0, warmup=len(warmup), wall_s=wall)
 
 
 def arrival_gaps(n: int, rate_per_s: float, burstiness: float = 1.0, seed: int = 0) -> list[float]:

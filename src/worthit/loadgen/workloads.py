@@ -1,0 +1,613 @@
+"""Named workloads (the study's ``workloads:``): what a load level sends, built offline and seeded.
+
+Four kinds, each a :class:`Workload` that builds a :class:`Plan` (sessions of one or more requests):
+
+* ``random``: random-token prompts whose lengths follow a distribution (:class:`Lengths`: fixed,
+  uniform, normal, lognormal, within [min, max]); every prompt has exactly the drawn number of tokens
+  (the round trip through the tokenizer is checked, as for the fixed-length prompts of
+  :mod:`worthit.loadgen.workload`).
+* ``jsonl``: the user's own prompts, one JSON object a line: ``{"prompt": "..."}`` or
+  ``{"messages": [{"role": ..., "content": ...}, ...]}``, optionally ``"output_tokens": N``.
+* ``trace``: a request trace (.jsonl, or .csv with a header) with, per request, ``arrival_s`` (offset
+  from the trace's start), ``input_tokens``, ``output_tokens`` and optionally ``prefix_id`` (requests
+  with the same id share their first ``prefix_tokens`` tokens, as the public serving traces record
+  shared prefixes). A replay level starts each request at its offset (times ``time_scale``); a
+  concurrency or rate level uses only its lengths and prefixes.
+* ``conversation``: multi-turn chats generated here: turn k resends the whole history (a shared
+  system prompt, the earlier user messages and assistant replies) plus a new user message, so prefix
+  caching meets the reuse a chat service sees. The assistant replies in the history are generated
+  with the conversation (as long as the output the turn asks for), not taken from the server, so the
+  whole workload is known before the level starts and is the same on every variant.
+
+Prompts go to ``/v1/completions`` as token ids where a workload builds them from tokens (so shared
+prefixes are byte-identical), and to ``/v1/chat/completions`` as messages; ``prompt_tokens`` is then
+counted through the model's chat template, as the server counts it. Bad files raise a
+:class:`WorkloadError` naming the file, the line, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worthit.loadgen.client import RequestSpec
+from worthit.loadgen.workload import WorkloadError, _normal_ids, exact_prompt
+
+DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
+KINDS = ("random", "jsonl", "trace", "conversation")
+ENDPOINTS = ("completions", "chat")
+# The keys each kind reads (besides kind and description); any other key is an error naming these.
+KIND_KEYS = {
+    "random": ("prompt_tokens", "output_tokens"),
+    "jsonl": ("path", "output_tokens", "limit"),
+    "trace": ("path", "limit", "time_scale", "prefix_tokens"),
+    "conversation": (
+        "turns",
+        "user_tokens",
+        "output_tokens",
+        "system_tokens",
+        "conversations",
+        "think_time_s",
+    ),
+}
+_MAX_REDRAWS = 1000
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A distribution of token counts: fixed, uniform on [min, max], normal or lognormal (mean, std).
+
+    Normal and lognormal draws are rounded to whole tokens; a draw outside [min, max] is drawn again (a
+    truncated distribution). A lognormal's ``mean`` and ``std`` are those of the lengths themselves.
+    """
+
+    distribution: str = "fixed"
+    value: int | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: int = 1
+    max: int | None = None
+
+    @classmethod
+    def parse(cls, spec: Any, where: str) -> Lengths:
+        """An integer (fixed) or a mapping ``{distribution, value | mean + std, min, max}``."""
+        if isinstance(spec, bool) or not isinstance(spec, int | Mapping):
+            raise WorkloadError(f"{where}: expected a token count or a distribution mapping, got {spec!r}")
+        if isinstance(spec, int):
+            if spec < 1:
+                raise WorkloadError(f"{where}: a token count is at least 1, got {spec}")
+            return cls("fixed", value=spec, min=spec, max=spec)
+        allowed = ("distribution", "value", "mean", "std", "min", "max")
+        unknown = sorted(set(spec) - set(allowed))
+        if unknown:
+            raise WorkloadError(f"{where}: unknown key(s) {unknown} (allowed keys: {', '.join(allowed)})")
+        dist = spec.get("distribution", "fixed")
+        if dist not in DISTRIBUTIONS:
+            raise WorkloadError(f"{where}.distribution: {dist!r} (allowed: {', '.join(DISTRIBUTIONS)})")
+        lo, hi = cls._bounds(spec, where)
+
+        def need(key: str, positive: bool = True) -> float:
+            v = spec.get(key)
+            if v is None or isinstance(v, bool) or not isinstance(v, int | float):
+                raise WorkloadError(f"{where}.{key}: a number is required for distribution {dist}")
+            if v < 0 or (positive and v == 0):
+                raise WorkloadError(f"{where}.{key}: must be {'> 0' if positive else '>= 0'}, got {v}")
+            return float(v)
+
+        if dist == "fixed":
+            value = int(need("value"))
+            if value < lo or (hi is not None and value > hi):
+                raise WorkloadError(f"{where}.value: {value} is outside [min, max] = [{lo}, {hi}]")
+            return cls("fixed", value=value, min=lo, max=hi)
+        if dist == "uniform":
+            if hi is None:
+                raise WorkloadError(f"{where}.max: distribution uniform draws from [min, max]; set max")
+            return cls("uniform", min=lo, max=hi)
+        mean, std = need("mean"), need("std", positive=False)
+        if hi is not None and not lo <= mean <= hi:
+            raise WorkloadError(f"{where}.mean: {mean:g} is outside [min, max] = [{lo}, {hi}]")
+        return cls(dist, mean=mean, std=std, min=lo, max=hi)
+
+    @staticmethod
+    def _bounds(spec: Mapping[str, Any], where: str) -> tuple[int, int | None]:
+        lo = 1 if spec.get("min") is None else int(spec["min"])
+        hi = None if spec.get("max") is None else int(spec["max"])
+        if lo < 1:
+            raise WorkloadError(f"{where}.min: at least 1, got {lo}")
+        if hi is not None and hi < lo:
+            raise WorkloadError(f"{where}.max: {hi} is below min {lo}")
+        return lo, hi
+
+    def sample(self, rng: random.Random) -> int:
+        if self.distribution == "fixed":
+            return int(self.value or self.min)
+        if self.distribution == "uniform":
+            return rng.randint(self.min, int(self.max or self.min))
+        mean, std = float(self.mean or 0), float(self.std or 0)
+        if std == 0:
+            return self._clip(round(mean))
+        sigma2 = math.log(1 + (std / mean) ** 2)  # lognormal: mu, sigma of the log that give this mean and std
+        mu, sigma = math.log(mean) - sigma2 / 2, math.sqrt(sigma2)
+        for _ in range(_MAX_REDRAWS):
+            x = rng.gauss(mean, std) if self.distribution == "normal" else rng.lognormvariate(mu, sigma)
+            n = round(x)
+            if n >= self.min and (self.max is None or n <= self.max):
+                return n
+        raise WorkloadError(f"{self.describe()}: {_MAX_REDRAWS} draws in a row fell outside [min, max]")
+
+    def _clip(self, n: int) -> int:
+        return max(self.min, n if self.max is None else min(self.max, n))
+
+    @property
+    def nominal(self) -> float:
+        """The distribution's nominal length: the value, the middle of a uniform range, or the mean."""
+        if self.distribution == "fixed":
+            return float(self.value or self.min)
+        if self.distribution == "uniform":
+            return (self.min + float(self.max or self.min)) / 2
+        return float(self.mean or 0)
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"distribution": self.distribution}
+        for k in ("value", "mean", "std", "min", "max"):
+            v = getattr(self, k)
+            if v is not None and not (self.distribution == "fixed" and k in ("min", "max")):
+                d[k] = v
+        return d
+
+
+@dataclass
+class Plan:
+    """What a level sends: sessions of requests (a conversation's turns; one request each otherwise)."""
+
+    sessions: list[list[RequestSpec]]
+    arrivals_s: list[float] | None = None  # a trace's start offsets, one per session (replay levels)
+    think_time_s: float = 0.0  # between a session's requests
+    describe: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def specs(self) -> list[RequestSpec]:
+        """Every request, session by session (the order of the client's request ids)."""
+        return [s for session in self.sessions for s in session]
+
+    @property
+    def flat(self) -> bool:
+        return all(len(s) == 1 for s in self.sessions)
+
+    def positions(self) -> list[tuple[int, int]]:
+        """(session, turn) of each request, in request-id order."""
+        return [(i, t) for i, session in enumerate(self.sessions) for t in range(len(session))]
+
+
+class Prompter:
+    """Turns token ids or messages into request specs for one endpoint, counting tokens as the server will."""
+
+    def __init__(self, tok: Any, endpoint: str) -> None:
+        if endpoint not in ENDPOINTS:
+            raise WorkloadError(f"endpoint {endpoint!r} (allowed: {', '.join(ENDPOINTS)})")
+        self.tok = tok
+        self.endpoint = endpoint
+        self.pool = _normal_ids(tok)
+
+    def template(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The chat template's rendering (with the assistant's turn opened), as the server renders it."""
+        if not getattr(self.tok, "chat_template", None):
+            raise WorkloadError(
+                "the model's tokenizer has no chat template, so chat messages cannot be sent or counted; "
+                "use loadtest.endpoint: completions with text prompts"
+            )
+        return str(self.tok.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
+
+    def count(self, text: str) -> int:
+        return len(self.tok.encode(text, add_special_tokens=False))
+
+    def from_ids(self, ids: list[int], max_tokens: int) -> RequestSpec:
+        if self.endpoint == "completions":
+            return RequestSpec(prompt=ids, prompt_tokens=len(ids), max_tokens=max_tokens)
+        return self.from_messages([{"role": "user", "content": self.tok.decode(ids)}], max_tokens)
+
+    def from_text(self, text: str, max_tokens: int) -> RequestSpec:
+        if self.endpoint == "completions":
+            return RequestSpec(prompt=text, prompt_tokens=self.count(text), max_tokens=max_tokens)
+        return self.from_messages([{"role": "user", "content": text}], max_tokens)
+
+    def from_messages(self, messages: Sequence[Mapping[str, str]], max_tokens: int) -> RequestSpec:
+        rendered = self.template(messages)
+        if self.endpoint == "completions":
+            return RequestSpec(prompt=rendered, prompt_tokens=self.count(rendered), max_tokens=max_tokens)
+        msgs = tuple({"role": str(m["role"]), "content": str(m["content"])} for m in messages)
+        return RequestSpec(prompt=rendered, prompt_tokens=self.count(rendered), max_tokens=max_tokens, messages=msgs)
+
+    def random_ids(self, n: int, rng: random.Random) -> list[int]:
+        """Exactly ``n`` random token ids whose decoded text re-encodes to themselves."""
+        return exact_prompt(self.tok, n, rng, self.pool)[1]
+
+
+class Workload:
+    """A named workload; :meth:`build` makes a level's requests."""
+
+    kind = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def build(
+        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> Plan:
+        """About ``num_requests`` requests (a conversation ends its last chat), in at least ``min_sessions``
+        sessions; ``seed`` and ``offset`` fix every random choice."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind}
+
+    def files(self) -> list[str]:
+        """Files the workload reads (inputs of the levels that use it)."""
+        return []
+
+
+def _rng(seed: int, offset: int) -> random.Random:
+    return random.Random(seed * 1_000_003 + offset)
+
+
+class RandomLengths(Workload):
+    """Random-token prompts and outputs with lengths drawn from :class:`Lengths`."""
+
+    kind = "random"
+
+    def __init__(self, name: str, prompt: Lengths, output: Lengths) -> None:
+        super().__init__(name)
+        self.prompt, self.output = prompt, output
+
+    def build(
+        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> Plan:
+        rng, p = _rng(seed, offset), Prompter(tok, endpoint)
+        sessions = []
+        for _ in range(max(num_requests, min_sessions)):
+            n_in, n_out = self.prompt.sample(rng), self.output.sample(rng)
+            sessions.append([p.from_ids(p.random_ids(n_in, rng), n_out)])
+        return Plan(sessions, describe=self.describe())
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "prompt_tokens": self.prompt.describe(), "output_tokens": self.output.describe()}
+
+
+def _resolve(path: str, where: str, base: Path | None) -> Path:
+    p = Path(path)
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    if not p.is_file():
+        raise WorkloadError(f"{where}: file {p} not found (relative paths are taken from {base or Path.cwd()})")
+    return p
+
+
+def _int_field(obj: Mapping[str, Any], key: str, where: str, minimum: int = 0, required: bool = True) -> int | None:
+    v = obj.get(key)
+    if v is None or v == "":
+        if required:
+            raise WorkloadError(f"{where}: key '{key}' is missing (an integer >= {minimum})")
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise WorkloadError(f"{where}: key '{key}' must be an integer >= {minimum}, got {v!r}") from None
+    if isinstance(v, bool) or f != int(f) or f < minimum:
+        raise WorkloadError(f"{where}: key '{key}' must be an integer >= {minimum}, got {v!r}")
+    return int(f)
+
+
+def _jsonl_objects(path: Path, limit: int | None) -> list[tuple[int, dict[str, Any]]]:
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise WorkloadError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            out.append((lineno, obj))
+            if limit and len(out) >= limit:
+                break
+    if not out:
+        raise WorkloadError(f"{path}: no requests in the file")
+    return out
+
+
+_ROLES = ("system", "user", "assistant")
+
+
+class UserPrompts(Workload):
+    """The user's prompts, one JSON object a line: ``prompt`` (text) or ``messages`` (chat), optional
+    ``output_tokens``. A level takes them in file order, from the start again when it needs more."""
+
+    kind = "jsonl"
+    PROMPT_KEYS = ("prompt", "messages")
+
+    def __init__(self, name: str, path: Path, output: Lengths, limit: int | None = None) -> None:
+        super().__init__(name)
+        self.path, self.output = path, output
+        self.items: list[tuple[str | list[dict[str, str]], int | None]] = []
+        for lineno, obj in _jsonl_objects(path, limit):
+            where = f"{path}:{lineno}"
+            keys = [k for k in self.PROMPT_KEYS if k in obj]
+            if len(keys) != 1:
+                raise WorkloadError(
+                    f"{where}: expected exactly one of the keys {', '.join(self.PROMPT_KEYS)} (found keys: "
+                    f"{', '.join(sorted(obj)) or 'none'})"
+                )
+            out = _int_field(obj, "output_tokens", where, minimum=1, required=False)
+            if keys[0] == "prompt":
+                if not isinstance(obj["prompt"], str) or not obj["prompt"]:
+                    raise WorkloadError(f"{where}: key 'prompt' must be a non-empty string")
+                self.items.append((obj["prompt"], out))
+                continue
+            msgs = obj["messages"]
+            if not isinstance(msgs, list) or not msgs:
+                raise WorkloadError(f"{where}: key 'messages' must be a non-empty list of {{role, content}}")
+            for i, m in enumerate(msgs):
+                if not isinstance(m, dict) or m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
+                    raise WorkloadError(
+                        f"{where}: key 'messages[{i}]' must be {{role, content}} with role one of "
+                        f"{', '.join(_ROLES)} and content a string, got {m!r}"
+                    )
+            self.items.append(([{"role": m["role"], "content": m["content"]} for m in msgs], out))
+
+    def build(
+        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> Plan:
+        rng, p = _rng(seed, offset), Prompter(tok, endpoint)
+        sessions = []
+        for i in range(max(num_requests, min_sessions)):
+            prompt, out = self.items[i % len(self.items)]
+            n_out = out if out is not None else self.output.sample(rng)
+            spec = p.from_text(prompt, n_out) if isinstance(prompt, str) else p.from_messages(prompt, n_out)
+            sessions.append([spec])
+        return Plan(sessions, describe=self.describe())
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "path": str(self.path), "prompts": len(self.items)}
+
+    def files(self) -> list[str]:
+        return [str(self.path)]
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+    prefix_id: str | None = None
+    prefix_tokens: int = 0
+
+
+class Trace(Workload):
+    """A request trace: arrival offsets, input and output lengths, optional shared-prefix ids."""
+
+    kind = "trace"
+    COLUMNS = ("arrival_s", "input_tokens", "output_tokens", "prefix_id", "prefix_tokens")
+
+    def __init__(
+        self,
+        name: str,
+        path: Path,
+        time_scale: float = 1.0,
+        prefix_tokens: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.path, self.time_scale = path, time_scale
+        rows = self._read(path, limit)
+        self.requests: list[TraceRequest] = []
+        for where, obj in rows:
+            unknown = sorted(set(obj) - set(self.COLUMNS))
+            if unknown:
+                raise WorkloadError(f"{where}: unknown key(s) {unknown} (allowed keys: {', '.join(self.COLUMNS)})")
+            arrival = obj.get("arrival_s")
+            try:
+                arrival_s = float(arrival)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise WorkloadError(
+                    f"{where}: key 'arrival_s' must be a number of seconds >= 0, got {arrival!r}"
+                ) from None
+            if not arrival_s >= 0 or math.isinf(arrival_s):
+                raise WorkloadError(f"{where}: key 'arrival_s' must be a number of seconds >= 0, got {arrival!r}")
+            n_in = int(_int_field(obj, "input_tokens", where, minimum=1) or 0)
+            n_out = int(_int_field(obj, "output_tokens", where, minimum=1) or 0)
+            pid = obj.get("prefix_id")
+            pid = None if pid in (None, "") else str(pid)
+            pt = _int_field(obj, "prefix_tokens", where, minimum=0, required=False)
+            if pid is not None and pt is None:
+                if prefix_tokens is None:
+                    raise WorkloadError(
+                        f"{where}: key 'prefix_id' is set but no 'prefix_tokens' (add it to the line, or set "
+                        f"workloads.{name}.prefix_tokens)"
+                    )
+                pt = prefix_tokens
+            pt = (pt or 0) if pid is not None else 0
+            if pt > n_in:
+                raise WorkloadError(f"{where}: key 'prefix_tokens' ({pt}) exceeds 'input_tokens' ({n_in})")
+            self.requests.append(TraceRequest(arrival_s, n_in, n_out, pid, pt))
+        self.requests.sort(key=lambda r: r.arrival_s)
+
+    @staticmethod
+    def _read(path: Path, limit: int | None) -> list[tuple[str, dict[str, Any]]]:
+        if path.suffix.lower() == ".csv":
+            out = []
+            with open(path, encoding="utf-8", newline="") as fh:
+                reader = csv.DictReader(fh)
+                for lineno, row in enumerate(reader, 2):
+                    out.append((f"{path}:{lineno}", {k: v for k, v in row.items() if k is not None}))
+                    if limit and len(out) >= limit:
+                        break
+            if not out:
+                raise WorkloadError(f"{path}: no requests in the file (expected a header and one row a request)")
+            return out
+        return [(f"{path}:{lineno}", obj) for lineno, obj in _jsonl_objects(path, limit)]
+
+    def build(
+        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> Plan:
+        """``num_requests`` <= 0: the whole trace with its arrival offsets (a replay level); else that many
+        of its requests in order (from the start again when the trace is shorter), without arrivals."""
+        rng, p = _rng(seed, offset), Prompter(tok, endpoint)
+        replay = num_requests <= 0
+        reqs = (
+            self.requests
+            if replay
+            else [self.requests[i % len(self.requests)] for i in range(max(num_requests, min_sessions))]
+        )
+        longest: dict[str, int] = {}
+        for r in reqs:
+            if r.prefix_id is not None:
+                longest[r.prefix_id] = max(longest.get(r.prefix_id, 0), r.prefix_tokens)
+        prefixes = {pid: p.random_ids(n, rng) for pid, n in sorted(longest.items())}
+        sessions = []
+        for r in reqs:
+            head = prefixes[r.prefix_id][: r.prefix_tokens] if r.prefix_id is not None else []
+            ids = head + p.random_ids(r.input_tokens - len(head), rng)
+            sessions.append([p.from_ids(ids, r.output_tokens)])
+        arrivals = None
+        if replay:
+            t0 = reqs[0].arrival_s
+            arrivals = [(r.arrival_s - t0) * self.time_scale for r in reqs]
+        return Plan(sessions, arrivals_s=arrivals, describe=self.describe())
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "path": str(self.path),
+            "requests": len(self.requests),
+            "time_scale": self.time_scale,
+            "span_s": (self.requests[-1].arrival_s - self.requests[0].arrival_s) * self.time_scale,
+        }
+
+    def files(self) -> list[str]:
+        return [str(self.path)]
+
+
+class Conversations(Workload):
+    """Multi-turn chats: each turn sends the whole history and a new user message."""
+
+    kind = "conversation"
+
+    def __init__(
+        self,
+        name: str,
+        turns: Lengths,
+        user: Lengths,
+        output: Lengths,
+        system_tokens: int = 0,
+        conversations: int | None = None,
+        think_time_s: float = 0.0,
+    ) -> None:
+        super().__init__(name)
+        self.turns, self.user, self.output = turns, user, output
+        self.system_tokens, self.conversations, self.think_time_s = system_tokens, conversations, think_time_s
+
+    def build(
+        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> Plan:
+        """``conversations`` chats if set, else enough for ``num_requests`` turns (and ``min_sessions`` chats)."""
+        rng, p = _rng(seed, offset), Prompter(tok, endpoint)
+        # One system prompt for every conversation, as a chat service sends to all its users.
+        system = p.random_ids(self.system_tokens, random.Random(seed * 7_919 + 1)) if self.system_tokens else []
+        sessions: list[list[RequestSpec]] = []
+        total = 0
+        while (self.conversations is not None and len(sessions) < self.conversations) or (
+            self.conversations is None and (total < num_requests or len(sessions) < min_sessions)
+        ):
+            history: list[tuple[str, list[int]]] = [("system", system)] if system else []
+            session = []
+            for _ in range(self.turns.sample(rng)):
+                history.append(("user", p.random_ids(self.user.sample(rng), rng)))
+                n_out = self.output.sample(rng)
+                session.append(self._spec(p, history, n_out))
+                # the reply the history carries into the next turn: as long as the output asked for
+                history.append(("assistant", p.random_ids(n_out, rng)))
+            sessions.append(session)
+            total += len(session)
+        return Plan(sessions, think_time_s=self.think_time_s, describe=self.describe())
+
+    @staticmethod
+    def _spec(p: Prompter, history: list[tuple[str, list[int]]], n_out: int) -> RequestSpec:
+        if p.endpoint == "completions":  # token ids: the history is byte-identical from turn to turn
+            return p.from_ids([t for _, ids in history for t in ids], n_out)
+        return p.from_messages([{"role": role, "content": p.tok.decode(ids)} for role, ids in history], n_out)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "turns": self.turns.describe(),
+            "user_tokens": self.user.describe(),
+            "output_tokens": self.output.describe(),
+            "system_tokens": self.system_tokens,
+            "conversations": self.conversations,
+            "think_time_s": self.think_time_s,
+        }
+
+
+def from_config(
+    name: str,
+    spec: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+    base: Path | None = None,
+    source: str = "config",
+) -> Workload:
+    """A workload from its ``workloads.<name>`` mapping; files are read and checked here.
+
+    ``defaults``: the loadtest section (prompt_tokens, output_tokens fill what a workload leaves out);
+    ``base``: the folder relative paths are taken from (default: the working directory).
+    """
+    where = f"{source}: key 'workloads.{name}"
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise WorkloadError(f"{where}.kind': {kind!r} (allowed: {', '.join(KINDS)})")
+    allowed = ("kind", "description", *KIND_KEYS[kind])
+    unknown = sorted(k for k, v in spec.items() if k not in allowed and v is not None)
+    if unknown:
+        raise WorkloadError(
+            f"{where}.{unknown[0]}': not read by kind {kind} (keys of a {kind} workload: {', '.join(allowed)})"
+        )
+    d = dict(defaults or {})
+
+    def lengths(key: str, default: Any) -> Lengths:
+        return Lengths.parse(spec.get(key) if spec.get(key) is not None else default, f"{where}.{key}'")
+
+    if kind == "random":
+        return RandomLengths(
+            name,
+            lengths("prompt_tokens", d.get("prompt_tokens", 256)),
+            lengths("output_tokens", d.get("output_tokens", 64)),
+        )
+    if kind == "conversation":
+        return Conversations(
+            name,
+            turns=lengths("turns", 4),
+            user=lengths("user_tokens", 64),
+            output=lengths("output_tokens", d.get("output_tokens", 64)),
+            system_tokens=int(spec.get("system_tokens") or 0),
+            conversations=spec.get("conversations"),
+            think_time_s=float(spec.get("think_time_s") or 0.0),
+        )
+    if not spec.get("path"):
+        raise WorkloadError(f"{where}.path': a {kind} workload reads a file; name it")
+    path = _resolve(str(spec["path"]), f"{where}.path'", base)
+    if kind == "jsonl":
+        return UserPrompts(name, path, lengths("output_tokens", d.get("output_tokens", 64)), spec.get("limit"))
+    return Trace(
+        name,
+        path,
+        time_scale=float(spec.get("time_scale") or 1.0),
+        prefix_tokens=spec.get("prefix_tokens"),
+        limit=spec.get("limit"),
+    )
