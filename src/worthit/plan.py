@@ -22,7 +22,7 @@ counts it), and persistent non-weight memory (attention-backend and cuBLAS works
 We model the activation peak as tokens x (2 x intermediate + 4 x hidden) activations, the graph pool as
 a constant per layer (0.89 GiB for a 28-layer 7B measured on the H200), and the rest as one constant
 fitted between the two measured points this project has (an RTX 3090 left ~2.5 GiB beyond the weights,
-an H200 ~1.3 GiB): see ``docs`` in :data:`NON_TORCH_GIB`. ``--calibration results/<study>`` replaces the
+an H200 ~1.3 GiB; :data:`NON_TORCH_GIB`). ``--calibration results/<study>`` replaces the
 modelled overhead (and the assumed bandwidth fraction) by what a finished study measured.
 
 After a study, :func:`compare` sets the plan against the measurements (``plan_vs_measured``), flagging
@@ -75,13 +75,14 @@ DTYPE_BYTES = {
 # the committed H200 run (128,943 blocks) within -1.3%; a constant cannot do better, since the smaller
 # GPU showed the larger overhead (about 2.5 GiB vs 1.3 GiB beyond the weights).
 NON_TORCH_GIB = 1.25
-# CUDA-graph pool per decoder layer: the H200 log shows 0.89 GiB for 28 layers (vLLM 0.25, 51 sizes x 2 modes).
+# CUDA-graph pool per decoder layer: 0.89 GiB for 28 layers on the H200 (vLLM 0.25, 51 sizes x 2 modes;
+# examples/h200/results/logs/serve/bf16.log, "Graph capturing finished").
 CUDA_GRAPH_GIB_PER_LAYER = 0.89 / 28
 # Typical decode efficiency when nothing was measured: the seed study's 3090 reached ~0.8 of peak
 # bandwidth at concurrency 1, the H200 0.68 (docs: README "Results on real hardware").
 DEFAULT_BANDWIDTH_FRACTION = 0.75
 DEFAULT_TOLERANCES = {"kv_blocks": 0.10, "tpot": 0.25, "throughput": 0.30, "knee_factor": 2.0}
-SERVER_START_S = {"gpu": 180.0, "cpu": 60.0}  # a cold vLLM start with CUDA graphs / eager on CPU
+SERVER_START_S = 180.0  # a cold vLLM start with CUDA graphs (examples/h200: about 3 minutes)
 
 RULE_SOURCES = {
     "fp8_kv_cache": "vLLM quantized KV cache: FP8 (E4M3/E5M2) needs compute capability >= 8.9 (Ada, Hopper)",
@@ -907,7 +908,7 @@ def _predict_kv_pool(
 def _wall_s(roof: Roofline, wl: Workload, fraction: float, server_start_s: float | None) -> float:
     """Server start, then every measurement one after another: waves of requests, each a prefill
     (compute-bound) and its output tokens at the level's expected TPOT."""
-    start = server_start_s if server_start_s is not None else SERVER_START_S["gpu"]
+    start = server_start_s if server_start_s is not None else SERVER_START_S
     prefill_s_per_token = roof.flops_per_seq / (roof.flops_s * fraction) if roof.flops_s else 0.0
     wall = start + (5.0 if "kv" in wl.experiments else 0.0)
     if "loadtest" in wl.experiments:
