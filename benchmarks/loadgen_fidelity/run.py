@@ -102,6 +102,7 @@ def ours(
             "tpot_ms": r.tpot_ms,
             "itl_ms": r.itl_ms,
             "start_s": r.start_ns / 1e9,
+            "sent_s": r.sent_ns / 1e9 if r.sent_ns else None,
         }
         for r in res.records
         if r.success
@@ -284,9 +285,11 @@ def compare(client: list[dict[str, Any]], server: dict[str, dict[str, Any]], itl
     TTFT: client TTFT - (server's first write - its arrival); TPOT: client TPOT - (last write - first
     write) / (tokens - 1); every inter-token gap: client gap j - (write j+1 - write j), relative to the
     configured interval (a single server gap can be near zero when the scheduler catches up). The
-    request leg (client start -> server arrival) is reported apart: it is part of TTFT's error.
+    request leg (client start -> server read) is reported apart: it is part of TTFT's error, and so is
+    the server's own delay in reading a request (its loop busy with other requests and chunks), which
+    only the client's write time (worthit's ``sent_ns``) separates from the client's part.
     """
-    ttft_e, ttft_t, tpot_e, tpot_t, gap_e, gap_t, leg = [], [], [], [], [], [], []
+    ttft_e, ttft_t, tpot_e, tpot_t, gap_e, gap_t, leg, send = [], [], [], [], [], [], [], []
     unmatched = gap_mismatch = 0
     for c in client:
         s = server.get(c["id"])
@@ -298,6 +301,8 @@ def compare(client: list[dict[str, Any]], server: dict[str, dict[str, Any]], itl
         ttft_e.append(c["ttft_ms"] - s_ttft)
         ttft_t.append(s_ttft)
         leg.append((s["arrival_s"] - c["start_s"]) * 1e3)
+        if c.get("sent_s"):
+            send.append((c["sent_s"] - c["start_s"]) * 1e3)
         if s["tokens"] > 1 and c["tpot_ms"] is not None:
             s_tpot = (w[-1] - w[0]) * 1e3 / (s["tokens"] - 1)
             tpot_e.append(c["tpot_ms"] - s_tpot)
@@ -317,6 +322,9 @@ def compare(client: list[dict[str, Any]], server: dict[str, dict[str, Any]], itl
         "gap": _dist(gap_e, gap_t),
         "request_leg_p50_ms": float(np.percentile(leg, 50)) if leg else None,
         "request_leg_p99_ms": float(np.percentile(leg, 99)) if leg else None,
+        # of the request leg, the client's own part: clock start -> request written (worthit only)
+        "client_send_p50_ms": float(np.percentile(send, 50)) if send else None,
+        "client_send_p99_ms": float(np.percentile(send, 99)) if send else None,
         "server_late_p99_ms": float(np.percentile(late, 99)) if late else None,
     }
 
@@ -466,6 +474,8 @@ def _row(lv: dict[str, Any], tool: str, m: dict[str, Any]) -> str:
     cpu = m.get("cpu_us_per_token")
     leg = v.get("request_leg_p50_ms")
     leg_s = f"{leg:.2f} / {v['request_leg_p99_ms']:.2f}" if leg is not None else "-"
+    send = v.get("client_send_p50_ms")
+    send_s = f"{send:.3f} / {v['client_send_p99_ms']:.3f}" if send is not None else "-"
     late = v.get("server_late_p99_ms")
     extra = []
     if v["unmatched"]:
@@ -482,7 +492,7 @@ def _row(lv: dict[str, Any], tool: str, m: dict[str, Any]) -> str:
         f"{_pair(v['tpot'], 'abs_p50_ms', 'abs_p99_ms', '.4f')} | "
         f"{_pair(v['tpot'], 'rel_p50_pct', 'rel_p99_pct', '.2f')} | "
         f"{_pair(v['gap'], 'abs_p50_ms', 'abs_p99_ms', '.3f')} | "
-        f"{_pair(v['gap'], 'rel_p50_pct', 'rel_p99_pct', '.1f')} | {leg_s} | "
+        f"{_pair(v['gap'], 'rel_p50_pct', 'rel_p99_pct', '.1f')} | {leg_s} | {send_s} | "
         f"{m['tok_per_s']:,.0f} ({_r(m['tok_per_s'], lv['offered_tok_per_s'])}) | "
         f"{f'{cpu:.1f}' if cpu else '-'} | {f'{late:.2f}' if late is not None else '-'} |"
     )
@@ -501,9 +511,10 @@ def report_calibration(path: Path, worst: Worst) -> None:
     )
     print(
         "| conc | tool | requests matched | TTFT ms | TTFT % | TPOT ms | TPOT % | gap ms | gap % | "
-        "request leg P50 / P99 ms | tok/s (of offered) | client CPU µs/token | server late P99 ms |"
+        "request leg P50 / P99 ms | of it until written P50 / P99 ms | tok/s (of offered) | "
+        "client CPU µs/token | server late P99 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lv in cal["levels"]:
         for tool in ("worthit", "vllm_bench"):
             m = lv.get(tool)

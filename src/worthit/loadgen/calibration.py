@@ -180,6 +180,49 @@ def _event(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
+def _chunk(rid: str, model: str, chat: bool, text: str, finish: str | None, role: bool = False) -> dict[str, Any]:
+    """One streamed chunk as vLLM writes it."""
+    if chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "delta": {"role": "assistant", "content": text} if role else {"content": text},
+            "logprobs": None,
+            "finish_reason": finish,
+        }
+        return {"id": rid, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [choice]}
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}],
+    }
+
+
+def _token_frames(timing: Timing, sizes: list[int], rid: str, model: str, chat: bool) -> list[bytes]:
+    """One framed write per token chunk; chat's role-only chunk goes out with the first, as vLLM does.
+
+    Built in microseconds: in a closed loop's burst this runs once per request before the next request's
+    bytes are read, so its cost would count as the next request's delay.
+    """
+    role = _frame(_event(_chunk(rid, model, chat, "", None, role=True))) if chat else b""
+    cache: dict[tuple[int, bool, bool, bool], bytes] = {}  # chunks repeat: encode and frame each kind once
+    last = len(sizes) - 1
+
+    def frame(j: int) -> bytes:
+        key = (sizes[j], j == last, timing.empty(j), j == 0 and chat)
+        f = cache.get(key)
+        if f is None:
+            text = "" if key[2] else " tok" * key[0]
+            data = _frame(_event(_chunk(rid, model, chat, text, "length" if key[1] else None)))
+            f = cache[key] = role + data if key[3] else data
+        return f
+
+    if last >= 2 and not timing.empty_share:  # first, identical middle chunks, last
+        return [frame(0), *([frame(1)] * (last - 1)), frame(last)]
+    return [frame(j) for j in range(len(sizes))]
+
+
 class Scheduler:
     """Writes every stream's due chunks; one per process."""
 
@@ -364,46 +407,11 @@ class CalibrationServer:
         transport = request.transport
         assert transport is not None
 
-        def chunk(text: str, finish: str | None, role: bool = False) -> dict[str, Any]:
-            if chat:
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "delta": {"role": "assistant", "content": text} if role else {"content": text},
-                    "logprobs": None,
-                    "finish_reason": finish,
-                }
-                return {
-                    "id": rid,
-                    "object": "chat.completion.chunk",
-                    "created": 0,
-                    "model": self.model,
-                    "choices": [choice],
-                }
-            return {
-                "id": rid,
-                "object": "text_completion",
-                "created": 0,
-                "model": self.model,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}],
-            }
-
-        sizes = timing.chunks(n)
-        if timing.fail == "no_content":
-            sizes = []
-        frames: list[bytes] = []
-        times: list[float] = []
+        sizes = [] if timing.fail == "no_content" else timing.chunks(n)
         t_first = arrival + timing.ttft_ms / 1e3
-        # chat: vLLM writes a role-only chunk right before the first token chunk
-        role = _frame(_event(chunk("", None, role=True))) if chat else b""
-        cache: dict[tuple[int, bool, bool, bool], bytes] = {}  # chunks repeat: encode and frame each kind once
-        for j, k in enumerate(sizes):
-            key = (k, j == len(sizes) - 1, timing.empty(j), j == 0 and chat)
-            frame = cache.get(key)
-            if frame is None:
-                data = _frame(_event(chunk("" if key[2] else " tok" * k, "length" if key[1] else None)))
-                frame = cache[key] = role + data if key[3] else data
-            frames.append(frame)
-            times.append(t_first + j * timing.itl_ms / 1e3)
+        frames = _token_frames(timing, sizes, rid, self.model, chat)
+        itl_s = timing.itl_ms / 1e3
+        times = [t_first + j * itl_s for j in range(len(sizes))]
         tail = b""
         if timing.fail == "stream_error":
             tail += _event({"error": {"message": "calibration: injected error", "code": 500}})

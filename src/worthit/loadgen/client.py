@@ -65,6 +65,7 @@ class RequestRecord:
     request_id: int
     prompt_tokens: int
     start_ns: int = 0
+    sent_ns: int = 0  # when the request was written (the http:// client only; 0 where unknown)
     ttft_ms: float | None = None
     first_text_ms: float | None = None  # first chunk whose text is not empty
     e2e_ms: float | None = None
@@ -146,7 +147,7 @@ def _payload(cfg: ClientConfig, spec: RequestSpec) -> dict[str, Any]:
 def _content(choice: dict[str, Any]) -> str:
     text = choice.get("text")
     if text is not None:
-        return text
+        return str(text)
     delta = choice.get("delta") or {}
     return (delta.get("content") or "") + (delta.get("reasoning_content") or delta.get("reasoning") or "")
 
@@ -466,6 +467,7 @@ class _FastClient:
             async with asyncio.timeout(cfg.request_timeout_s) if hasattr(asyncio, "timeout") else nullcontext():
                 conn = await self._conn()
                 done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                rec.sent_ns = time.perf_counter_ns()
                 conn.begin(request, timer, done)
                 await done
             if conn.status != 200:
