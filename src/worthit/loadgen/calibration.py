@@ -84,7 +84,7 @@ class Timing:
         return math.ceil((j + 1) * s - 1e-9) > math.ceil(j * s - 1e-9)
 
     def chunks(self, output_tokens: int) -> list[int]:
-        """Tokens carried by each content chunk."""
+        """Tokens carried by each token chunk."""
         k = max(1, self.tokens_per_chunk)
         full, rest = divmod(max(0, output_tokens), k)
         return [k] * full + ([rest] if rest else [])
@@ -527,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8123)
     ap.add_argument("--ttft-ms", type=float, default=50.0)
-    ap.add_argument("--itl-ms", type=float, default=5.0, help="interval between content chunks")
+    ap.add_argument("--itl-ms", type=float, default=5.0, help="interval between token chunks")
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument(
         "--empty-share", type=float, default=0.0, help="share of token chunks with empty text (multi-byte output)"
