@@ -9,15 +9,15 @@ REPORT_DIR = f"{RESULTS}/report"
 DECISION_TABLES = [t.name.removeprefix("report_") for t in schemas.REPORT_TABLES if t is not schemas.REPORT_VALIDATION]
 
 
-def get_report_results(wildcards):
-    """Every measurement of every variant (kv, load levels, prefix lengths, accuracy and its samples, ...)."""
-    out = [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)]
-    return out + [f"{RESULTS}/variant~{v}/accuracy_samples.parquet" for v in STUDY.variants_with("accuracy")]
+# every measurement of every variant (kv, load levels, prefix lengths, accuracy and its samples, ...)
+REPORT_RESULTS = [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)] + [
+    f"{RESULTS}/variant~{v}/accuracy_samples.parquet" for v in STUDY.variants_with("accuracy")
+]
 
 
 rule decide_study:
     input:
-        results=get_report_results,
+        results=REPORT_RESULTS,
     output:
         parquet=expand(f"{REPORT_DIR}/{{table}}.parquet", table=DECISION_TABLES),
         csv=expand(f"{REPORT_DIR}/{{table}}.csv", table=[t for t in DECISION_TABLES if t != "verdicts"]),
@@ -32,7 +32,7 @@ rule decide_study:
 
 rule plot_study:
     input:
-        results=get_report_results,
+        results=REPORT_RESULTS,
     output:
         figures=report(
             directory(f"{REPORT_DIR}/figures"),
@@ -48,7 +48,7 @@ rule plot_study:
 
 rule render_report:
     input:
-        results=get_report_results,
+        results=REPORT_RESULTS,
         tables=rules.decide_study.output.parquet,
         figures=rules.plot_study.output.figures,
         validation=get_validation_files,
