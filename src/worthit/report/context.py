@@ -64,6 +64,7 @@ class Context:
     rules: Rules
     slo: Slo
     analyses: dict[str, Any] = field(default_factory=dict)
+    _random: dict[str, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, study: Study, results: StudyResults) -> Context:
@@ -109,13 +110,15 @@ class Context:
         return _model_source(self.study.cfg, self.model(variant))
 
     def random_weights(self, variant: str) -> bool:
-        """Whether the variant's model manifest says its weights are random (performance-only models)."""
-        for f in self.results.variant(variant).files:
-            m = f.metadata.get("model") or {}
-            extra = m.get("extra") or {}
-            if m.get("random_weights") or extra.get("random_weights") or m.get("weights") == "random":
-                return True
-        return False
+        """Whether the variant's model manifest says its weights are random (performance-only models): the
+        ``weights`` of the model in its results' provenance (:func:`worthit.provenance.stamp`)."""
+        if variant not in self._random:
+            self._random[variant] = any(
+                (f.metadata.get("model") or {}).get("weights") == "random"
+                or (f.metadata.get("model") or {}).get("random_weights")
+                for f in self.results.variant(variant).files
+            )
+        return self._random[variant]
 
     def label(self, variant: str) -> str:
         """The variant's name as every table shows it: random weights said wherever its numbers appear."""

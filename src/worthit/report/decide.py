@@ -263,7 +263,6 @@ class Evidence:
     lossless: bool = False  # accuracy cannot change (prefix caching, speculative decoding's exact sampling)
     random_weights: bool = False  # a side serves random weights: accuracy means nothing
     accuracy_failure: str = ""  # why accuracy was not measured although configured
-    predicted_speedup: float | None = None
     notes: Sequence[str] = ()
 
 
@@ -306,7 +305,6 @@ class Verdict:
     basis: str = ""
     effort: str = "not stated"
     status: str = "ok"
-    predicted_speedup: float | None = None
 
 
 # --- one figure ----------------------------------------------------------------------------------
@@ -602,7 +600,6 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         "accuracy_detail": acc_detail,
         "accuracy_cost": cost,
         "worst_accuracy_delta_pt": worst,
-        "predicted_speedup": e.predicted_speedup,
         "benefit": "; ".join(dict.fromkeys(benefits)) or "none demonstrated",
         "basis": basis,
     }
