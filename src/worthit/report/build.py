@@ -86,7 +86,7 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     base = ctx.results.variant(ctx.baseline)
     if status == schemas.STATUS_OK and base.files and base.status[0] != schemas.STATUS_OK:
         reason = f"the baseline '{ctx.baseline}' {base.status[0]}: {base.status[1]}"
-    elif status == schemas.STATUS_OK and not comps and not checks and not acc:
+    elif status == schemas.STATUS_OK and not any(c.judged for c in comps) and not checks and not acc:
         reason = f"nothing to compare: {v} measured {_measured(res)}, the baseline {_measured(base)}"
     return Evidence(
         v,
