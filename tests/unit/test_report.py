@@ -585,3 +585,40 @@ def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path
     pq.write_table(pa.Table.from_pylist([{"variant": "x", "num_blocks": 7}], schema=old), path)
     f = data.read_result(path)
     assert f.ok and f.variant == "x" and f.rows[0]["num_blocks"] == 7 and f.rows[0]["weight_bytes"] is None
+
+
+def _faster_copy(results: Path, name: str, factor: float) -> None:
+    """A variant whose every request took ``factor`` of the baseline's time (its KV as the baseline's)."""
+    src = results / "variant~baseline"
+    shutil.copytree(src, results / f"variant~{name}", ignore=shutil.ignore_patterns("load"))
+    for c in (1, 4, 16):
+        res = schemas.read(src / "load" / f"conc~{c}.parquet", schemas.LOAD_REQUESTS)
+        rows_ = [
+            {
+                **r,
+                "variant": name,
+                **{k: r[k] * factor for k in ("ttft_ms", "e2e_ms", "tpot_ms", "start_s") if r[k] is not None},
+                "itl_ms": [x * factor for x in r["itl_ms"] or []],
+            }
+            for r in res.table.to_pylist()
+        ]
+        schemas.write(
+            results / f"variant~{name}" / "load" / f"conc~{c}.parquet",
+            schemas.LOAD_REQUESTS,
+            rows_,
+            metadata={**res.metadata, "variant": name},
+        )
+
+
+def test_an_adopted_variant_is_the_one_deployed_at_the_levels_where_it_is_adopted(results: Path, cfg: dict) -> None:
+    cfg["variants"]["fast"] = {**cfg["variants"]["baseline"], "engine_args": {"max-num-batched-tokens": 4096}}
+    _faster_copy(results, "fast", 0.5)
+    r = report(results, cfg)
+    v = next(x for x in rows(r, schemas.REPORT_VERDICTS) if x["variant"] == "fast")
+    assert v["optimisation"] == "--max-num-batched-tokens 4096 (vs unset)" and v["outcome"] == ADOPT
+    assert v["accuracy_outcome"] == "not needed (lossless)" and v["reason"].startswith("single run")
+    dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
+    assert dep["latency"]["variant"] == dep["throughput"]["variant"] == "fast"
+    assert "--max-num-batched-tokens" in dep["latency"]["argv"]
+    # at half the latency level 16's TTFT P99 (~2.6 s) still breaks the 2 s SLO: the latency deployment stays at 4
+    assert dep["latency"]["concurrency"] == 4 and dep["throughput"]["concurrency"] == 16
