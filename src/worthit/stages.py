@@ -209,7 +209,9 @@ def measure_level(
         spec = {k: v for k, v in workload.items() if k != "name"}
         defaults = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
         wl = from_config(str(workload["name"]), spec, defaults)
-        plan = wl.build(tok, endpoint, num_requests, seed, offset, min_sessions=level.concurrency or 1)
+        # a closed loop keeps every worker busy; an open loop starts num_requests sessions (conversations)
+        sessions = level.concurrency or (num_requests if level.kind == levelmod.RATE else 1)
+        plan = wl.build(tok, endpoint, num_requests, seed, offset, min_sessions=sessions)
         described = {**wl.describe(), "num_requests": len(plan.specs), "seed": seed, "endpoint": endpoint}
     ol = dict(open_loop or {})
     arrivals: list[float] | None = None

