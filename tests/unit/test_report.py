@@ -622,3 +622,14 @@ def test_an_adopted_variant_is_the_one_deployed_at_the_levels_where_it_is_adopte
     assert "--max-num-batched-tokens" in dep["latency"]["argv"]
     # at half the latency level 16's TTFT P99 (~2.6 s) still breaks the 2 s SLO: the latency deployment stays at 4
     assert dep["latency"]["concurrency"] == 4 and dep["throughput"]["concurrency"] == 16
+
+
+def test_identical_answers_on_few_documents_bound_the_change_by_the_rule_of_three(results: Path, cfg: dict) -> None:
+    docs = [1.0] * 8 + [0.0] * 8
+    _accuracy(results, "baseline", {"gsm8k": 0.5}, {"gsm8k": docs})
+    _accuracy(results, "no_prefix_cache", {"gsm8k": 0.5}, {"gsm8k": docs})
+    (row,) = rows(report(results, cfg), schemas.REPORT_ACCURACY)
+    # no document changed: not a zero-width interval but +-3.69/16 (= 23 pt), too wide to call a 3 pt bound
+    assert row["method"] == "paired, no document changed" and row["delta_pt"] == 0
+    assert row["delta_pt_ci95_low"] == pytest.approx(-369 / 16) and row["decision"] == "inconclusive"
+    assert row["items_needed"] == 123  # 3.69 / n below 3 pt

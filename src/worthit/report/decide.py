@@ -73,6 +73,11 @@ ACC_INCONCLUSIVE = "inconclusive"
 NOT_MEASURED = "not measured"
 NOT_NEEDED = "not needed (lossless)"
 NOT_REPORTED = "not reported (random weights)"
+# Paired scores where no document changed have no variance to estimate an interval from; the change is then
+# bounded by the "rule of three": with none of n documents flipped, the flip rate is below 3.69 / n (two-sided
+# 95%), and so is the drop.
+NO_CHANGE = "paired, no document changed"
+RULE_OF_THREE = 3.69
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,8 @@ class TaskAccuracy:
         gap = abs(self.delta_pt + self.bound_pt)
         if gap == 0:
             return None
+        if self.method == NO_CHANGE:  # the rule-of-three half-width shrinks as 1/n, not 1/sqrt(n)
+            return math.ceil(RULE_OF_THREE * 100 / gap)
         return math.ceil(self.n * (Z_95 * self.stderr_pt / gap) ** 2)
 
     @property

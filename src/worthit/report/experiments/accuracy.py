@@ -17,10 +17,10 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from worthit import schemas
+from worthit import schemas, taskdata
 from worthit.aggregate import accuracy_delta, paired_delta
 from worthit.report.context import Context, Pair
-from worthit.report.decide import ACCEPTABLE, TaskAccuracy
+from worthit.report.decide import ACCEPTABLE, NO_CHANGE, RULE_OF_THREE, TaskAccuracy
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
 from worthit.report.views import INT, MEASURE, NUM, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
 from worthit.stats import Z_95
@@ -81,6 +81,10 @@ def analyse(ctx: Context) -> AccuracyAnalysis:
 
 
 def task_size(a: AccuracyAnalysis, task: str, n: int | None) -> int | None:
+    """Items the task has: worthit's offline tasks know theirs; a task evaluated without a limit tells its own;
+    the reference study's four from lm-eval's splits; None otherwise."""
+    if task in taskdata.TASKS:
+        return sum(taskdata.families(task).values())
     limit = (a.tasks.get(task) or {}).get("limit")
     if n and (limit is None or n < int(limit)) and task in a.tasks:
         return int(n)
@@ -102,6 +106,8 @@ def deltas(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[TaskAccuracy]:
             a.samples.get(pair.with_, {}).get(key, {}), a.samples.get(pair.without, {}).get(key, {})
         )
         method = "paired"
+        if se == 0 and n:  # every document scored alike: bound the change by the rule of three
+            method, se = NO_CHANGE, RULE_OF_THREE / n * 100 / Z_95
         if se is None:
             d, se, _ = accuracy_delta(row.get("value"), row.get("stderr"), base.get("value"), base.get("stderr"))
             method, n = "unpaired", int(row.get("n") or 0)
