@@ -16,6 +16,7 @@ include: "workflow/rules/accuracy.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/deploy.smk"
+include: "workflow/rules/cost.smk"
 
 
 rule all:

@@ -13,6 +13,8 @@ rule evaluate_accuracy:
         raw=directory(f"{VARIANT_DIR}/accuracy"),
     log:
         f"{RESULTS}/logs/accuracy/{{variant}}.log",
+    benchmark:
+        f"{BENCHMARKS}/evaluate_accuracy/{{variant}}.tsv"
     group:
         "serve"
     threads: 0

@@ -14,5 +14,7 @@ rule aggregate:
         accuracy_md=report(f"{RESULTS}/accuracy_summary.md", category="Accuracy", caption="../report/accuracy.rst"),
     log:
         f"{RESULTS}/logs/aggregate.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate/study.tsv"
     script:
         "../scripts/aggregate.py"

@@ -50,6 +50,8 @@ VARIANT_DIR = f"{RESULTS}/variant~{{variant}}"
 SERVER_STATE = ancient(f"{VARIANT_DIR}/server.json")
 # The variant's server specification (model, engine arguments, env): a normal input of every consumer.
 SERVE_SPEC = f"{VARIANT_DIR}/serve_spec.json"
+# Every job's Snakemake benchmark file: benchmarks/<rule>/<job>.tsv (worthit.cost sums them into cost.parquet).
+BENCHMARKS = f"{RESULTS}/benchmarks"
 
 
 wildcard_constraints:
@@ -127,6 +129,7 @@ def get_final_outputs():
     if STUDY.spec_variants:
         outputs += [f"{RESULTS}/specdec_summary.parquet", f"{RESULTS}/specdec_summary.md"]
     outputs.append(f"{RESULTS}/report.html")  # the study report (report.smk)
+    outputs.append(f"{RESULTS}/cost.md")  # what the study cost (cost.smk): the .md, so no report input takes it
     return outputs
 
 

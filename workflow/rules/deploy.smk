@@ -10,11 +10,13 @@ rule write_deployment_spec:
         deployments=f"{REPORT_DIR}/deployments.parquet",
     output:
         spec=f"{DEPLOY_DIR}/serve_spec.json",
-    params:
-        python=STUDY.python("serve"),
     log:
         f"{RESULTS}/logs/deploy/{{scenario}}.spec.log",
+    benchmark:
+        f"{BENCHMARKS}/write_deployment_spec/{{scenario}}.tsv"
     localrule: True
+    params:
+        python=STUDY.python("serve"),
     script:
         "../scripts/deployment_spec.py"
 
@@ -47,6 +49,8 @@ rule validate_deployment:
         requests=f"{DEPLOY_DIR}/load{{rep}}.parquet",
     log:
         f"{RESULTS}/logs/deploy/{{scenario}}{{rep}}.log",
+    benchmark:
+        f"{BENCHMARKS}/validate_deployment/{{scenario}}{{rep}}.tsv"
     group:
         "serve"
     threads: 0

@@ -10,6 +10,8 @@ rule measure_kv:
         kv=f"{VARIANT_DIR}/kv.parquet",
     log:
         f"{RESULTS}/logs/kv/{{variant}}.log",
+    benchmark:
+        f"{BENCHMARKS}/measure_kv/{{variant}}.tsv"
     group:
         "serve"
     threads: 0

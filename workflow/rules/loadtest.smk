@@ -30,6 +30,8 @@ rule loadtest:
         **loadtest_outputs(),
     log:
         f"{RESULTS}/logs/loadtest/{{variant}}/{{level}}{{rep}}.log",
+    benchmark:
+        f"{BENCHMARKS}/loadtest/{{variant}}/{{level}}{{rep}}.tsv"
     wildcard_constraints:
         level="|".join(re.escape(lv.name) for lv in STUDY.load_levels),
     group:

@@ -11,6 +11,8 @@ rule plan_study:
         md=report(f"{RESULTS}/plan.md", category="Plan", caption="../report/plan.rst"),
     log:
         f"{RESULTS}/logs/plan.log",
+    benchmark:
+        f"{BENCHMARKS}/plan_study/study.tsv"
     localrule: True
     params:
         config_hash=config_hash(config),
@@ -29,6 +31,8 @@ rule compare_plan:
         md=report(f"{RESULTS}/plan_vs_measured.md", category="Plan", caption="../report/plan_vs_measured.rst"),
     log:
         f"{RESULTS}/logs/plan_vs_measured.log",
+    benchmark:
+        f"{BENCHMARKS}/compare_plan/study.tsv"
     localrule: True
     script:
         "../scripts/compare_plan.py"

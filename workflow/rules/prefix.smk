@@ -11,6 +11,8 @@ rule prefix_test:
         requests=f"{VARIANT_DIR}/prefix/len~{{length}}.parquet",
     log:
         f"{RESULTS}/logs/prefix/{{variant}}/len~{{length}}.log",
+    benchmark:
+        f"{BENCHMARKS}/prefix_test/{{variant}}/len~{{length}}.tsv"
     wildcard_constraints:
         length=r"\d+",
     group:
@@ -32,5 +34,7 @@ rule aggregate_prefix:
         md=report(f"{RESULTS}/prefix_summary.md", category="Experiments", caption="../report/prefix.rst"),
     log:
         f"{RESULTS}/logs/aggregate_prefix.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate_prefix/study.tsv"
     script:
         "../scripts/aggregate_prefix.py"

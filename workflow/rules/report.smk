@@ -26,6 +26,8 @@ rule decide_study:
         config=f"{REPORT_DIR}/config.yaml",
     log:
         f"{RESULTS}/logs/report/decide.log",
+    benchmark:
+        f"{BENCHMARKS}/decide_study/study.tsv"
     script:
         "../scripts/decide_study.py"
 
@@ -42,6 +44,8 @@ rule plot_study:
         ),
     log:
         f"{RESULTS}/logs/report/plot.log",
+    benchmark:
+        f"{BENCHMARKS}/plot_study/study.tsv"
     script:
         "../scripts/plot_study.py"
 
@@ -58,5 +62,7 @@ rule render_report:
         validation_csv=f"{REPORT_DIR}/validation.csv",
     log:
         f"{RESULTS}/logs/report/render.log",
+    benchmark:
+        f"{BENCHMARKS}/render_report/study.tsv"
     script:
         "../scripts/render_report.py"

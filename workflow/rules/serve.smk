@@ -11,6 +11,8 @@ rule write_serve_spec:
         spec=SERVE_SPEC,
     log:
         f"{RESULTS}/logs/serve/{{variant}}.spec.log",
+    benchmark:
+        f"{BENCHMARKS}/write_serve_spec/{{variant}}.tsv"
     localrule: True
     params:
         spec=get_serve_spec,

@@ -12,6 +12,8 @@ rule measure_verify:
         verify=f"{VARIANT_DIR}/specdec/verify.parquet",
     log:
         f"{RESULTS}/logs/specdec/{{variant}}/verify.log",
+    benchmark:
+        f"{BENCHMARKS}/measure_verify/{{variant}}.tsv"
     group:
         "serve"
     threads: 0
@@ -32,5 +34,7 @@ rule aggregate_specdec:
         md=report(f"{RESULTS}/specdec_summary.md", category="Experiments", caption="../report/specdec.rst"),
     log:
         f"{RESULTS}/logs/aggregate_specdec.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate_specdec/study.tsv"
     script:
         "../scripts/aggregate_specdec.py"
