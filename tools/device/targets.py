@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quantized", action="store_true", help="the quantised models' manifests")
     p.add_argument("--missing", action="store_true", help="only targets that do not exist yet")
     p.add_argument("--reset-stale", action="store_true", help="with --quantized: see above")
-    ns = p.parse_args(argv)
+    ns = p.parse_intermixed_args(argv)  # variants may follow the flags
     study = Study(load(ns.config), ROOT)
     unknown = [v for v in ns.variants if v not in study.variants]
     if unknown:
