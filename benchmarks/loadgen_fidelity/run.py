@@ -387,7 +387,7 @@ def calibration(a: argparse.Namespace) -> None:
 def vllm(a: argparse.Namespace) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = (HERE / "vllm-server.log").open("w")  # noqa: SIM115 (lives as long as the server)
+    log = (Path(tempfile.gettempdir()) / "loadgen-fidelity-vllm-server.log").open("w")  # noqa: SIM115
     server = subprocess.Popen(
         [
             str(SERVE_PY),
@@ -599,7 +599,7 @@ def main() -> None:
     v.add_argument(
         "--server-sampling",
         action="store_true",
-        help="leave vllm bench's sampling to the server's defaults (how vllm-sampled-*.json ran)",
+        help="leave vllm bench's sampling to the server's defaults (it sends no temperature unless told)",
     )
     v.add_argument("--out", default=str(HERE / "vllm.json"))
     r = sub.add_parser("report")
