@@ -21,7 +21,7 @@ from markupsafe import Markup
 from worthit import atomic
 from worthit.report.context import Context
 from worthit.report.decide import WORDING
-from worthit.report.views import MEASURE, OUTCOME, View, cell_text, markdown
+from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
 # badge colours by the first words of an outcome: positive, negative, open, out of scope, broken, absent
@@ -55,8 +55,11 @@ def _cell_html(row: Mapping[str, Any], col: Any, ctx: Context) -> str:
     text = cell_text(row, col, ctx.label)
     if col.kind == OUTCOME and row.get(col.key):
         return f'<span class="badge {badge(text)}">{html_lib.escape(text)}</span>'
-    if col.kind == MEASURE:
-        return f'<span class="measure">{html_lib.escape(text)}</span>'
+    if col.kind == LONG and len(text) > 60:
+        sep = "; " if "; " in text else ": "
+        if sep in text:
+            head, rest = text.split(sep, 1)
+            return f"<details><summary>{html_lib.escape(head)}</summary>{html_lib.escape(rest)}</details>"
     return html_lib.escape(text)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from worthit import schemas
 from worthit.report.context import Context, Pair
 from worthit.report.decide import WORDING, Comparison, Evidence, Verdict, judge
-from worthit.report.views import MEASURE, OUTCOME, PCT, TEXT, VARIANT, Column, View, measure_cols
+from worthit.report.views import LONG, MEASURE, OUTCOME, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NOT_RUN_STATUS = "not run"
 
@@ -53,14 +53,14 @@ def verdicts_view(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[
         Column("variant", "variant", VARIANT),
         Column("outcome", "verdict", OUTCOME),
         Column("condition", "where it holds", TEXT),
-        Column("latency_detail", "latency-first", TEXT),
-        Column("throughput_detail", "throughput-first", TEXT),
+        Column("latency_detail", "latency-first", LONG),
+        Column("throughput_detail", "throughput-first", LONG),
         Column("accuracy_outcome", "accuracy", OUTCOME),
-        Column("benefit", "benefit", TEXT),
+        Column("benefit", "benefit", LONG),
         Column("accuracy_cost", "accuracy cost", TEXT),
         Column("effort", "effort", TEXT),
-        Column("reason", "reason", TEXT),
-        Column("settle", "what would settle it", TEXT),
+        Column("reason", "reason", LONG),
+        Column("settle", "what would settle it", LONG),
     ]
     by_task = "".join(f", {t} {b:g} pt" for t, b in r.max_accuracy_drop_pt_by_task.items())
     caption = (

@@ -25,6 +25,7 @@ TEXT, NUM, INT, PCT, MEASURE, OUTCOME, VARIANT, CODE = (
     "variant",
     "code",
 )
+LONG = "long"  # text whose first clause stands for it in the page (the rest folds out)
 
 
 @dataclass(frozen=True)
