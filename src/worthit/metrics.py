@@ -1,8 +1,10 @@
 """Serving metrics, defined as vLLM's benchmark defines them (docs/architecture.md, "Definitions").
 
-Pure functions over per-request records: no I/O, no clocks. TTFT = first content chunk - start;
-E2E = last content chunk - start; TPOT = (E2E - TTFT) / (output_tokens - 1), output tokens from the
-server's ``usage``; ITL = gaps between content chunks; goodput = requests (and their output tokens)
+Pure functions over per-request records: no I/O, no clocks. A token chunk is a streamed chunk that carries a
+choice, its text empty or not (vLLM sends empty text when a token ends inside a multi-byte character), as
+``vllm bench serve`` counts them. TTFT = first token chunk - start; E2E = last token chunk - start;
+TPOT = (E2E - TTFT) / (output_tokens - 1), output tokens from the server's ``usage``; ITL = gaps between token
+chunks; goodput = requests (and their output tokens)
 meeting every SLO, divided by the duration. Percentiles interpolate linearly (numpy's default).
 
 Records are a ``load_requests`` Arrow table or a sequence of row dicts; either way they are reduced as
