@@ -322,8 +322,10 @@ def loadtest(
     manifest = Manifest.load(manifest_path)
     wl_name = study.workload_name(variant, lv)
     default = lv.kind == CONC and wl_name is None
-    extra_meta: dict[str, Any] = {} if default else {**lv.describe(), "workload_name": wl_name}
-    meta = result_meta(study, variant, manifest, concurrency=lv.concurrency or 0, repeat=run, **extra_meta)
+    extra_meta: dict[str, Any] = {"concurrency": lv.concurrency or 0, "repeat": run}
+    if not default:  # the level, its kind and workload (the default levels' metadata stays as it was)
+        extra_meta.update(lv.describe(), workload_name=wl_name)
+    meta = result_meta(study, variant, manifest, **extra_meta)
     seed = int(lt["seed"]) + 2 * (run - 1)  # run 1: prompts from seed, warm-up from seed + 1
     interval = study.timeline_interval_s if timeline_out else None
     timeline: list[dict[str, Any]] | None = None

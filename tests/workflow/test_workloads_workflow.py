@@ -1,0 +1,55 @@
+"""Workloads, open-loop rate levels and the server timeline through the real workflow on real vLLM (CPU): the
+loadtest rule makes load/conc~C, load/rate~R and load/<workload>/conc~C with a timeline beside each, and the
+summary names each level and whether its rate was delivered."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_snakemake, study_config
+from worthit import schemas
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp_path, model_dir):
+    loadtest = {
+        "prompt_tokens": 16,
+        "output_tokens": 4,
+        "levels": [2],
+        "rates": [2],
+        "rate_duration_s": 3,
+        "workload_levels": [{"workload": "chat", "concurrency": 2}],
+        "num_requests": {"min": 4, "per_concurrency": 2},
+        "warmup_requests": 1,
+        "timeline_interval_s": 0.25,
+    }
+    workloads = {"chat": {"kind": "conversation", "turns": 2, "user_tokens": 12, "output_tokens": 3}}
+    cfg = study_config(model_dir, loadtest=loadtest, workloads=workloads, validate_deployments=False)
+    cfg["variants"]["base"]["experiments"] = ["loadtest"]
+    run_snakemake(tmp_path, cfg, "results/t/summary.parquet")
+    load = tmp_path / "results/t/variant~base/load"
+    for name, n in (("conc~2", 4), ("rate~2", 6), ("chat/conc~2", 4)):
+        res = schemas.read(load / f"{name}.parquet", schemas.LOAD_REQUESTS)
+        assert res.ok and res.table.num_rows == n and all(res.table.column("success").to_pylist()), name
+        timeline = schemas.read(load / f"{name}.timeline.parquet", schemas.SERVER_TIMELINE)
+        rows = timeline.table.to_pylist()
+        assert timeline.ok and {r["level"] for r in rows} == {name} and timeline.metadata["interval_s"] == 0.25
+        measured = [r for r in rows if r["phase"] == "measure" and not r["error"]]
+        assert measured and max(r["requests_running"] for r in measured) >= 1, name
+        assert rows[-1]["generation_tokens_total"] > rows[0]["generation_tokens_total"]
+    rate = schemas.read(load / "rate~2.parquet", schemas.LOAD_REQUESTS)
+    assert rate.metadata["level"] == "rate~2" and rate.metadata["request_rate_per_s"] == 2.0
+    assert rate.metadata["rate_delivered"] is True and all(
+        q is not None for q in rate.table.column("queue_delay_ms").to_pylist()
+    )
+    chat = schemas.read(load / "chat/conc~2.parquet", schemas.LOAD_REQUESTS).table.to_pylist()
+    assert [r["turn"] for r in chat] == [0, 1, 0, 1] and chat[1]["prompt_tokens"] > chat[0]["prompt_tokens"]
+
+    summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).table.to_pylist()
+    by_level = {r["level"]: r for r in summary}
+    assert set(by_level) == {None, "rate~2", "chat/conc~2"}  # the plain concurrency level keeps no level name
+    assert by_level["rate~2"]["rate_delivered"] is True and by_level["rate~2"]["achieved_rate_per_s"] > 0
+    assert by_level["chat/conc~2"]["workload"] == "chat" and by_level["chat/conc~2"]["rate_delivered"] is None
+    md = (tmp_path / "results/t/summary.md").read_text()
+    assert "## Open-loop levels" in md and "| rate~2 |" in md
