@@ -419,6 +419,9 @@ def test_levels_of_a_study_in_order_with_their_workloads() -> None:
     assert s.workload_name("a", s.level("conc~4")) == "chat" and s.workload_name("b", s.level("conc~4")) is None
     assert s.workload_name("a", s.level("mixed/rate~1")) == "mixed"
     assert s.level_requests(s.level("rate~2.5")) == 150  # 60 s at 2.5/s
+    assert s.timeline_files("a") == []
+    timed = Study(validate({**cfg, "loadtest": {**cfg["loadtest"], "timeline_interval_s": 0.5}}))
+    assert timed.timeline_files("a")[:3] == ["load/conc~1.timeline", "load/conc~4.timeline", "load/rate~2.5.timeline"]
     with pytest.raises(ConfigError, match=r"load level 'rate~3' is not part of the study \(its levels: conc~1, conc~4"):
         s.level("rate~3")
 
