@@ -26,7 +26,6 @@ from worthit.models import Manifest
 from worthit.paths import manifest_path
 from worthit.provenance import stamp
 from worthit.server import ServerFailed, ServerState, consumer_presence, wait_ready
-from worthit.stages import run_level
 
 log = logging.getLogger("worthit")
 
@@ -119,6 +118,9 @@ def validate(
 def _load(
     study: Study, state: ServerState, manifest: Manifest, concurrency: int, seed: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    # imported here: the Snakefile imports this module while it parses, and the load generator is not light
+    from worthit.stages import run_level
+
     lt = study.cfg["loadtest"]
     log.info("validating %s at concurrency %d (%s)", state.variant, concurrency, " ".join(state.command))
     return run_level(
