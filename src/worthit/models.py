@@ -251,7 +251,8 @@ def convert_gguf(src_dir: Path, fname: str, out: Path, dtype: str = "bfloat16") 
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
     cfg.architectures = [type(q).__name__]
-    cfg.torch_dtype = dt
+    # transformers' stubs mark torch_dtype read-only; setting it is how the config records the served dtype
+    cfg.torch_dtype = dt  # type: ignore[misc]
     with torch.device("cpu"):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dt)
     model.load_state_dict({k: v.to(dt) for k, v in q.state_dict().items()}, strict=False)

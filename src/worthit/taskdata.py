@@ -942,7 +942,7 @@ def _hellaswag_more(rng: random.Random, start: int) -> list[dict[str, Any]]:
     for k in range(len(_FIRST_ACTIVITIES), len(_ACTIVITIES)):
         by_family.setdefault(_FAMILY_OF[k], []).append(k)
     order = _round_robin(list(by_family.values()))
-    items = []
+    items: list[dict[str, Any]] = []
     for v in range(MORE_HELLASWAG_VARIANTS):
         for k in order:
             label, ctx_a, ctx_b, ending = _ACTIVITIES[k]

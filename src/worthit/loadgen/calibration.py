@@ -169,7 +169,7 @@ def _stamp_arrivals() -> None:
     # Only in the calibration server's own process; a version of aiohttp without this hook just
     # falls back to the handler's start time.
     if hasattr(web_server, "RequestHandler"):
-        web_server.RequestHandler = _StampedHandler  # type: ignore[misc]
+        web_server.RequestHandler = _StampedHandler
 
 
 def _frame(payload: bytes) -> bytes:
