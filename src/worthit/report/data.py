@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from worthit import schemas
+from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
 
 
@@ -69,9 +70,15 @@ class VariantResults:
         return None
 
     def levels(self) -> dict[int, list[Loaded]]:
-        """Load levels by concurrency; several files for one level are repeats."""
+        """Load levels by concurrency; several files for one level are repeats.
+
+        Only the study's closed-loop levels of its default workload: open-loop rate and trace-replay levels
+        (``level_kind`` other than concurrency) and levels of a named workload are summarised on their own
+        (summary.md) and are not comparable with them."""
         out: dict[int, list[Loaded]] = {}
         for f in self.of(schemas.LOAD_REQUESTS.name):
+            if f.metadata.get("level_kind", CONC) != CONC or f.metadata.get("workload_name"):
+                continue
             c = f.metadata.get("concurrency")
             if c is None and f.rows:
                 c = f.rows[0].get("concurrency")
