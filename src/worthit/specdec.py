@@ -360,7 +360,7 @@ def summary_rows(
             levels_of(draft) if draft else None,
             verify,
             failure,
-            float(study.cfg["specdec"]["worth_trying_speedup"]),
+            float(study.cfg["decide"]["min_predicted_speedup"]),  # the one rule of thumb, as the verdict uses it
         )
     return rows
 
