@@ -1336,18 +1336,16 @@ def compare(
             continue
         by_level = d.groupby("concurrency").agg({"tpot_ms_p50": "median", "output_tok_per_s": "median"})
         pts = [(int(c), float(r["output_tok_per_s"])) for c, r in by_level.iterrows()]
-        knee = measured_knee(pts, knee_fraction)
-        add(
-            v,
-            "knee_concurrency",
-            "requests",
-            p.get("knee_concurrency"),
-            knee,
-            "factor",
-            tol["knee_factor"],
+        knee, highest = measured_knee(pts, knee_fraction), max(c for c, _ in pts)
+        note = (
             f"predicted bound: {p.get('bound')}; measured: lowest level reaching {knee_fraction:.0%} of the best "
-            f"tok/s (levels {', '.join(str(c) for c, _ in pts)})",
+            f"tok/s (levels {', '.join(str(c) for c, _ in pts)})"
         )
+        if knee == highest and (p.get("knee_concurrency") or 0) > highest:
+            # throughput still rose at the highest level: the knee lies beyond the levels measured
+            note += f"; still rising at {highest}: the knee is beyond the levels measured, not judged"
+            knee = None
+        add(v, "knee_concurrency", "requests", p.get("knee_concurrency"), knee, "factor", tol["knee_factor"], note)
         lowest = int(by_level.index.min())
         levels = list(p.get("levels") or [])
         exp = list(p.get("tpot_expected_ms") or [])

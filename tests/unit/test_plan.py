@@ -335,6 +335,8 @@ def test_plan_vs_measured_on_the_h200_run_flags_what_lies_outside_its_tolerance(
     tput = by[("bf16", "output_tok_per_s")]
     assert tput["within_tolerance"] is False and tput["flag"] == "under"  # the roofline ignores scheduling
     assert ("fp8_kv", "tpot_ms_c1") not in by  # its load levels failed: nothing measured to compare
+    knee = by[("bf16", "knee_concurrency")]  # tok/s still rose at 64, the highest level: not judged
+    assert knee["measured"] is None and knee["within_tolerance"] is None and "beyond the levels" in knee["note"]
     schemas.to_arrow(schemas.PLAN_VS_MEASURED, rows)
     assert "| bf16 | kv_blocks |" in P.comparison_markdown(rows)
 
