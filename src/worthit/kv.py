@@ -14,24 +14,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from worthit import prom
+from worthit import plan, prom
 
-DTYPE_BYTES = {
-    "float32": 4,
-    "fp32": 4,
-    "float": 4,
-    "bfloat16": 2,
-    "bf16": 2,
-    "float16": 2,
-    "fp16": 2,
-    "half": 2,
-    "fp8": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "fp8_inc": 1,
-    "fp8_ds_mla": 1,
-    "int8": 1,
-}
+DTYPE_BYTES = plan.DTYPE_BYTES  # bytes per element of each KV cache dtype (one table: worthit.plan)
 
 
 class MetricsError(RuntimeError):

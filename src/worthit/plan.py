@@ -65,6 +65,7 @@ DTYPE_BYTES = {
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
     "fp8_inc": 1,
+    "fp8_ds_mla": 1,
     "int8": 1,
 }
 

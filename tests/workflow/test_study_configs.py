@@ -14,6 +14,12 @@ from tests.conftest import ROOT
 STUDIES = sorted((ROOT / "config" / "studies").glob("*.yaml"))
 
 
+def gpus_needed(configfile) -> int:
+    """The most GPUs one variant of the study claims (``--resources gpu=N`` must grant at least that)."""
+    cfg = yaml.safe_load(configfile.read_text())
+    return max([int(v.get("gpus", 1)) for v in cfg["variants"].values()] or [1])
+
+
 def dry_run(tmp_path, configfile):
     return subprocess.run(
         [
@@ -29,6 +35,8 @@ def dry_run(tmp_path, configfile):
             "-n",
             "--cores",
             "1",
+            "--resources",
+            f"gpu={gpus_needed(configfile)}",
         ],
         capture_output=True,
         text=True,
