@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import atomic, fmt, schemas
+from worthit.report.views import INT, LONG, NUM, TEXT, Column, View
 
 SCOPE_SERVER = "server"
 SCOPE_STAGE = "stage"
@@ -299,6 +300,41 @@ def markdown(rows: Sequence[Mapping[str, Any]], study: str) -> str:
             fmt.markdown_table(stages, STAGE_COLUMNS),
             "",
         ]
+    )
+
+
+VIEW_COLUMNS = (
+    Column("scope", "row", TEXT),
+    Column("name", "server, stage or study", TEXT),
+    Column("server_start_s", "start s", NUM, 0),
+    Column("serving_s", "serving s", NUM, 0),
+    Column("wall_s", "lifetime / wall s", NUM, 0),
+    Column("gpu_minutes", "GPU-min", NUM, 1),
+    Column("planned_wall_s", "planned s", NUM, 0),
+    Column("jobs", "jobs", INT),
+    Column("cpu_s", "CPU s", NUM, 0),
+    Column("max_rss_mib", "peak RSS MiB", NUM, 0),
+    Column("note", "note", LONG),
+)
+
+
+def view(rows: Sequence[Mapping[str, Any]]) -> View:
+    """The ``study_cost`` rows as a report table: servers, then stages by wall time, then the totals."""
+    order = {SCOPE_SERVER: 0, SCOPE_STAGE: 1, SCOPE_STUDY: 2}
+    shown = sorted(
+        rows, key=lambda r: (order.get(r["scope"], 3), -(r.get("wall_s") or 0) if r["scope"] == SCOPE_STAGE else 0)
+    )
+    return View(
+        schemas.STUDY_COST,
+        "What the study cost",
+        "Per server: start (supervisor start to vLLM listening), serving (then to its stop: measurements and the "
+        "waits between them), lifetime and GPU-minutes (lifetime x GPUs claimed), beside the plan's estimate. "
+        "Per stage: its jobs' summed wall time (jobs side by side each count), CPU time and peak memory, from "
+        "their Snakemake benchmark files; rendering this page is not in it.",
+        VIEW_COLUMNS,
+        [dict(r) for r in shown],
+        order=98,
+        empty="No cost recorded: no server log or benchmark file was found.",
     )
 
 

@@ -111,3 +111,15 @@ def test_cost_table_round_trips_with_totals(tmp_path):
     assert [r["name"] for r in back] == ["bf16", "fp8_kv", "aggregate", "loadtest", "s"]
     md = (tmp_path / "cost.md").read_text()
     assert "## Servers" in md and "| bf16 | 79.0 | 521.0 | 600.0 | 1 | 10.0 | 400.0 |" in md
+
+
+def test_the_report_table_lists_servers_then_stages_by_wall_time_then_the_totals(tmp_path):
+    from worthit.report.views import markdown
+
+    slow = tmp_path / "slow.tsv"
+    slow.write_text(BENCH.read_text().replace("2.00\t0:00:02", "30.00\t0:00:30"))
+    rows = cost.cost_rows("s", {"aggregate": [BENCH], "loadtest": [slow]}, [_server(tmp_path, "bf16.log", 600)])
+    v = cost.view(rows)
+    assert [r["name"] for r in v.rows] == ["bf16", "loadtest", "aggregate", "s"]
+    table = markdown(v)
+    assert "| server | bf16 | 79 | 521 | 600 | 10.0 |" in table and "| stage | loadtest |" in table

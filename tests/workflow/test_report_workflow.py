@@ -15,7 +15,8 @@ from worthit import schemas
 from worthit.schemas import REPORT_TABLES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embedded-default"
-ONLY_REPORT = ("--allowed-rules", "decide_study", "plot_study", "render_report")
+# the page shows what the study cost (study_cost), which reads the plan (plan_study)
+ONLY_REPORT = ("--allowed-rules", "decide_study", "plot_study", "render_report", "plan_study", "study_cost")
 TARGET = "results/embedded-default/report.html"
 
 pytestmark = pytest.mark.slow
@@ -35,6 +36,7 @@ def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path) -> N
     verdicts = schemas.read(report / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist()
     assert [v["optimisation"] for v in verdicts] == ["prefix caching (on vs off)"]
     assert (report / "figures" / "latency.svg").exists() and (tmp_path / TARGET).stat().st_size > 10_000
+    assert "What the study cost" in (tmp_path / TARGET).read_text()
 
     # the report re-decides the folder outside Snakemake (a copy: Snakemake's own files stay untouched) from
     # the config it kept beside the tables

@@ -56,6 +56,7 @@ rule render_report:
         tables=rules.decide_study.output.parquet,
         figures=rules.plot_study.output.figures,
         validation=get_validation_files,
+        cost=f"{RESULTS}/cost.parquet",  # cost.smk: everything but this rendering
     output:
         html=report(f"{RESULTS}/report.html", category="Report", caption="../report/report.rst"),
         validation=f"{REPORT_DIR}/validation.parquet",

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from worthit import schemas
+from worthit import cost, schemas
 from worthit.config import config_hash, validate
 from worthit.provenance import stamp
 from worthit.report.build import figures_in, from_files, write_tables
@@ -16,4 +16,5 @@ report = from_files(cfg, [*sm.input.results, *sm.input.validation])
 write_tables(
     report, Path(sm.output.validation).parent, stamp(config_hash=config_hash(cfg)), [schemas.REPORT_VALIDATION]
 )
-write_html(report.ctx, report.views, figures_in(report, sm.input.figures), sm.output.html)
+cost_rows = schemas.read(sm.input.cost, schemas.STUDY_COST).table.to_pylist()  # what the study cost (cost.smk)
+write_html(report.ctx, [*report.views, cost.view(cost_rows)], figures_in(report, sm.input.figures), sm.output.html)
