@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from worthit.metrics import percentile
+from worthit.metrics import bootstrap_ratio_ci95, percentile
 from worthit.stats import Z_95, mean_ci95, quantile_ci95
 
 SINGLE_RUN = "single run"
@@ -131,11 +131,9 @@ def bootstrap_rate(
     tok, lat = np.asarray(tokens, dtype=float), np.asarray(latency_s, dtype=float)
     if lat.sum() <= 0 or tok.sum() <= 0:
         return Measure(measured, n, measured, measured, SINGLE_RUN) if measured == 0 else Measure.none(measured, n, "")
-    point = tok.sum() / lat.sum()
-    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    boot = tok[idx].sum(axis=1) / np.maximum(lat[idx].sum(axis=1), 1e-12)
-    lo, hi = np.percentile(boot / point, [2.5, 97.5])
-    return Measure(measured, n, measured * float(lo), measured * float(hi), SINGLE_RUN)
+    ratio = bootstrap_ratio_ci95(tok, lat, resamples, seed)  # in blocks: bounded memory at any n
+    assert ratio is not None  # both sums are positive
+    return Measure(measured, n, measured * ratio[0], measured * ratio[1], SINGLE_RUN)
 
 
 def combined_basis(*ms: Measure) -> str:
