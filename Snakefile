@@ -20,6 +20,6 @@ include: "workflow/rules/cost.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_outputs(),
-    default_target: True

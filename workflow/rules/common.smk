@@ -3,6 +3,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -93,8 +94,6 @@ def _service_placeholders():
 _service_placeholders()
 
 
-
-
 def get_manifest(wildcards):
     return manifest_path(STUDY.variant(wildcards.variant).model)
 
@@ -140,3 +139,19 @@ def get_final_outputs():
 def get_validation_files(wildcards=None):
     """The recommended deployments' validation runs (deploy.smk), when the study validates them."""
     return validation_files(RESULTS, STUDY.repeats) if STUDY.cfg["validate_deployments"] else []
+
+
+# loadtest.smk's outputs and inputs (functions live here: rule files hold rules only)
+def loadtest_outputs():
+    out = {"requests": f"{VARIANT_DIR}/load/{{level}}{{rep}}.parquet"}
+    if STUDY.timeline_interval_s:
+        out["timeline"] = f"{VARIANT_DIR}/load/{{level}}{{rep}}.timeline.parquet"
+    return out
+
+
+def get_workload_files(wildcards):
+    """The files the level's workload reads (a jsonl or trace workload): a changed file reruns the level."""
+    return STUDY.workload_files(wildcards.variant, STUDY.level(wildcards.level))
+
+
+LOAD_LEVEL_PATTERN = "|".join(re.escape(lv.name) for lv in STUDY.load_levels)

@@ -21,8 +21,5 @@ rule study_cost:
     benchmark:
         f"{BENCHMARKS}/study_cost/study.tsv"
     localrule: True
-    params:
-        results=RESULTS,
-        benchmarks=BENCHMARKS,
     script:
         "../scripts/study_cost.py"

@@ -5,21 +5,6 @@
 # server timeline (/metrics sampled meanwhile) is written beside it: load/conc~16.timeline.parquet.
 
 
-import re
-
-
-def loadtest_outputs():
-    out = {"requests": f"{VARIANT_DIR}/load/{{level}}{{rep}}.parquet"}
-    if STUDY.timeline_interval_s:
-        out["timeline"] = f"{VARIANT_DIR}/load/{{level}}{{rep}}.timeline.parquet"
-    return out
-
-
-def get_workload_files(wildcards):
-    """The files the level's workload reads (a jsonl or trace workload): a changed file reruns the level."""
-    return STUDY.workload_files(wildcards.variant, STUDY.level(wildcards.level))
-
-
 rule loadtest:
     input:
         server=SERVER_STATE,
@@ -33,7 +18,7 @@ rule loadtest:
     benchmark:
         f"{BENCHMARKS}/loadtest/{{variant}}/{{level}}{{rep}}.tsv"
     wildcard_constraints:
-        level="|".join(re.escape(lv.name) for lv in STUDY.load_levels),
+        level=LOAD_LEVEL_PATTERN,
     group:
         "serve"
     threads: 0

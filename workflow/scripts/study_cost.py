@@ -11,7 +11,8 @@ from worthit.stages import setup_logging
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])
 study = Study(sm.config)
-results = sm.params.results
+results = str(Path(sm.output.parquet).parent)  # results/<study>
+benchmarks = Path(results) / "benchmarks"  # where every rule's benchmark: file lands (common.smk BENCHMARKS)
 servers = [
     cost.ServerFiles(
         v, f"{results}/logs/serve/{v}.log", f"{results}/variant~{v}/server.json.exit", study.variant(v).gpus
@@ -30,8 +31,8 @@ if study.cfg["validate_deployments"]:  # the most GPUs any variant claims, as se
         for s in SCENARIOS
     ]
 stages: dict[str, list[Path]] = {}
-for path in sorted(Path(sm.params.benchmarks).glob("*/**/*.tsv")):
-    stages.setdefault(path.relative_to(sm.params.benchmarks).parts[0], []).append(path)
+for path in sorted(benchmarks.glob("*/**/*.tsv")):
+    stages.setdefault(path.relative_to(benchmarks).parts[0], []).append(path)
 for rule in ("fetch_model", "quantize_model"):  # models are shared by studies: their benchmarks live in logs/
     found = [Path(f"logs/{rule}/{m}.benchmark.tsv") for m in study.cfg["models"]]
     stages[rule] = [p for p in found if p.exists()]
