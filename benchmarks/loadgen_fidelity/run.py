@@ -226,7 +226,7 @@ def start_calibration(a: argparse.Namespace, record_dir: str) -> tuple[str, subp
         [
             sys.executable,
             "-m",
-            "worthit.loadgen.calibration",
+            "worthit.testing.calibration",
             "--port",
             str(port),
             "--ttft-ms",

@@ -29,7 +29,7 @@ def running_calibration_server(*args: str) -> Iterator[tuple[str, subprocess.Pop
         [
             sys.executable,
             "-m",
-            "worthit.loadgen.calibration",
+            "worthit.testing.calibration",
             "--port",
             str(port),
             "--ttft-ms",

@@ -24,9 +24,9 @@ from tests.unit.loadgen_server import (  # noqa: F401  (fixture)
     running_calibration_server,
 )
 from worthit.loadgen import client as client_mod
-from worthit.loadgen.calibration import Timing
 from worthit.loadgen.client import ClientConfig, RequestRecord, RequestSpec, _SseTimer, closed_loop, open_loop, run
 from worthit.metrics import summarize
+from worthit.testing.calibration import Timing
 
 
 def one(

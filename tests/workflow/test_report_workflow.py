@@ -15,17 +15,29 @@ from worthit import schemas
 from worthit.schemas import REPORT_TABLES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embedded-default"
-# the page shows what the study cost (study_cost), which reads the plan (plan_study)
-ONLY_REPORT = ("--allowed-rules", "decide_study", "plot_study", "render_report", "plan_study", "study_cost")
+# the page shows what the study cost (study_cost), which reads the plan (plan_study), and the plan against the
+# measurement (compare_plan, which reads the models' manifests)
+ONLY_REPORT = (
+    "--allowed-rules",
+    "decide_study",
+    "plot_study",
+    "render_report",
+    "plan_study",
+    "study_cost",
+    "compare_plan",
+)
 TARGET = "results/embedded-default/report.html"
 
 pytestmark = pytest.mark.slow
 
 
-def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path) -> None:
+def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path, model_dir: Path) -> None:
     results = tmp_path / "results" / "embedded-default"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("config.yaml"))
     cfg = yaml.safe_load((FIXTURE / "config.yaml").read_text())
+    for name in cfg["models"]:  # the fetched model's manifest, as fetch_model leaves it (the plan reads its shapes)
+        (tmp_path / "resources" / "models" / name).mkdir(parents=True)
+        shutil.copy(model_dir.parent / "manifest.json", tmp_path / "resources" / "models" / name / "manifest.json")
     cfg["validate_deployments"] = False  # serving the recommended commands is deploy.smk's (tested there)
     # the target goes first: --allowed-rules takes every name after it
     run_snakemake(tmp_path, cfg, TARGET, *ONLY_REPORT)
@@ -36,7 +48,8 @@ def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path) -> N
     verdicts = schemas.read(report / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist()
     assert [v["optimisation"] for v in verdicts] == ["prefix caching (on vs off)"]
     assert (report / "figures" / "latency.svg").exists() and (tmp_path / TARGET).stat().st_size > 10_000
-    assert "What the study cost" in (tmp_path / TARGET).read_text()
+    page = (tmp_path / TARGET).read_text()
+    assert "What the study cost" in page and "Predicted before measuring" in page
 
     # the report re-decides the folder outside Snakemake (a copy: Snakemake's own files stay untouched) from
     # the config it kept beside the tables

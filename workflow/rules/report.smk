@@ -57,6 +57,7 @@ rule render_report:
         figures=rules.plot_study.output.figures,
         validation=get_validation_files,
         cost=f"{RESULTS}/cost.parquet",  # cost.smk: everything but this rendering
+        plan=f"{RESULTS}/plan_vs_measured.parquet",  # plan.smk: the plan against the measurement
     output:
         html=report(f"{RESULTS}/report.html", category="Report", caption="../report/report.rst"),
         validation=f"{REPORT_DIR}/validation.parquet",

@@ -18,5 +18,5 @@ write_summary(
     sm.output.md,
     study.name,
     stamp(config_hash=config_hash(sm.config)),
-    float(sm.config["specdec"]["worth_trying_speedup"]),
+    float(sm.config["decide"]["min_predicted_speedup"]),  # the one rule of thumb (the verdicts use it too)
 )

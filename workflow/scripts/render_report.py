@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from worthit import cost, schemas
+from worthit import schemas
 from worthit.config import config_hash, validate
 from worthit.provenance import stamp
-from worthit.report.build import figures_in, from_files, write_tables
+from worthit.report.build import figures_in, from_files, study_views, write_tables
 from worthit.report.render import write_html
 from worthit.stages import setup_logging
 
@@ -16,5 +16,10 @@ report = from_files(cfg, [*sm.input.results, *sm.input.validation])
 write_tables(
     report, Path(sm.output.validation).parent, stamp(config_hash=config_hash(cfg)), [schemas.REPORT_VALIDATION]
 )
-cost_rows = schemas.read(sm.input.cost, schemas.STUDY_COST).table.to_pylist()  # what the study cost (cost.smk)
-write_html(report.ctx, [*report.views, cost.view(cost_rows)], figures_in(report, sm.input.figures), sm.output.html)
+# the study's cost (cost.smk) and the plan against the measurement (plan.smk), read from the study folder
+write_html(
+    report.ctx,
+    [*report.views, *study_views(Path(sm.input.cost).parent)],
+    figures_in(report, sm.input.figures),
+    sm.output.html,
+)

@@ -162,6 +162,24 @@ def write_tables(
     return written
 
 
+def study_views(results_dir: PathLike) -> list[View]:
+    """The study-level tables other stages wrote beside the results, as report views, when present:
+    what the study cost (cost.parquet, worthit.cost) and the plan against the measurement
+    (plan_vs_measured.parquet, worthit.plan.compare)."""
+    from worthit import cost
+    from worthit.report import planned
+
+    root = Path(results_dir)
+    found: list[View] = []
+    for name, table, make in (
+        ("plan_vs_measured.parquet", schemas.PLAN_VS_MEASURED, planned.view),
+        ("cost.parquet", schemas.STUDY_COST, cost.view),
+    ):
+        if (root / name).exists():
+            found.append(make(schemas.read(root / name, table).table.to_pylist()))
+    return found
+
+
 def write_figures(report: Report, outdir: PathLike) -> dict[str, dict[str, Any]]:
     return plots.write(report.figures, Path(outdir), report.ctx.study.name)
 
@@ -187,7 +205,7 @@ def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mappin
     for old in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:
         if old.stem not in figs:
             old.unlink()
-    return write_html(report.ctx, report.views, figs, Path(html))
+    return write_html(report.ctx, [*report.views, *study_views(Path(outdir).parent)], figs, Path(html))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ final chunk as vLLM sends it, ``"none"``: no usage), ``fail`` (``"http500"``, ``
 event mid-stream, ``"truncate"``: the connection is cut mid-stream, ``"no_content"``: a stream without any
 chunk that carries a choice).
 
-Run: ``python -m worthit.loadgen.calibration --port 8123 --ttft-ms 50 --itl-ms 5 [--workers 2]``.
+Run: ``python -m worthit.testing.calibration --port 8123 --ttft-ms 50 --itl-ms 5 [--workers 2]``.
 """
 
 from __future__ import annotations
@@ -520,7 +520,7 @@ def serve(
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        prog="python -m worthit.loadgen.calibration",
+        prog="python -m worthit.testing.calibration",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
