@@ -31,8 +31,9 @@ except ConfigError as e:
 
 STUDY = Study(config, Path(workflow.basedir))
 try:  # a variant asking for more GPUs than --resources gpu=N grants is refused here, not left waiting
-    _gpu = workflow.global_resources.get("gpu")
-    check_gpu_budget(STUDY, None if _gpu is None else int(getattr(_gpu, "value", _gpu)), _config_source)
+    _gpu = getattr(workflow.global_resources.get("gpu"), "value", workflow.global_resources.get("gpu"))
+    # (a cluster job's own Snakemake sees the resource without a value: nothing to check there)
+    check_gpu_budget(STUDY, int(_gpu) if isinstance(_gpu, (int, float, str)) else None, _config_source)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 # Models are fetched (fetch_model, wildcard {model}) or quantised from another model (quantize_model,
