@@ -100,7 +100,27 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
         )
     _check_specdec(cfg, source)
     _check_workloads(cfg, source)
+    _check_sweet_spot(cfg, source)
     return cfg
+
+
+def _check_sweet_spot(cfg: Mapping[str, Any], source: str) -> None:
+    """A searched variant exists, load-tests, and there is an SLO to search against."""
+    names = ", ".join(cfg["variants"])
+    for i, name in enumerate(cfg["sweet_spot"]["variants"]):
+        key = f"{source}: key 'sweet_spot.variants[{i}]'"
+        if name not in cfg["variants"]:
+            raise ConfigError(f"{key}: unknown variant {name!r} (allowed: {names})")
+        if "loadtest" not in cfg["variants"][name].get("experiments", ["loadtest"]):
+            raise ConfigError(
+                f"{key}: variant {name!r} runs no load test (add 'loadtest' to variants.{name}.experiments)"
+            )
+    slo = cfg.get("slo") or {}
+    if cfg["sweet_spot"]["variants"] and slo.get("ttft_ms") is None and slo.get("tpot_ms") is None:
+        raise ConfigError(
+            f"{source}: key 'sweet_spot.variants': the search looks for the highest concurrency meeting the SLO, "
+            "and none is set: set slo.ttft_ms and/or slo.tpot_ms, or empty sweet_spot.variants"
+        )
 
 
 def _check_workloads(cfg: Mapping[str, Any], source: str) -> None:
@@ -352,6 +372,11 @@ class Study:
         }
         return sorted({1} | {k + 1 for k in ks if k > 0})
 
+    @property
+    def sweet_spot_variants(self) -> list[str]:
+        """Variants whose SLO sweet spot is searched (sweet_spot.variants)."""
+        return list(self.cfg["sweet_spot"]["variants"])
+
     def consumers(self, variant: str) -> Iterator[str]:
         """The variant's measurements in the order they run on its server (one at a time)."""
         exps = self.variant(variant).experiments
@@ -359,6 +384,8 @@ class Study:
             yield "kv"
         if "loadtest" in exps:
             yield from (lv.path(r) for lv, r in self.level_runs())
+        if variant in self.sweet_spot_variants:  # after the grid levels it starts from
+            yield "sweet_spot"
         if "prefix" in exps:
             yield from (f"prefix/len~{n}" for n in self.prefix_lengths)
         if self.spec_variants and variant == self.specdec_base:

@@ -93,7 +93,6 @@ def validate(
     Prompts are built with the deployed variant's tokenizer (its model's manifest under ``resources/``)."""
     spec = json.loads(Path(spec_path).read_text())
     rec = recommendation(deployments_path, scenario) or {}
-    lt = study.cfg["loadtest"]
     meta = stamp(
         scenario=scenario,
         deployed_variant=spec.get("deployed_variant"),
@@ -108,12 +107,11 @@ def validate(
     concurrency = int(spec["concurrency"])
     model = study.variant(str(spec["deployed_variant"])).model
     manifest = Manifest.load(manifest_path(model))
-    seed = int(lt["seed"]) + 1000 + 2 * (run - 1)  # prompts no load level used: no cache hit from them
     meta.update(concurrency=concurrency, promised=_promise(rec))
     try:
         with consumer_presence(state_path, f"validate-{scenario}"):
             state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
-            rows, extra = _load(study, state, manifest, concurrency, seed)
+            rows, extra = _load(study, state, manifest, str(spec["deployed_variant"]), concurrency, run)
     except ServerFailed as e:
         log.error("deployment %s not served (%s): %s", scenario, e.status, e.reason)
         schemas.write_failure(out, schemas.LOAD_REQUESTS, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
@@ -124,26 +122,19 @@ def validate(
 
 
 def _load(
-    study: Study, state: ServerState, manifest: Manifest, concurrency: int, seed: int
+    study: Study, state: ServerState, manifest: Manifest, variant: str, concurrency: int, run: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     # imported here: the Snakefile imports this module while it parses, and the load generator is not light
-    from worthit.stages import run_level
+    from worthit.loadgen.levels import CONC, Level
+    from worthit.stages import study_level
 
-    lt = study.cfg["loadtest"]
     log.info("validating %s at concurrency %d (%s)", state.variant, concurrency, " ".join(state.command))
-    return run_level(
-        state.url,
-        state.served_model_name,
-        manifest.model_dir,
-        concurrency,
-        study.num_requests(concurrency),
-        lt["prompt_tokens"],
-        lt["output_tokens"],
-        lt["warmup_requests"],
-        seed,
-        lt["endpoint"],
-        lt["request_timeout_s"],
+    # the deployed variant's workload, as its load levels measured it; prompts no load level used
+    # (seed offset 1000), so prefix caching cannot answer them from a level's cache
+    measured = study_level(
+        study, variant, Level(CONC, concurrency), state.url, state.served_model_name, manifest.model_dir, run, 1000
     )
+    return measured.rows, measured.meta
 
 
 def _promise(rec: dict[str, Any]) -> dict[str, Any]:

@@ -180,6 +180,24 @@ class Slo:
                 return False
         return True
 
+    @property
+    def interactive(self) -> bool:
+        """Whether a level can be judged against it: a TTFT or TPOT bound is set."""
+        return self.ttft_ms is not None or self.tpot_ms is not None
+
+    def level_met(self, ttft_p99_ms: float | None, tpot_p99_ms: float | None) -> bool | None:
+        """A load level meets the SLO when its P99 TTFT and P99 TPOT do (None: no TTFT or TPOT bound set).
+        A level without a TTFT fails a TTFT bound; one without a TPOT (single-token outputs) has none to fail.
+        The one rule for the latency-first verdicts, the deployment and the sweet-spot search."""
+        if not self.interactive:
+            return None
+        ok = True
+        if self.ttft_ms is not None:
+            ok &= ttft_p99_ms is not None and ttft_p99_ms <= self.ttft_ms
+        if self.tpot_ms is not None:
+            ok &= tpot_p99_ms is None or tpot_p99_ms <= self.tpot_ms
+        return ok
+
     def met_mask(self, records: Records | Columns) -> np.ndarray:
         """Per request, whether it met every objective (:meth:`met` over columns): a missing TTFT or E2E
         fails its bound, a missing TPOT (one output token) has none to violate."""

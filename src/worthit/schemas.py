@@ -142,6 +142,28 @@ KV_CACHE = Table(
     ),
 )
 
+SWEET_SPOT = Table(
+    "sweet_spot",
+    "The SLO sweet-spot search of one variant (sweet_spot.variants): one row per level it judged, the grid's "
+    "(run 1) and the probes it measured between the last passing and the first failing grid level; the "
+    "bracket and how the search ended are in the metadata (outcome, lo, hi, width, description).",
+    (
+        _VARIANT,
+        _f("concurrency", pa.int32(), "closed-loop concurrency of the level"),
+        _f("source", pa.string(), "grid (a loadtest level, run 1) or search (a probe measured by the search)"),
+        _f("probe", pa.int32(), "order in which the search measured it (0 for grid levels)"),
+        _f("meets_slo", pa.bool_(), "P99 TTFT and P99 TPOT within the SLO"),
+        _f("n", pa.int32(), "requests measured"),
+        _f("n_errors", pa.int32(), "requests that failed"),
+        _f("ttft_ms_p50", pa.float64(), "median time to first token"),
+        _f("ttft_ms_p99", pa.float64(), "P99 time to first token"),
+        _f("tpot_ms_p50", pa.float64(), "median time per output token"),
+        _f("tpot_ms_p99", pa.float64(), "P99 time per output token"),
+        _f("output_tok_per_s", pa.float64(), "output tokens per second of the level"),
+        _f("goodput_tok_per_s", pa.float64(), "output tokens per second of requests meeting the SLO"),
+    ),
+)
+
 PREFIX = Table(
     "prefix_requests",
     "One row per request of the prefix-caching experiment at one shared-prefix length.",
@@ -459,6 +481,26 @@ REPORT_PREFIX = Table(
     ),
 )
 
+REPORT_SWEET_SPOT = Table(
+    "report_sweet_spot",
+    "Report: the measured sweet spot per searched variant (sweet_spot.variants): the highest concurrency whose "
+    "P99 TTFT and P99 TPOT meet the SLO, as a bracket [passes, fails) from the grid and the search's probes.",
+    (
+        _VARIANT,
+        _f("outcome", pa.string(), "bracketed, probe_limit, all_pass (not reached), none_pass or no_grid"),
+        _f("sweet_spot_concurrency", pa.int32(), "highest concurrency measured to meet the SLO below the first miss"),
+        _f("first_miss_concurrency", pa.int32(), "lowest concurrency measured to miss it"),
+        _f("bracket_width", pa.int32(), "first miss - sweet spot (the search stops at sweet_spot.width)"),
+        _f("grid_levels", pa.int32(), "grid levels judged (run 1 of loadtest.levels)"),
+        _f("probes", pa.int32(), "levels the search measured between grid levels"),
+        *_measure("ttft_ms_p99", "TTFT P99 at the sweet spot"),
+        *_measure("tpot_ms_p99", "TPOT P99 at the sweet spot"),
+        _f("description", pa.string(), "the search's answer in words"),
+        _INTERVAL_BASIS,
+        *_REPORT_STATUS,
+    ),
+)
+
 REPORT_SPECDEC = Table(
     "report_specdec",
     "Report: speculative decoding per variant x load level, from measurements only: the spec-decode counters "
@@ -745,6 +787,7 @@ REPORT_TABLES = (
     REPORT_COMPARISON,
     REPORT_PREFIX,
     REPORT_SPECDEC,
+    REPORT_SWEET_SPOT,
     REPORT_CAPABILITY,
     REPORT_CAPACITY,
     REPORT_LEVELS,
@@ -759,6 +802,7 @@ TABLES: dict[str, Table] = {
         SERVER_TIMELINE,
         KV_CACHE,
         PREFIX,
+        SWEET_SPOT,
         ACCURACY,
         SUMMARY,
         PREFIX_SUMMARY,

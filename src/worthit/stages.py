@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import kv as kvmod
-from worthit import prom, schemas
+from worthit import prom, schemas, sweetspot
 from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen import levels as levelmod
 from worthit.loadgen import timeline as tl
@@ -24,7 +24,7 @@ from worthit.loadgen.client import ClientConfig, RequestRecord, closed_loop, ses
 from worthit.loadgen.levels import CONC, Level
 from worthit.loadgen.workload import RandomWorkload, load_tokenizer
 from worthit.loadgen.workloads import Plan, from_config
-from worthit.metrics import prometheus_delta
+from worthit.metrics import Slo, prometheus_delta, summarize
 from worthit.models import Manifest
 from worthit.provenance import stamp
 from worthit.server import ServerFailed, ServerState, consumer_presence, http_get, turn, wait_ready
@@ -264,6 +264,42 @@ def measure_level(
     return LevelRun(rows, meta, samples, result.t0_ns)
 
 
+def study_level(
+    study: Study,
+    variant: str,
+    level: Level,
+    url: str,
+    served_model_name: str,
+    tokenizer_dir: str,
+    run: int = 1,
+    seed_offset: int = 0,
+    timeline_interval_s: float | None = None,
+) -> LevelRun:
+    """One level as the study's ``loadtest`` section defines it for ``variant``: its workload, request
+    count, lengths, warm-up, endpoint, timeout and open-loop settings. Run r uses its own prompts
+    (seed + seed_offset + 2(r-1); its warm-up the next seed), so a server with prefix caching on cannot
+    answer a repeat from the cache of an earlier run. The load stage, the sweet-spot search and the
+    deployment validation all measure through here."""
+    lt = study.cfg["loadtest"]
+    wl_name = study.workload_name(variant, level)
+    return measure_level(
+        url,
+        served_model_name,
+        tokenizer_dir,
+        level,
+        None if wl_name is None else {"name": wl_name, **study.cfg["workloads"][wl_name]},
+        study.level_requests(level),
+        lt["prompt_tokens"],
+        lt["output_tokens"],
+        lt["warmup_requests"],
+        int(lt["seed"]) + seed_offset + 2 * (run - 1),
+        lt["endpoint"],
+        lt["request_timeout_s"],
+        open_loop=lt,
+        timeline_interval_s=timeline_interval_s,
+    )
+
+
 def run_level(
     url: str,
     model: str,
@@ -278,8 +314,8 @@ def run_level(
     timeout_s: float = 600.0,
     progress: bool = True,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One closed-loop level of fixed-length random prompts: records (one per request) and run metadata
-    incl. /metrics deltas."""
+    """One closed-loop level of fixed-length random prompts outside a study: records (one per request)
+    and run metadata incl. /metrics deltas."""
     run = measure_level(
         url,
         model,
@@ -318,7 +354,6 @@ def loadtest(
             f"{out}: run {run} of level {lv.name} is not part of the study "
             f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it"
         )
-    lt = study.cfg["loadtest"]
     manifest = Manifest.load(manifest_path)
     wl_name = study.workload_name(variant, lv)
     default = lv.kind == CONC and wl_name is None
@@ -326,27 +361,13 @@ def loadtest(
     if not default:  # the level, its kind and workload (the default levels' metadata stays as it was)
         extra_meta.update(lv.describe(), workload_name=wl_name)
     meta = result_meta(study, variant, manifest, **extra_meta)
-    seed = int(lt["seed"]) + 2 * (run - 1)  # run 1: prompts from seed, warm-up from seed + 1
     interval = study.timeline_interval_s if timeline_out else None
     timeline: list[dict[str, Any]] | None = None
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         nonlocal timeline
-        measured = measure_level(
-            state.url,
-            state.served_model_name,
-            manifest.model_dir,
-            lv,
-            None if wl_name is None else {"name": wl_name, **study.cfg["workloads"][wl_name]},
-            study.level_requests(lv),
-            lt["prompt_tokens"],
-            lt["output_tokens"],
-            lt["warmup_requests"],
-            seed,
-            lt["endpoint"],
-            lt["request_timeout_s"],
-            open_loop=lt,
-            timeline_interval_s=interval,
+        measured = study_level(
+            study, variant, lv, state.url, state.served_model_name, manifest.model_dir, run, 0, interval
         )
         rows = measured.rows
         for r in rows:
@@ -372,3 +393,79 @@ def loadtest(
                 status=res.status,
                 metadata=meta,
             )
+
+
+def _sweet_row(variant: str, concurrency: int, source: str, probe: int, rows: Any, slo: Slo) -> dict[str, Any]:
+    s = summarize(rows, slo)
+    return {
+        "variant": variant,
+        "concurrency": concurrency,
+        "source": source,
+        "probe": probe,
+        "meets_slo": bool(slo.level_met(s.ttft_ms.p99, s.tpot_ms.p99)) and s.n > s.n_errors,
+        "n": s.n,
+        "n_errors": s.n_errors,
+        "ttft_ms_p50": s.ttft_ms.p50,
+        "ttft_ms_p99": s.ttft_ms.p99,
+        "tpot_ms_p50": s.tpot_ms.p50,
+        "tpot_ms_p99": s.tpot_ms.p99,
+        "output_tok_per_s": s.output_tok_per_s,
+        "goodput_tok_per_s": s.goodput_tok_per_s,
+    }
+
+
+def sweet_spot(
+    study: Study, variant: str, state_path: str, manifest_path: str, grid_files: Mapping[int, str], out: str
+) -> None:
+    """The SLO sweet-spot search of ``variant`` (:mod:`worthit.sweetspot`): the grid's run-1 levels
+    (``grid_files``: concurrency -> load file) judged against the SLO, then closed-loop probes on the
+    variant's server between the last passing and the first failing level. A level that failed as a
+    measurement (no file content) is left out of the grid; with none left, the search records why."""
+    cfg = study.cfg["sweet_spot"]
+    slo = Slo(**{k: v for k, v in study.cfg["slo"].items() if k in ("ttft_ms", "tpot_ms", "e2e_ms")})
+    manifest = Manifest.load(manifest_path)
+    meta = result_meta(study, variant, manifest, slo=study.cfg["slo"], width=cfg["width"])
+    grid_rows: list[dict[str, Any]] = []
+    for c, path in sorted(grid_files.items()):
+        res = schemas.read(path, schemas.LOAD_REQUESTS)
+        if res.ok and res.table.num_rows:
+            grid_rows.append(_sweet_row(variant, c, "grid", 0, res.table, slo))
+    if not grid_rows:
+        why = f"no load level of {variant} was measured (loadtest.levels {study.levels}): nothing to search from"
+        schemas.write_failure(out, schemas.SWEET_SPOT, why, status=schemas.STATUS_NOT_RUN, metadata=meta)
+        return
+    lt = study.cfg["loadtest"]
+
+    def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        probes: list[dict[str, Any]] = []
+
+        def measure(c: int) -> bool:
+            log.info("sweet spot of %s: probing concurrency %d", variant, c)
+            run = study_level(
+                study, variant, Level(CONC, c), state.url, state.served_model_name, manifest.model_dir, 1, 3000
+            )
+            row = _sweet_row(variant, c, "search", len(probes) + 1, run.rows, slo)
+            probes.append(row)
+            log.info(
+                "sweet spot of %s: concurrency %d %s the SLO (TTFT P99 %.1f ms, TPOT P99 %.1f ms)",
+                variant,
+                c,
+                "meets" if row["meets_slo"] else "misses",
+                row["ttft_ms_p99"] or -1,
+                row["tpot_ms_p99"] or -1,
+            )
+            return bool(row["meets_slo"])
+
+        grid = [(int(r["concurrency"]), bool(r["meets_slo"])) for r in grid_rows]
+        found = sweetspot.search(grid, measure, int(cfg["width"]), int(cfg["max_probes"]))
+        log.info("sweet spot of %s: %s", variant, found.describe())
+        extra = {
+            "outcome": found.outcome,
+            "lo": found.lo,
+            "hi": found.hi,
+            "description": found.describe(),
+            "workload": lt.get("workload"),
+        }
+        return grid_rows + probes, extra
+
+    _consume(study, variant, "sweet_spot", out, schemas.SWEET_SPOT, state_path, meta, body)

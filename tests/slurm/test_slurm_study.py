@@ -25,31 +25,50 @@ pytestmark = [pytest.mark.slurm, pytest.mark.vllm, pytest.mark.slow]
 
 RUN_TIMEOUT_S = 1500
 
-# The profile as a user runs it, with the machine-size keys scaled down to this 2-CPU CI node.
-# (A command-line flag replaces the profile's key as a whole, so each list is complete.)
-CI_OVERRIDES = [
-    "--resources",
-    "gpu=2",  # two GPU jobs in flight: the variants' groups may run at once
-    "--set-threads",
-    "serve_variant=1",
-    "measure_kv=0",
-    "loadtest=0",
-    "prefix_test=0",
-    "evaluate_accuracy=0",
-    "measure_verify=0",
-    "fetch_model=1",
-    "quantize_model=1",
-    "--set-resources",
-    "serve_variant:mem_mb=3000",
-    "serve_variant:runtime=20",
-    "evaluate_accuracy:mem_mb=2000",
-    "fetch_model:mem_mb=1000",
-    "--default-resources",
-    "runtime=10",
-    "mem_mb=300",
-    "--slurm-init-seconds-before-status-checks",
-    "5",
-]
+PROFILE = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+
+# CPU/memory sizes on this 2-CPU CI node for the rules the profile sizes (servers, lm-eval, the rest).
+CI_MEM_MB = {"serve_variant": 3000, "serve_deployment": 3000, "evaluate_accuracy": 2000}
+
+
+def ci_overrides() -> list[str]:
+    """The profile as a user runs it, with its machine-size keys scaled down to this 2-CPU CI node.
+
+    A command-line flag replaces the profile's key as a whole, so each list is derived from *every* rule
+    the profile names: a rule added to the profile (a new server group) is scaled down here too instead of
+    reaching sbatch with the flag's default (threads 0 -> --cpus-per-task=0, which sbatch rejects).
+    """
+    threads = [f"{rule}={min(int(n), 1)}" for rule, n in PROFILE["set-threads"].items()]
+    resources = [
+        f"{rule}:{key}={value}"
+        for rule, res in PROFILE["set-resources"].items()
+        for key, value in (("mem_mb", CI_MEM_MB.get(rule, 1000)), ("runtime", 20))
+        if key in res
+    ]
+    return [
+        "--resources",
+        "gpu=2",  # two GPU jobs in flight: the variants' groups may run at once
+        "--set-threads",
+        *threads,
+        "--set-resources",
+        *resources,
+        "--default-resources",
+        "runtime=10",
+        "mem_mb=300",
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+    ]
+
+
+def test_ci_overrides_scale_every_rule_the_profile_sizes():
+    args = ci_overrides()
+    threads = args[args.index("--set-threads") + 1 : args.index("--set-resources")]
+    assert {t.split("=")[0] for t in threads} == set(PROFILE["set-threads"])
+    assert all(int(t.split("=")[1]) in (0, 1) for t in threads)
+    # a rule the profile gives CPUs keeps at least one (sbatch rejects --cpus-per-task=0)
+    assert all(int(t.split("=")[1]) == 1 for t in threads if PROFILE["set-threads"][t.split("=")[0]] > 0)
+    resources = args[args.index("--set-resources") + 1 : args.index("--default-resources")]
+    assert {r.split(":")[0] for r in resources} == set(PROFILE["set-resources"])
 
 
 def two_variant_study(model_dir: Path) -> dict:
@@ -120,7 +139,7 @@ def result_schemas(results: Path) -> dict[str, pa.Schema]:
 def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, model_dir, slurm_cluster):
     cfg = two_variant_study(model_dir)
     cluster_dir = tmp_path / "cluster"
-    proc = snakemake_slurm(cluster_dir, cfg, *CI_OVERRIDES)
+    proc = snakemake_slurm(cluster_dir, cfg, *ci_overrides())
     assert proc.returncode == 0, (
         f"snakemake --profile profiles/slurm failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     )
@@ -129,22 +148,37 @@ def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, mod
     jobs = slurm_jobs(cluster_dir)
     logs = cluster_dir / ".snakemake" / "slurm_logs"
     groups = {i: log for i, log in jobs.items() if log.parts[0].startswith("group_serve")}
-    assert len(groups) == 2, jobs
+    variant_groups = {i: log for i, log in groups.items() if "rule serve_variant:" in (logs / log).read_text()}
+    assert len(variant_groups) == 2, jobs
     for variant in ("base", "small_batch"):
         serving = [
             i
-            for i, log in groups.items()
+            for i, log in variant_groups.items()
             if f"output: results/t/variant~{variant}/server.json (service)" in (logs / log).read_text()
         ]
         assert len(serving) == 1, (variant, jobs)
+    # each recommended deployment the report validates is a server group of its own, like a variant's
+    deployed = sorted({p.parent.name for p in (cluster_dir / "results/t").glob("deployment~*/load*.parquet")})
+    deploy_groups = [log for i, log in groups.items() if i not in variant_groups]
+    assert len(deploy_groups) == len(deployed), (deployed, jobs)
+    assert all("rule serve_deployment:" in (logs / log).read_text() for log in deploy_groups), jobs
     # no member of a server group was submitted on its own
     assert not [
-        log for log in jobs.values() if log.parts[0] in ("rule_serve_variant", "rule_loadtest", "rule_measure_kv")
+        log
+        for log in jobs.values()
+        if log.parts[0]
+        in (
+            "rule_serve_variant",
+            "rule_loadtest",
+            "rule_measure_kv",
+            "rule_serve_deployment",
+            "rule_validate_deployment",
+        )
     ], jobs
-    group_jobs = [scontrol_job(i) for i in groups]
-    for job in group_jobs:
+    for job in map(scontrol_job, groups):
         assert job["JobState"] == "COMPLETED", job
         assert job["TresPerJob"] == "gres:gpu:1", job  # the plugin's --gpus=1 from `resources: gpu=1`
+    group_jobs = [scontrol_job(i) for i in variant_groups]
     # the cluster had GPUs for both: the two variants' jobs ran at the same time
     spans = sorted((datetime.fromisoformat(j["StartTime"]), datetime.fromisoformat(j["EndTime"])) for j in group_jobs)
     assert spans[1][0] < spans[0][1], f"variant jobs ran one after the other: {spans}"

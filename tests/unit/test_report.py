@@ -633,3 +633,60 @@ def test_identical_answers_on_few_documents_bound_the_change_by_the_rule_of_thre
     assert row["method"] == "paired, no document changed" and row["delta_pt"] == 0
     assert row["delta_pt_ci95_low"] == pytest.approx(-369 / 16) and row["decision"] == "inconclusive"
     assert row["items_needed"] == 123  # 3.69 / n below 3 pt
+
+
+# ------------------------------------------------------------------------------------------- sweet spot
+def _sweet_spot(results: Path, variant: str, lo: int, hi: int, probes: dict[int, tuple[bool, float]]) -> None:
+    rows = [
+        {
+            "variant": variant,
+            "concurrency": c,
+            "source": "search",
+            "probe": i + 1,
+            "meets_slo": ok,
+            "n": 2 * c,
+            "n_errors": 0,
+            "ttft_ms_p50": ttft / 2,
+            "ttft_ms_p99": ttft,
+            "tpot_ms_p50": 20.0,
+            "tpot_ms_p99": 30.0,
+            "output_tok_per_s": 10.0 * c,
+            "goodput_tok_per_s": 10.0 * c if ok else 0.0,
+        }
+        for i, (c, (ok, ttft)) in enumerate(probes.items())
+    ]
+    meta = {"outcome": "bracketed", "lo": lo, "hi": hi, "description": f"concurrency {lo} meets the SLO, {hi} does not"}
+    schemas.write(results / f"variant~{variant}" / "sweet_spot.parquet", schemas.SWEET_SPOT, rows, metadata=meta)
+
+
+def test_the_measured_sweet_spot_is_reported_and_the_latency_deployment_promises_it(results: Path, cfg: dict) -> None:
+    grid_choice = {d["scenario"]: d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS)}["latency"]
+    assert grid_choice["concurrency"] == 4
+    _sweet_spot(results, "baseline", 6, 7, {10: (False, 2500.0), 7: (False, 2100.0), 6: (True, 1800.0)})
+    r = report(results, cfg)
+    (spot,) = rows(r, schemas.REPORT_SWEET_SPOT)
+    assert (spot["sweet_spot_concurrency"], spot["first_miss_concurrency"], spot["bracket_width"]) == (6, 7, 1)
+    assert spot["probes"] == 3 and spot["ttft_ms_p99"] == 1800.0 and spot["ttft_ms_p99_n"] == 12
+    assert "no interval" in spot["interval_basis"]  # one run of one level: said, not hidden
+    lat = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}["latency"]
+    assert lat["concurrency"] == lat["max_num_seqs"] == 6
+    assert lat["argv"][lat["argv"].index("--max-num-seqs") + 1] == "6"
+    assert "sweet spot" in lat["chosen_by"] and "grid's best was 4" in lat["chosen_by"]
+
+
+def test_a_sweet_spot_below_the_grid_choice_leaves_the_deployment_alone(results: Path, cfg: dict) -> None:
+    _sweet_spot(results, "baseline", 2, 3, {2: (True, 900.0), 3: (False, 2100.0)})
+    lat = {d["scenario"]: d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS)}["latency"]
+    assert lat["concurrency"] == 4 and "sweet spot" not in lat["chosen_by"]
+
+
+def test_a_failed_search_is_a_failed_row_with_its_reason(results: Path, cfg: dict) -> None:
+    schemas.write_failure(
+        results / "variant~baseline" / "sweet_spot.parquet",
+        schemas.SWEET_SPOT,
+        "server exited before it became ready",
+        status=schemas.STATUS_FAILED,
+    )
+    (spot,) = rows(report(results, cfg), schemas.REPORT_SWEET_SPOT)
+    assert spot["status"] == schemas.STATUS_FAILED and "exited" in spot["reason"]
+    assert spot.get("sweet_spot_concurrency") is None

@@ -26,6 +26,7 @@ from worthit.report.context import Context, Pair
 from worthit.report.decide import ADOPT, LATENCY, THROUGHPUT, Verdict
 from worthit.report.experiments.capacity import Capacity
 from worthit.report.experiments.load import Level, LoadAnalysis, ceiling_text, level
+from worthit.report.experiments.sweetspot import SweetSpot
 from worthit.report.views import INT, MEASURE, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
 from worthit.server import engine_flags
 
@@ -151,6 +152,15 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
                 f"({lv.ttft_p99.value or 0:,.1f} ms) and P99 TPOT ({lv.tpot_p99.value or 0:,.1f} ms) meet the SLO"
                 f" (TTFT <= {slo.ttft_ms or 0:,g} ms, TPOT <= {slo.tpot_ms or 0:,g} ms)"
             )
+            spot: SweetSpot | None = ctx.analyses.get("sweet_spot", {}).get(lv.variant)
+            found = spot.level() if spot is not None else None
+            if spot is not None and found is not None and found.concurrency > lv.concurrency:
+                why = (
+                    f"the sweet spot the search measured: concurrency {found.concurrency} meets the SLO (TTFT P99 "
+                    f"{found.ttft_p99.value or 0:,.1f} ms, TPOT P99 {found.tpot_p99.value or 0:,.1f} ms), "
+                    f"{spot.hi if spot.hi is not None else 'no level'} misses it; the grid's best was {lv.concurrency}"
+                )
+                lv = found
             rows.append(_row(ctx, "latency", lv, why, caps, slo.ttft_ms, slo.tpot_ms))
         else:
             rows.append(

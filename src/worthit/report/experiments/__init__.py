@@ -81,7 +81,7 @@ def registered() -> list[Experiment]:
 
 
 def _load_builtin() -> None:
-    from worthit.report.experiments import accuracy, capacity, load, prefix, specdec  # noqa: F401
+    from worthit.report.experiments import accuracy, capacity, load, prefix, specdec, sweetspot  # noqa: F401
 
 
 _load_builtin()

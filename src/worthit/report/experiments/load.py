@@ -57,15 +57,8 @@ class Level:
         return runs_basis(self.runs) if self.runs > 1 else SINGLE_RUN
 
     def meets(self, slo: Slo) -> bool | None:
-        """P99 TTFT and P99 TPOT within the SLO (None: no SLO set)."""
-        if slo.ttft_ms is None and slo.tpot_ms is None:
-            return None
-        ok = True
-        if slo.ttft_ms is not None:
-            ok &= self.ttft_p99.value is not None and self.ttft_p99.value <= slo.ttft_ms
-        if slo.tpot_ms is not None:
-            ok &= self.tpot_p99.value is None or self.tpot_p99.value <= slo.tpot_ms
-        return ok
+        """P99 TTFT and P99 TPOT within the SLO (None: no SLO set): :meth:`worthit.metrics.Slo.level_met`."""
+        return slo.level_met(self.ttft_p99.value, self.tpot_p99.value)
 
     def within(self, tpot_ceiling_ms: float | None) -> bool:
         return tpot_ceiling_ms is None or (self.tpot_p99.value is not None and self.tpot_p99.value <= tpot_ceiling_ms)

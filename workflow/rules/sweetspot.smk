@@ -1,0 +1,23 @@
+# sweet_spot: per variant of sweet_spot.variants, the highest concurrency meeting the SLO. After the
+# variant's grid levels (run 1 of loadtest.levels, its inputs) and on the same server, it bisects between the
+# last passing and the first failing level (worthit.sweetspot); one job, however many probes it measures.
+
+
+rule sweet_spot:
+    input:
+        server=SERVER_STATE,
+        spec=SERVE_SPEC,
+        manifest=get_manifest,
+        grid=get_sweet_spot_grid,
+        workload=get_sweet_spot_workload_files,
+    output:
+        result=f"{VARIANT_DIR}/sweet_spot.parquet",
+    log:
+        f"{RESULTS}/logs/sweet_spot/{{variant}}.log",
+    benchmark:
+        f"{BENCHMARKS}/sweet_spot/{{variant}}.tsv"
+    group:
+        "serve"
+    threads: 0
+    script:
+        "../scripts/sweet_spot.py"
