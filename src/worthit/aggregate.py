@@ -7,7 +7,7 @@ experiments become rows with their status and reason, so the summary always has 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import pandas as pd
 from worthit import atomic, fmt, schemas
 from worthit.loadgen.levels import summary_columns
 from worthit.metrics import Slo, summarize
-from worthit.stats import Z_95, combined_stderr, significant
+from worthit.stats import NO_CHANGE, RULE_OF_THREE, Z_95, combined_stderr, noninferiority, normal_ci95
 
 
 def summary_rows(
@@ -192,32 +192,34 @@ ACCURACY_COLUMNS = (
     ("value", "score"),
     ("stderr", "± stderr"),
     ("delta_pt", "Δ vs baseline pt"),
-    ("delta_stderr_pt", "± pt"),
-    ("significant", "significant"),
+    ("delta_ci95", "95% interval pt"),
+    ("delta_method", "method"),
+    ("max_drop_pt", "max drop pt"),
+    ("decision", "decision"),
 )
 
 
 def accuracy_delta(
     value: float | None, stderr: float | None, base: float | None, base_stderr: float | None
-) -> tuple[float | None, float | None, bool | None]:
-    """Change vs the baseline in percentage points, its standard error, and whether it exceeds the noise.
+) -> tuple[float | None, float | None]:
+    """Change vs the baseline in percentage points and its standard error, the two scores taken as
+    independent (their standard errors combined).
 
     The two scores come from the same items, so treating them as independent overstates the error of the
-    difference: a change called significant here is significant under the paired test too.
+    difference: the fallback when lm-eval's per-document samples are missing.
     """
     if value is None or base is None or pd.isna(value) or pd.isna(base):
-        return None, None, None
+        return None, None
     delta = (value - base) * 100
     if stderr is None or base_stderr is None or pd.isna(stderr) or pd.isna(base_stderr):
-        return delta, None, None
-    se = combined_stderr(stderr, base_stderr) * 100
-    return delta, se, significant(delta, se)
+        return delta, None
+    return delta, combined_stderr(stderr, base_stderr) * 100
 
 
 def paired_delta(
     scores: Mapping[int, float | None], base: Mapping[int, float | None]
-) -> tuple[float | None, float | None, bool | None, int]:
-    """Change vs the baseline over the documents both scored, in points: delta, its stderr, significant, n.
+) -> tuple[float | None, float | None, int]:
+    """Change vs the baseline over the documents both scored, in points: delta, its stderr, n.
 
     Both variants answer the same documents, so the error of the change is that of the mean per-document
     difference, far smaller than the two scores' errors combined when most answers agree.
@@ -229,11 +231,32 @@ def paired_delta(
     ]
     n = len(diffs)
     if n < 2:
-        return None, None, None, n
+        return None, None, n
     mean = sum(diffs) / n
     var = sum((x - mean) ** 2 for x in diffs) / (n - 1)
-    se = (var / n) ** 0.5 * 100
-    return mean * 100, se, significant(mean * 100, se), n
+    return mean * 100, (var / n) ** 0.5 * 100, n
+
+
+def task_delta(
+    scores: Mapping[int, float | None],
+    base_scores: Mapping[int, float | None],
+    row: Mapping[str, Any],
+    base: Mapping[str, Any],
+) -> tuple[float, float | None, int, str] | None:
+    """The change of one task's score vs the baseline, computed one way everywhere (the accuracy summary,
+    the report's accuracy table, the verdicts): (delta pt, its standard error, n, method).
+
+    paired over the documents both scored where per-document scores exist; where no document changed,
+    the standard error that puts the rule-of-three bound (3.69 / n) at the 95% limit; otherwise unpaired
+    from the two scores' standard errors (n: the variant's items). None when there is no change to give."""
+    d, se, n = paired_delta(scores, base_scores)
+    method = "paired"
+    if se == 0 and n:
+        method, se = NO_CHANGE, RULE_OF_THREE / n * 100 / Z_95
+    if se is None:
+        d, se = accuracy_delta(row.get("value"), row.get("stderr"), base.get("value"), base.get("stderr"))
+        method, n = "unpaired", int(row.get("n") or 0)
+    return None if d is None else (float(d), se, int(n), method)
 
 
 def _per_doc(path: str) -> dict[tuple[Any, Any, Any], dict[int, float | None]]:
@@ -245,9 +268,14 @@ def _per_doc(path: str) -> dict[tuple[Any, Any, Any], dict[int, float | None]]:
 
 
 def accuracy_rows(
-    files: Mapping[str, str], baseline: str, sample_files: Mapping[str, str] | None = None
+    files: Mapping[str, str],
+    baseline: str,
+    sample_files: Mapping[str, str] | None = None,
+    max_drop_pt: Callable[[str], float] = lambda task: 3.0,
 ) -> list[dict[str, Any]]:
-    """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter).
+    """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter)
+    and the non-inferiority decision against ``max_drop_pt(task)`` (:func:`task_delta`,
+    :func:`worthit.stats.noninferiority`: the numbers the report shows).
 
     With ``sample_files`` (each variant's accuracy_samples.parquet) the change and its error are paired
     over the documents both variants scored; otherwise the two scores' stderrs are combined.
@@ -272,23 +300,25 @@ def accuracy_rows(
     for recs in per_variant.values():
         for r in recs:
             row = {**r, "status": r.get("status") or schemas.STATUS_OK}
-            b = base.get((r.get("task"), r.get("metric"), r.get("filter")))
+            key = (r.get("task"), r.get("metric"), r.get("filter"))
+            b = base.get(key)
             if b is not None and row["status"] == schemas.STATUS_OK:
-                key = (r.get("task"), r.get("metric"), r.get("filter"))
-                d, se, sig, n = paired_delta(per_doc.get(r["variant"], {}).get(key, {}), base_docs.get(key, {}))
-                method, n_paired = "paired", n if se is not None else None
-                if se is None:
-                    d, se, sig = accuracy_delta(r.get("value"), r.get("stderr"), b.get("value"), b.get("stderr"))
-                    method = "independent"
+                found = task_delta(per_doc.get(r["variant"], {}).get(key, {}), base_docs.get(key, {}), r, b)
+                d, se, n, method = found if found is not None else (None, None, None, None)
+                bound = float(max_drop_pt(str(r.get("task"))))
+                lo, hi = normal_ci95(d, se)
                 row.update(
                     baseline_variant=baseline,
                     baseline_value=b.get("value"),
                     baseline_stderr=b.get("stderr"),
                     delta_pt=d,
                     delta_stderr_pt=se,
-                    significant=sig,
+                    delta_ci95_low_pt=lo,
+                    delta_ci95_high_pt=hi,
                     delta_method=method,
-                    n_paired=n_paired,
+                    n_paired=n if method not in (None, "unpaired") else None,
+                    max_drop_pt=bound,
+                    decision=noninferiority(d, se, bound) if d is not None else None,
                 )
             rows.append(row)
     return rows
@@ -307,13 +337,18 @@ def write_accuracy_summary(
     ok = df[df["status"] == schemas.STATUS_OK].copy()
     for col in ("value", "stderr"):
         ok[col] = ok[col] * 100
+    ok["delta_ci95"] = [
+        f"[{lo:+.1f}, {hi:+.1f}]" if pd.notna(lo) and pd.notna(hi) else "no interval"
+        for lo, hi in zip(ok["delta_ci95_low_pt"], ok["delta_ci95_high_pt"], strict=True)
+    ]
     failed = df[df["status"] != schemas.STATUS_OK]
     parts = [
         f"# {study}: accuracy",
         "",
-        f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}`, "
-        f"significant when |Δ| > {Z_95} × ± (paired over the documents both variants scored where "
-        "their per-document scores exist).",
+        f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}` with its 95% interval "
+        "(paired over the documents both variants scored where their per-document scores exist, else unpaired). "
+        "Decision (non-inferiority): acceptable when the interval lies above −(max drop), unacceptable when it "
+        "lies below, inconclusive when it straddles it.",
         "",
         markdown_table(ok, ACCURACY_COLUMNS),
         "",

@@ -217,9 +217,10 @@ ACCURACY_SAMPLES = Table(
 
 ACCURACY_SUMMARY = Table(
     "accuracy_summary",
-    "Accuracy per variant x task x metric next to the baseline variant's, with the change and whether it "
-    "exceeds the noise: significant when |delta| > 1.96 x its standard error, paired over the same "
-    "documents where both variants' per-document scores exist, else sqrt(stderr^2 + baseline stderr^2).",
+    "Accuracy per variant x task x metric next to the baseline variant's, with the change, its 95% interval "
+    "(paired over the same documents where both variants' per-document scores exist, else from "
+    "sqrt(stderr^2 + baseline stderr^2)) and the non-inferiority decision against the task's max drop: the "
+    "numbers the report's accuracy table and verdicts use.",
     (
         _VARIANT,
         _f("status", pa.string(), "ok / failed", False),
@@ -239,10 +240,18 @@ ACCURACY_SUMMARY = Table(
         _f(
             "delta_method",
             pa.string(),
-            "paired: std of per-document differences / sqrt(n_paired); independent: sqrt(se^2 + se_base^2)",
+            "paired: std of per-document differences / sqrt(n_paired); 'paired, no document changed': the "
+            "rule-of-three bound 3.69 / n_paired as the 95% limit; unpaired: sqrt(se^2 + se_base^2)",
         ),
-        _f("n_paired", pa.int32(), "documents scored by both variants (paired method)"),
-        _f("significant", pa.bool_(), "|delta| > 1.96 x delta_stderr (null without a standard error)"),
+        _f("n_paired", pa.int32(), "documents scored by both variants (paired methods)"),
+        _f("delta_ci95_low_pt", pa.float64(), "95% interval of delta_pt, low (delta - 1.96 x delta_stderr_pt)"),
+        _f("delta_ci95_high_pt", pa.float64(), "95% interval of delta_pt, high"),
+        _f("max_drop_pt", pa.float64(), "the task's bound: decide.max_accuracy_drop_pt(_by_task)"),
+        _f(
+            "decision",
+            pa.string(),
+            "acceptable (interval above -max_drop_pt), unacceptable (below) or inconclusive (straddles it)",
+        ),
     ),
 )
 

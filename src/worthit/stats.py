@@ -121,9 +121,30 @@ def combined_stderr(a: float, b: float) -> float:
     return float((a**2 + b**2) ** 0.5)
 
 
-def significant(delta: float, stderr: float) -> bool:
-    """Whether a change exceeds its noise: |delta| > Z_95 x stderr (any change, without noise)."""
-    return bool(abs(delta) > Z_95 * stderr) if stderr > 0 else bool(delta != 0)
+# Accuracy as a non-inferiority decision (docs/architecture.md, "The decision layer"): the 95% interval of the
+# change against -bound.
+ACCEPTABLE = "acceptable"
+UNACCEPTABLE = "unacceptable"
+ACC_INCONCLUSIVE = "inconclusive"
+# Paired scores where no document changed have no variance to estimate an interval from; the change is then
+# bounded by the "rule of three": with none of n documents flipped, the flip rate is below 3.69 / n (two-sided
+# 95%), and so is the drop.
+NO_CHANGE = "paired, no document changed"
+RULE_OF_THREE = 3.69
+
+
+def noninferiority(delta_pt: float | None, stderr_pt: float | None, bound_pt: float) -> str:
+    """Acceptable when the 95% interval of the change lies above -bound, unacceptable when it lies below,
+    inconclusive when it straddles -bound or has no standard error. The one rule for the accuracy
+    summary, the report's accuracy table and the verdicts."""
+    lo, hi = normal_ci95(delta_pt, stderr_pt)
+    if lo is None or hi is None:
+        return ACC_INCONCLUSIVE
+    if lo > -bound_pt:
+        return ACCEPTABLE
+    if hi < -bound_pt:
+        return UNACCEPTABLE
+    return ACC_INCONCLUSIVE
 
 
 def slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:

@@ -13,8 +13,9 @@ import yaml
 
 from worthit import accuracy as acc
 from worthit import schemas, taskdata
-from worthit.aggregate import accuracy_delta, accuracy_rows, paired_delta, write_accuracy_summary
+from worthit.aggregate import accuracy_delta, accuracy_rows, paired_delta, task_delta, write_accuracy_summary
 from worthit.config import Study, validate
+from worthit.stats import noninferiority
 
 
 class _TaskLoader(yaml.SafeLoader):
@@ -331,22 +332,44 @@ def test_a_task_whose_lm_eval_fails_is_a_failed_row_with_its_output(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- aggregate
-def test_delta_is_significant_only_beyond_the_combined_stderr():
-    d, se, sig = accuracy_delta(0.60, 0.03, 0.50, 0.03)
-    assert d == pytest.approx(10.0) and se == pytest.approx(4.243, abs=1e-3) and sig is True
-    assert accuracy_delta(0.52, 0.03, 0.50, 0.03)[2] is False
-    assert accuracy_delta(0.5, None, 0.5, 0.03) == (0.0, None, None)
-    assert accuracy_delta(0.5, 0.0, 0.5, 0.0)[2] is False
+def test_the_unpaired_delta_combines_the_two_standard_errors():
+    d, se = accuracy_delta(0.60, 0.03, 0.50, 0.03)
+    assert d == pytest.approx(10.0) and se == pytest.approx(4.243, abs=1e-3)
+    assert accuracy_delta(0.5, None, 0.5, 0.03) == (0.0, None)
+    assert accuracy_delta(None, 0.03, 0.5, 0.03) == (None, None)
 
 
 def test_paired_delta_sees_a_small_change_the_independent_errors_hide():
     base = {i: 1.0 if i < 60 else 0.0 for i in range(100)}
     worse = {i: 0.0 if i < 6 else v for i, v in base.items()}  # 6 of 100 answers flip to wrong
-    d, se, sig, n = paired_delta(worse, base)
-    assert n == 100 and d == pytest.approx(-6.0) and se == pytest.approx(2.387, abs=1e-3) and sig is True
-    assert accuracy_delta(0.54, 0.0498, 0.60, 0.049)[2] is False  # the same change, unpaired
-    assert paired_delta(base, base)[:3] == (0.0, 0.0, False)
-    assert paired_delta({1: 1.0}, {2: 1.0}) == (None, None, None, 0)
+    d, se, n = paired_delta(worse, base)
+    assert n == 100 and d == pytest.approx(-6.0) and se == pytest.approx(2.387, abs=1e-3)
+    # against a 3-point bound: paired, the interval [-10.7, -1.3] straddles -3 (inconclusive); unpaired, the
+    # same change is far wider
+    assert noninferiority(d, se, 3.0) == "inconclusive"
+    _, se_unpaired = accuracy_delta(0.54, 0.0498, 0.60, 0.049)
+    assert se_unpaired > 2.5 * se
+    assert paired_delta(base, base) == (0.0, 0.0, 100)
+    assert paired_delta({1: 1.0}, {2: 1.0}) == (None, None, 0)
+
+
+def test_task_delta_is_paired_then_rule_of_three_then_unpaired():
+    base = {i: float(i % 2) for i in range(50)}
+    row, b = {"value": 0.5, "stderr": 0.07, "n": 50}, {"value": 0.5, "stderr": 0.07}
+    d, se, n, method = task_delta(base, base, row, b)  # no document changed: the rule of three bounds it
+    assert (d, n, method) == (0.0, 50, "paired, no document changed")
+    assert se == pytest.approx(3.69 / 50 * 100 / 1.959964, rel=1e-4)
+    d, se, n, method = task_delta({}, {}, row, b)  # no per-document scores
+    assert (method, n) == ("unpaired", 50) and se == pytest.approx(9.899, abs=1e-3)
+    assert task_delta({}, {}, {"value": None}, b) is None
+
+
+@pytest.mark.parametrize(
+    ("delta", "se", "decision"),
+    [(-0.5, 1.0, "acceptable"), (-8.0, 1.0, "unacceptable"), (-3.0, 1.0, "inconclusive"), (0.0, None, "inconclusive")],
+)
+def test_noninferiority_sets_the_interval_against_minus_the_bound(delta, se, decision):
+    assert noninferiority(delta, se, 3.0) == decision
 
 
 def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
@@ -359,16 +382,18 @@ def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     schemas.write_failure(tmp_path / "dead.parquet", schemas.ACCURACY, "server exited with code 1")
     files["dead"] = str(tmp_path / "dead.parquet")
     rows = accuracy_rows(files, "base")
-    assert {r.get("delta_method") for r in rows if r.get("delta_pt") is not None} == {"independent"}
+    assert {r.get("delta_method") for r in rows if r.get("delta_pt") is not None} == {"unpaired"}
     q_acc = next(r for r in rows if r["variant"] == "q" and r["metric"] == "acc")
-    assert q_acc["delta_pt"] == pytest.approx(-20.0) and q_acc["significant"] is True
+    assert q_acc["delta_pt"] == pytest.approx(-20.0) and q_acc["decision"] == "unacceptable"
+    assert q_acc["max_drop_pt"] == 3.0 and q_acc["delta_ci95_high_pt"] < -3.0 < 0
     assert q_acc["baseline_variant"] == "base"
     assert next(r for r in rows if r["variant"] == "base" and r["metric"] == "acc")["delta_pt"] == 0
     assert any(r["variant"] == "q" and r["status"] == "failed" and "timed out" in r["reason"] for r in rows)
     assert any(r["variant"] == "dead" and r["status"] == "failed" for r in rows)
     write_accuracy_summary(rows, tmp_path / "s.parquet", tmp_path / "s.md", "t", "base", {})
     md = (tmp_path / "s.md").read_text()
-    assert "-20.0" in md and "yes" in md and "timed out" in md and "server exited" in md
+    assert "-20.0" in md and "unacceptable" in md and "timed out" in md and "server exited" in md
+    assert "significant" not in md and "non-inferiority" in md
     assert schemas.read(tmp_path / "s.parquet", schemas.ACCURACY_SUMMARY).table.num_rows == len(rows)
 
 
@@ -393,7 +418,11 @@ def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_pat
     q = {r["metric"]: r for r in rows if r["variant"] == "q"}
     assert q["acc"]["delta_method"] == "paired" and q["acc"]["n_paired"] == 100
     assert q["acc"]["delta_pt"] == pytest.approx(-2.0)  # docs 1 and 3 flipped to wrong
-    assert q["acc_norm"]["delta_method"] == "independent"  # no per-document scores for it
+    assert q["acc_norm"]["delta_method"] == "unpaired"  # no per-document scores for it
+    # a per-task bound: the same -2 pt change is acceptable against 8 pt, undecided against 1 pt
+    assert q["acc"]["decision"] == noninferiority(q["acc"]["delta_pt"], q["acc"]["delta_stderr_pt"], 3.0)
+    loose = {r["metric"]: r for r in accuracy_rows(files, "base", samples, lambda task: 8.0) if r["variant"] == "q"}
+    assert loose["acc"]["decision"] == "acceptable" and loose["acc"]["max_drop_pt"] == 8.0
 
 
 def test_without_a_server_both_accuracy_files_are_failure_records(tmp_path):

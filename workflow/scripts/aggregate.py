@@ -5,6 +5,7 @@ from worthit.config import Study, config_hash
 from worthit.metrics import Slo
 from worthit.paths import parse
 from worthit.provenance import stamp
+from worthit.report.decide import Rules
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -25,8 +26,9 @@ write_summary(rows, sm.output.parquet, sm.output.md, study.name, stamp(config_ha
 accuracy = {variant_of(p): p for p in sm.input.accuracy}
 baseline = str(sm.config["baseline_variant"])
 accuracy_samples = {variant_of(p): p for p in sm.input.accuracy_samples}
+rules = Rules.from_config(sm.config)  # the report's decide section: the same bound per task
 write_accuracy_summary(
-    accuracy_rows(accuracy, baseline, accuracy_samples),
+    accuracy_rows(accuracy, baseline, accuracy_samples, rules.max_drop),
     sm.output.accuracy_parquet,
     sm.output.accuracy_md,
     study.name,

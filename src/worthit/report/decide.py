@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worthit.report.measure import EXACT, SINGLE_RUN, Measure, ratio
-from worthit.stats import Z_95
+from worthit.stats import ACC_INCONCLUSIVE, ACCEPTABLE, NO_CHANGE, RULE_OF_THREE, UNACCEPTABLE, Z_95, noninferiority
 
 # --- the six outcomes ------------------------------------------------------------------------------
 ADOPT = "adopt"
@@ -67,17 +67,9 @@ REGIMES = (LATENCY, THROUGHPUT)
 REGIME_NAMES = {LATENCY: "latency-first", THROUGHPUT: "throughput-first"}
 
 # --- accuracy decisions ---------------------------------------------------------------------------
-ACCEPTABLE = "acceptable"
-UNACCEPTABLE = "unacceptable"
-ACC_INCONCLUSIVE = "inconclusive"
 NOT_MEASURED = "not measured"
 NOT_NEEDED = "not needed (lossless)"
 NOT_REPORTED = "not reported (random weights)"
-# Paired scores where no document changed have no variance to estimate an interval from; the change is then
-# bounded by the "rule of three": with none of n documents flipped, the flip rate is below 3.69 / n (two-sided
-# 95%), and so is the drop.
-NO_CHANGE = "paired, no document changed"
-RULE_OF_THREE = 3.69
 
 
 @dataclass(frozen=True)
@@ -209,14 +201,7 @@ class TaskAccuracy:
 
     @property
     def decision(self) -> str:
-        iv = self.interval
-        if iv is None:
-            return ACC_INCONCLUSIVE
-        if iv[0] > -self.bound_pt:
-            return ACCEPTABLE
-        if iv[1] < -self.bound_pt:
-            return UNACCEPTABLE
-        return ACC_INCONCLUSIVE
+        return noninferiority(self.delta_pt, self.stderr_pt, self.bound_pt)
 
     @property
     def items_needed(self) -> int | None:

@@ -1,10 +1,10 @@
 """Accuracy as a non-inferiority decision, one task at a time, computed one way everywhere.
 
 Per task the report compares one metric (acc_norm before acc before exact_match, named in every row) and
-takes the change in points with its standard error from :func:`worthit.aggregate.paired_delta` over the
-documents both sides scored where lm-eval's per-document samples exist, else from
-:func:`worthit.aggregate.accuracy_delta` (the two standard errors combined): the same numbers the
-accuracy summary shows. The decision (:class:`worthit.report.decide.TaskAccuracy`) sets the 95% interval
+takes the change in points with its standard error from :func:`worthit.aggregate.task_delta` (paired over
+the documents both sides scored where lm-eval's per-document samples exist, else the two standard errors
+combined): the same numbers and decision the accuracy summary shows. The decision
+(:class:`worthit.report.decide.TaskAccuracy`, :func:`worthit.stats.noninferiority`) sets the 95% interval
 against ``-max_accuracy_drop_pt``. A model whose manifest says its weights are random has no accuracy to
 report: its rows are left out and its verdicts say so.
 """
@@ -18,12 +18,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas, taskdata
-from worthit.aggregate import accuracy_delta, paired_delta
+from worthit.aggregate import task_delta
 from worthit.report.context import Context, Pair
-from worthit.report.decide import ACCEPTABLE, NO_CHANGE, RULE_OF_THREE, TaskAccuracy
+from worthit.report.decide import TaskAccuracy
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
 from worthit.report.views import INT, MEASURE, NUM, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
-from worthit.stats import Z_95
+from worthit.stats import ACCEPTABLE, Z_95
 
 NAME = "accuracy"
 METRIC_PRIORITY = ("acc_norm", "acc", "exact_match", "em", "f1")
@@ -102,17 +102,12 @@ def deltas(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[TaskAccuracy]:
         if (base["metric"], base["filter"]) != (row["metric"], row["filter"]):
             continue
         key = (task, row["metric"], row["filter"])
-        d, se, _, n = paired_delta(
-            a.samples.get(pair.with_, {}).get(key, {}), a.samples.get(pair.without, {}).get(key, {})
+        found = task_delta(
+            a.samples.get(pair.with_, {}).get(key, {}), a.samples.get(pair.without, {}).get(key, {}), row, base
         )
-        method = "paired"
-        if se == 0 and n:  # every document scored alike: bound the change by the rule of three
-            method, se = NO_CHANGE, RULE_OF_THREE / n * 100 / Z_95
-        if se is None:
-            d, se, _ = accuracy_delta(row.get("value"), row.get("stderr"), base.get("value"), base.get("stderr"))
-            method, n = "unpaired", int(row.get("n") or 0)
-        if d is None:
+        if found is None:
             continue
+        d, se, n, method = found
         out.append(
             TaskAccuracy(
                 task,

@@ -1,0 +1,62 @@
+"""The sweet-spot search through the real workflow on real vLLM (CPU): a server that runs one sequence at a
+time (--max-num-seqs 1) makes TTFT grow with concurrency, so the grid [1, 8] has a crossover under a TTFT
+SLO; the search bisects it on the same server and the report shows the bracket."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.conftest import run_snakemake, study_config
+from worthit import schemas
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def test_the_search_converges_to_a_bracket_inside_the_grids_crossover(tmp_path, model_dir):
+    loadtest = {
+        "prompt_tokens": 32,
+        "output_tokens": 8,
+        "levels": [1, 8],
+        "num_requests": {"min": 3, "per_concurrency": 1},
+        "warmup_requests": 1,
+    }
+    cfg = study_config(
+        model_dir,
+        loadtest=loadtest,
+        slo={"ttft_ms": 300},
+        sweet_spot={"variants": ["base"], "width": 1},
+        validate_deployments=False,
+    )
+    cfg["variants"]["base"].update(experiments=["loadtest"], engine_args={"max-num-seqs": 1})
+    run_snakemake(tmp_path, cfg, "results/t/report.html")
+
+    res = schemas.read(tmp_path / "results/t/variant~base/sweet_spot.parquet", schemas.SWEET_SPOT)
+    assert res.ok, res.reason
+    rows = res.table.to_pylist()
+    grid = {r["concurrency"]: r for r in rows if r["source"] == "grid"}
+    probes = [r for r in rows if r["source"] == "search"]
+    # the grid: one request at a time meets 300 ms; eight queued behind one sequence do not
+    assert set(grid) == {1, 8} and grid[1]["meets_slo"] and not grid[8]["meets_slo"], grid
+    for r in rows:  # each row judged by the one rule: P99 TTFT within the SLO (no TPOT bound set)
+        assert r["meets_slo"] == (r["ttft_ms_p99"] <= 300), r
+    lo, hi = res.metadata["lo"], res.metadata["hi"]
+    assert res.metadata["outcome"] == "bracketed" and 1 <= lo < hi <= 8 and hi - lo <= 1
+    # probes lie inside the crossover, in bisection order, and the bracket's ends are measured ones
+    assert probes and all(1 < p["concurrency"] < 8 for p in probes)
+    assert [p["probe"] for p in probes] == list(range(1, len(probes) + 1))
+    assert probes[0]["concurrency"] == 4
+    measured = {r["concurrency"]: r["meets_slo"] for r in rows}
+    assert measured[lo] is True and measured[hi] is False
+    assert all(p["n"] == max(3, p["concurrency"]) and p["n_errors"] == 0 for p in probes)
+
+    with open(tmp_path / "results/t/report/sweet_spot.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (int(row["sweet_spot_concurrency"]), int(row["first_miss_concurrency"])) == (lo, hi)
+    html = (tmp_path / "results/t/report.html").read_text()
+    assert "Sweet spot under the SLO" in html and "The sweet-spot search" in html  # the table and the figure
+    assert (tmp_path / "results/t/report/figures/sweet_spot.svg").exists()
+    # a second run has nothing to do: the search is not repeated
+    dry = run_snakemake(tmp_path, cfg, "results/t/report.html", "-n")
+    assert "sweet_spot" not in dry.stdout
