@@ -28,6 +28,12 @@ def main() -> int:
         for v in study.variants:
             if v != baseline and v not in decided:
                 problems.append(f"{verdicts_path}: no verdict row for variant '{v}'")
+    # every measurement of every variant (grid and workload levels, each run, the sweet spot, prefix lengths,
+    # accuracy) is there: a result or a recorded failure, never a missing file
+    for v in study.variants:
+        for m in study.consumers(v):
+            if not (results / f"variant~{v}" / f"{m}.parquet").exists():
+                problems.append(f"{results / f'variant~{v}' / m}.parquet is missing")
     html = results / "report.html"
     if not html.exists() or html.stat().st_size < 10_000:
         problems.append(f"{html} is missing or nearly empty")

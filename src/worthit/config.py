@@ -135,6 +135,12 @@ def _check_workloads(cfg: Mapping[str, Any], source: str) -> None:
         if name is not None and name not in cfg["workloads"]:
             raise ConfigError(f"{source}: key '{key}': unknown workload {name!r} ({allowed})")
     for i, lv in enumerate(lt["workload_levels"]):
+        for name in lv.get("variants") or []:
+            if name not in cfg["variants"]:
+                raise ConfigError(
+                    f"{source}: key 'loadtest.workload_levels[{i}].variants': unknown variant {name!r} "
+                    f"(allowed: {', '.join(cfg['variants'])})"
+                )
         kind = cfg["workloads"][lv["workload"]]["kind"]
         if lv.get("replay") and kind != "trace":
             raise ConfigError(
@@ -287,9 +293,28 @@ class Study:
                 out.append(Level(kind, lv.get("concurrency") or float(lv["rate"]), lv["workload"]))
         return out
 
-    def level_runs(self) -> list[tuple[Level, int]]:
-        """(level, run) in the order they are measured: every level once, then again per repeat."""
-        return [(lv, r) for r in range(1, self.repeats + 1) for lv in self.load_levels]
+    def variant_levels(self, variant: str) -> list[Level]:
+        """The load levels ``variant`` measures: with loadtest in its experiments, the concurrencies, rates and
+        every workload level that names no variants or names it; without, only the workload levels naming it."""
+        lt = self.cfg["loadtest"]
+        grid = "loadtest" in self.variant(variant).experiments
+        named = [lv.get("variants") for lv in lt["workload_levels"]]
+        n_plain = len(self.load_levels) - len(named)
+        out = self.load_levels[:n_plain] if grid else []
+        for lv, names in zip(self.load_levels[n_plain:], named, strict=True):
+            if (names is None and grid) or (names is not None and variant in names):
+                out.append(lv)
+        return out
+
+    @property
+    def load_tested(self) -> list[str]:
+        """Variants that measure at least one load level."""
+        return [v for v in self.variants if self.variant_levels(v)]
+
+    def level_runs(self, variant: str) -> list[tuple[Level, int]]:
+        """(level, run) of ``variant`` in the order they are measured: every level once, then again per repeat."""
+        levels = self.variant_levels(variant)
+        return [(lv, r) for r in range(1, self.repeats + 1) for lv in levels]
 
     def level(self, name: str) -> Level:
         """A level of this study by its name (the loadtest rule's {level} wildcard: conc~4, rate~2.5, ...)."""
@@ -329,9 +354,9 @@ class Study:
     def timeline_files(self, variant: str) -> list[str]:
         """The variant's server timelines below its folder, without .parquet (one per load run; none when
         loadtest.timeline_interval_s is null or the variant runs no load levels)."""
-        if not self.timeline_interval_s or "loadtest" not in self.variant(variant).experiments:
+        if not self.timeline_interval_s:
             return []
-        return [lv.timeline_path(r) for lv, r in self.level_runs()]
+        return [lv.timeline_path(r) for lv, r in self.level_runs(variant)]
 
     @property
     def tokens_per_request(self) -> int:
@@ -382,8 +407,7 @@ class Study:
         exps = self.variant(variant).experiments
         if "kv" in exps:
             yield "kv"
-        if "loadtest" in exps:
-            yield from (lv.path(r) for lv, r in self.level_runs())
+        yield from (lv.path(r) for lv, r in self.level_runs(variant))
         if variant in self.sweet_spot_variants:  # after the grid levels it starts from
             yield "sweet_spot"
         if "prefix" in exps:

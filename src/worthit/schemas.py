@@ -621,12 +621,14 @@ PREFIX_SUMMARY = Table(
 
 VERIFY = Table(
     "verify_requests",
-    "Verify-step timing on the base variant: requests of a cached context plus m new tokens, one output "
-    "step each; TTFT(m = k + 1) - TTFT(m = 1) is the extra cost of verifying k draft tokens.",
+    "Verify-step timing on the base variant: waves of `concurrency` requests of a cached context plus m new "
+    "tokens, one output step each; TTFT(m = k + 1) - TTFT(m = 1) at a concurrency is the extra cost of "
+    "verifying k draft tokens for that many sequences in one step.",
     (
         _VARIANT,
         _f("new_tokens", pa.int32(), "uncached tokens after the context (1 = a plain decode step)", False),
         _f("context_tokens", pa.int32(), "cached context before them", False),
+        _f("concurrency", pa.int32(), "requests of this size sent at once (one batch: a step of that many sequences)"),
         _f("request_id", pa.int32(), "index of the request (sizes interleaved)", False),
         _f("ttft_ms", pa.float64(), "time to first content chunk"),
         _f("success", pa.bool_(), "request completed", False),
@@ -652,7 +654,11 @@ SPECDEC_SUMMARY = Table(
         _f("draft_coverage", pa.float64(), "decode steps that carried a draft / all decode steps"),
         _f("alpha_effective", pa.float64(), "decode tokens / decode steps, steps without a draft included"),
         _f("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
-        _f("c", pa.float64(), "verify step cost / plain decode step cost, measured on the base variant"),
+        _f(
+            "c",
+            pa.float64(),
+            "verify step cost / plain decode step cost, timed on the base variant at this concurrency",
+        ),
         _f("c_implied", pa.float64(), "alpha TPOT_spec / TPOT_base - k gamma: c implied by the measurement"),
         _f("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
         _f("tpot_ms_p50", pa.float64(), "TPOT median with speculation"),

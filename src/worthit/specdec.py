@@ -133,14 +133,16 @@ def implied_c(
 
 
 def verify_specs(
-    tok: Any, context_tokens: int, sizes: Sequence[int], repeats: int, seed: int = 0
-) -> tuple[RequestSpec, list[tuple[int, RequestSpec]]]:
-    """A warm-up request (puts the context in the cache) and the timed requests, sizes interleaved so
-    drift over the run hits every size alike. One context for all: the same seed builds the same prefix."""
-    by_size = {m: SharedPrefixWorkload(context_tokens, m, 1, repeats + 1, seed=seed).build(tok) for m in sizes}
+    tok: Any, context_tokens: int, sizes: Sequence[int], repeats: int, concurrency: int = 1, seed: int = 0
+) -> tuple[RequestSpec, list[tuple[int, list[RequestSpec]]]]:
+    """A warm-up request (puts the context in the cache) and the timed waves: ``repeats`` x each size, sizes
+    interleaved so drift over the run hits every size alike, each wave ``concurrency`` requests of one size
+    with suffixes of their own. One context for all: the same seed builds the same prefix."""
+    n = repeats * concurrency + 1
+    by_size = {m: SharedPrefixWorkload(context_tokens, m, 1, n, seed=seed).build(tok) for m in sizes}
     warm = by_size[min(sizes)][0]
-    timed = [(m, by_size[m][1 + i]) for i in range(repeats) for m in sizes]
-    return warm, timed
+    waves = [(m, by_size[m][1 + i * concurrency : 1 + (i + 1) * concurrency]) for i in range(repeats) for m in sizes]
+    return warm, waves
 
 
 def run_verify(
@@ -152,36 +154,49 @@ def run_verify(
     repeats: int,
     seed: int = 0,
     timeout_s: float = 600.0,
+    concurrencies: Sequence[int] = (1,),
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Time one-step requests of a cached context + m new tokens for each m in ``sizes``."""
+    """Time one-step requests of a cached context + m new tokens for each m in ``sizes``, in waves of each
+    concurrency (a wave's requests start together, so the server batches them into one step)."""
     info = kvmod.cache_config(scrape(url))
     block = int(float(info.get("block_size", 16)))
     # Only full blocks are cached: round the context down to a block multiple (at least one block).
     context = max(block, context_tokens // block * block)
     tok = load_tokenizer(tokenizer_dir)
-    warm, timed = verify_specs(tok, context, sizes, repeats, seed)
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
-    asyncio.run(closed_loop(cfg, [warm], 1))
-    before = counters(url)
-    result = asyncio.run(closed_loop(cfg, [s for _, s in timed], 1))
-    delta = prometheus_delta(before, counters(url))
-    rows = [
-        {
-            "new_tokens": m,
-            "context_tokens": context,
-            "request_id": rec.request_id,
-            "ttft_ms": rec.ttft_ms,
-            "success": rec.success,
-            "error": rec.error,
-        }
-        for (m, _), rec in zip(timed, result.records, strict=True)
-    ]
+    rows: list[dict[str, Any]] = []
+    before = None
+    for conc in concurrencies:
+        warm, waves = verify_specs(tok, context, sizes, repeats, conc, seed)
+        asyncio.run(closed_loop(cfg, [warm], 1))
+        before = before or counters(url)
+        for m, wave in waves:
+            result = asyncio.run(closed_loop(cfg, wave, conc))
+            rows += [
+                {
+                    "new_tokens": m,
+                    "context_tokens": context,
+                    "concurrency": conc,
+                    "request_id": len(rows) + i,
+                    "ttft_ms": rec.ttft_ms,
+                    "success": rec.success,
+                    "error": rec.error,
+                }
+                for i, rec in enumerate(result.records)
+            ]
+    delta = prometheus_delta(before or {}, counters(url))
     return rows, {
         "metrics_delta": delta,
         "hit_rate": prom.hit_rate(delta),
         "block_size_tokens": block,
         "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
-        "workload": {"context_tokens": context, "sizes": list(sizes), "repeats": repeats, "seed": seed},
+        "workload": {
+            "context_tokens": context,
+            "sizes": list(sizes),
+            "repeats": repeats,
+            "seed": seed,
+            "concurrencies": list(concurrencies),
+        },
     }
 
 
@@ -202,18 +217,23 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
             int(sd["verify_repeats"]),
             study.cfg["loadtest"]["seed"],
             study.cfg["loadtest"]["request_timeout_s"],
+            study.levels,
         )
         for r in rows:
             r["variant"] = variant
-        for m in study.verify_sizes:
-            ttft = [r["ttft_ms"] for r in rows if r["new_tokens"] == m and r["success"]]
-            log.info(
-                "verify %d new tokens on %d cached: TTFT P50 %s ms (n=%d)",
-                m,
-                rows[0]["context_tokens"],
-                percentile(ttft, 50),
-                len(ttft),
-            )
+        for conc in study.levels:
+            for m in study.verify_sizes:
+                ttft = [
+                    r["ttft_ms"] for r in rows if r["new_tokens"] == m and r["concurrency"] == conc and r["success"]
+                ]
+                log.info(
+                    "verify %d new tokens on %d cached, %d at once: TTFT P50 %s ms (n=%d)",
+                    m,
+                    rows[0]["context_tokens"],
+                    conc,
+                    percentile(ttft, 50),
+                    len(ttft),
+                )
         log.info("prefix-cache hit rate over the timed requests: %s", extra["hit_rate"])
         return rows, extra
 
@@ -239,15 +259,24 @@ def level_stats(result: schemas.Result) -> dict[str, Any]:
     }
 
 
-def verify_medians(result: schemas.Result) -> dict[int, float | None]:
-    """TTFT median per number of new tokens."""
-    if not result.ok:
-        return {}
-    by: dict[int, list[float]] = {}
-    for r in result.table.to_pylist():
-        if r["success"]:
-            by.setdefault(int(r["new_tokens"]), []).append(r["ttft_ms"])
-    return {m: percentile(v, 50) for m, v in by.items()}
+def verify_medians(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[int, int], float | None]:
+    """TTFT median per (concurrency, new tokens) of the verify timing's rows (files from before the
+    concurrency column was measured at concurrency 1)."""
+    by: dict[tuple[int, int], list[float]] = {}
+    for r in rows:
+        if r.get("success") and r.get("ttft_ms") is not None:
+            key = (int(r.get("concurrency") or 1), int(r["new_tokens"]))
+            by.setdefault(key, []).append(float(r["ttft_ms"]))
+    return {key: percentile(v, 50) for key, v in by.items()}
+
+
+def c_at_concurrency(
+    medians: Mapping[tuple[int, int], float | None], k: int, concurrency: int, tpot_base_ms: float | None
+) -> float | None:
+    """c at a concurrency from the verify timing at that concurrency: 1 + (TTFT(k + 1) - TTFT(1)) / the base's
+    TPOT at the same concurrency (None where that concurrency was not timed). The one definition the
+    speculative-decoding summary and the report use."""
+    return c_from_verify(medians.get((concurrency, k + 1)), medians.get((concurrency, 1)), tpot_base_ms)
 
 
 def method_of(spec_config: Mapping[str, Any]) -> str:
@@ -262,11 +291,12 @@ def spec_rows(
     levels: Mapping[int, Mapping[str, Any]],
     base_levels: Mapping[int, Mapping[str, Any]],
     draft_levels: Mapping[int, Mapping[str, Any]] | None,
-    verify: Mapping[int, float | None],
+    verify: Mapping[tuple[int, int], float | None],
     verify_failure: str | None = None,
     threshold: float = 1.3,
 ) -> list[dict[str, Any]]:
-    """One row per load level of a speculative variant (pure: inputs already reduced)."""
+    """One row per load level of a speculative variant (pure: inputs already reduced); ``verify``: the verify
+    timing's TTFT medians by (concurrency, new tokens), so c is the one measured at each level's concurrency."""
     method = method_of(spec_config)
     k = int(spec_config.get("num_speculative_tokens") or 0)
     low = min(base_levels) if base_levels else None
@@ -282,14 +312,18 @@ def spec_rows(
         gamma = gamma_from_tpot(draft_low.get("tpot_ms_p50"), base_low.get("tpot_ms_p50"))
         if gamma is None:
             notes.append(f"gamma unknown: no TPOT for draft variant {draft} or base {base}")
-    c = c_from_verify(verify.get(k + 1), verify.get(1), base_low.get("tpot_ms_p50"))
-    if c is None:
-        notes.append("c unknown: " + (verify_failure or f"no verify timing for k + 1 = {k + 1} on {base}"))
-    elif c < 1:
-        notes.append(f"c = {c:.2f} < 1: verifying {k} extra tokens cost less than the timing noise")
     rows = []
     for conc in sorted(levels):
         lv = levels[conc]
+        c = c_at_concurrency(verify, k, conc, base_levels.get(conc, {}).get("tpot_ms_p50"))
+        c_notes: list[str] = []
+        if c is None:
+            c_notes.append(
+                "c unknown: "
+                + (verify_failure or f"no verify timing for k + 1 = {k + 1} at concurrency {conc} on {base}")
+            )
+        elif c < 1:
+            c_notes.append(f"c = {c:.2f} < 1: verifying {k} extra tokens cost less than the timing noise")
         row: dict[str, Any] = {
             "variant": variant,
             "status": lv["status"],
@@ -313,7 +347,7 @@ def spec_rows(
         bl = base_levels.get(conc, {})
         tpot, base_tpot = lv.get("tpot_ms_p50"), bl.get("tpot_ms_p50")
         pred = predicted_speedup(alpha, k, gamma, c)
-        row_notes = list(notes) + ([] if alpha is not None else ["alpha unknown: no drafts counted"])
+        row_notes = notes + c_notes + ([] if alpha is not None else ["alpha unknown: no drafts counted"])
         row.update(
             alpha=alpha,
             acceptance_rate=acceptance_rate(d.get(DRAFT_TOKENS, 0.0), d.get(ACCEPTED, 0.0)),
@@ -345,7 +379,7 @@ def summary_rows(
 
     base = study.specdec_base
     verify_res = schemas.read(verify_file, schemas.VERIFY) if verify_file else None
-    verify = verify_medians(verify_res) if verify_res else {}
+    verify = verify_medians(verify_res.table.to_pylist()) if verify_res is not None and verify_res.ok else {}
     failure = None if verify_res is None or verify_res.ok else f"verify timing {verify_res.status}: {verify_res.reason}"
     rows: list[dict[str, Any]] = []
     for v in study.spec_variants:

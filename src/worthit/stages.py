@@ -76,16 +76,19 @@ def _consume(
     meta: dict[str, Any],
     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
 ) -> None:
-    """Wait for the server, take this measurement's turn on it, measure, write; failures are results."""
+    """Wait for the server, take this measurement's turn on it, measure, write; failures are results.
+    The file is written before the turn passes on, so a later consumer finds every earlier one's result."""
     order = list(study.consumers(variant))
+
+    def write(state: ServerState, rows: list[dict[str, Any]], extra: dict[str, Any]) -> None:
+        schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
+
     try:
         with consumer_presence(state_path, consumer, order.index(consumer)):
-            state, rows, extra = _measure_in_turn(study, consumer, order, state_path, body)
+            _measure_in_turn(study, consumer, order, state_path, body, write)
     except ServerFailed as e:
         log.error("server not available (%s): %s", e.status, e.reason)
         schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
-        return
-    schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
 
 
 def _measure_in_turn(
@@ -94,13 +97,14 @@ def _measure_in_turn(
     order: list[str],
     state_path: str,
     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
-) -> tuple[ServerState, list[dict[str, Any]], dict[str, Any]]:
+    write: Callable[[ServerState, list[dict[str, Any]], dict[str, Any]], None],
+) -> None:
     state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
     with turn(state_path, order.index(consumer), consumer):
         log.info("measuring %s on %s", consumer, state.url)
         wait_ready(state_path, 30)  # it may have died while we waited for our turn
         rows, extra = body(state)
-    return state, rows, extra
+        write(state, rows, extra)
 
 
 def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
@@ -419,24 +423,32 @@ def sweet_spot(
 ) -> None:
     """The SLO sweet-spot search of ``variant`` (:mod:`worthit.sweetspot`): the grid's run-1 levels
     (``grid_files``: concurrency -> load file) judged against the SLO, then closed-loop probes on the
-    variant's server between the last passing and the first failing level. A level that failed as a
-    measurement (no file content) is left out of the grid; with none left, the search records why."""
+    variant's server between the last passing and the first failing level.
+
+    The grid files are read in this measurement's turn, after the levels' (which come first in
+    :meth:`worthit.config.Study.consumers` and write their file before passing the turn on): Snakemake starts
+    every member of a server group at once, so they cannot be the rule's inputs. A level that is missing or
+    failed is left out of the grid; with none left, the result says so (outcome no_grid)."""
     cfg = study.cfg["sweet_spot"]
     slo = Slo(**{k: v for k, v in study.cfg["slo"].items() if k in ("ttft_ms", "tpot_ms", "e2e_ms")})
     manifest = Manifest.load(manifest_path)
     meta = result_meta(study, variant, manifest, slo=study.cfg["slo"], width=cfg["width"])
-    grid_rows: list[dict[str, Any]] = []
-    for c, path in sorted(grid_files.items()):
-        res = schemas.read(path, schemas.LOAD_REQUESTS)
-        if res.ok and res.table.num_rows:
-            grid_rows.append(_sweet_row(variant, c, "grid", 0, res.table, slo))
-    if not grid_rows:
-        why = f"no load level of {variant} was measured (loadtest.levels {study.levels}): nothing to search from"
-        schemas.write_failure(out, schemas.SWEET_SPOT, why, status=schemas.STATUS_NOT_RUN, metadata=meta)
-        return
     lt = study.cfg["loadtest"]
 
+    def grid() -> tuple[list[dict[str, Any]], list[str]]:
+        rows, left_out = [], []
+        for c, path in sorted(grid_files.items()):
+            res = schemas.read(path, schemas.LOAD_REQUESTS) if Path(path).exists() else None
+            if res is not None and res.ok and res.table.num_rows:
+                rows.append(_sweet_row(variant, c, "grid", 0, res.table, slo))
+            else:
+                left_out.append(f"{c} ({'not measured' if res is None else res.reason or res.status})")
+        return rows, left_out
+
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        grid_rows, left_out = grid()
+        if left_out:
+            log.warning("sweet spot of %s: grid levels left out: %s", variant, ", ".join(left_out))
         probes: list[dict[str, Any]] = []
 
         def measure(c: int) -> bool:
@@ -456,14 +468,18 @@ def sweet_spot(
             )
             return bool(row["meets_slo"])
 
-        grid = [(int(r["concurrency"]), bool(r["meets_slo"])) for r in grid_rows]
-        found = sweetspot.search(grid, measure, int(cfg["width"]), int(cfg["max_probes"]))
+        found = sweetspot.search(
+            [(int(r["concurrency"]), bool(r["meets_slo"])) for r in grid_rows],
+            measure,
+            int(cfg["width"]),
+            int(cfg["max_probes"]),
+        )
         log.info("sweet spot of %s: %s", variant, found.describe())
         extra = {
             "outcome": found.outcome,
             "lo": found.lo,
             "hi": found.hi,
-            "description": found.describe(),
+            "description": found.describe() + (f"; grid levels left out: {', '.join(left_out)}" if left_out else ""),
             "workload": lt.get("workload"),
         }
         return grid_rows + probes, extra

@@ -690,3 +690,60 @@ def test_a_failed_search_is_a_failed_row_with_its_reason(results: Path, cfg: dic
     (spot,) = rows(report(results, cfg), schemas.REPORT_SWEET_SPOT)
     assert spot["status"] == schemas.STATUS_FAILED and "exited" in spot["reason"]
     assert spot.get("sweet_spot_concurrency") is None
+
+
+# ------------------------------------------------------------------------------------------- workload levels
+def _chat_level(results: Path, variant: str, ttft_factor: float) -> None:
+    src = schemas.read(results / "variant~baseline/load/conc~4.parquet", schemas.LOAD_REQUESTS)
+    rows = [
+        {**r, "variant": variant, "ttft_ms": r["ttft_ms"] * ttft_factor if r["ttft_ms"] is not None else None}
+        for r in src.table.to_pylist()
+    ]
+    meta = {
+        **src.metadata,
+        "variant": variant,
+        "level": "chat/conc~4",
+        "level_kind": "conc",
+        "level_workload": "chat",
+        "workload_name": "chat",
+        "concurrency": 4,
+    }
+    schemas.write(results / f"variant~{variant}/load/chat/conc~4.parquet", schemas.LOAD_REQUESTS, rows, metadata=meta)
+
+
+def test_a_workload_level_both_sides_measured_is_judged_and_kept_out_of_the_grid(results: Path, cfg: dict) -> None:
+    # the cache-off side answers the conversation's resent history 3x slower to first token
+    _chat_level(results, "baseline", 1.0)
+    _chat_level(results, "no_prefix_cache", 3.0)
+    r = report(results, cfg)
+    chat = [c for c in rows(r, schemas.REPORT_COMPARISON) if c["setting"] == "workload level chat/conc~4"]
+    ttft = next(c for c in chat if c["quantity"] == "TTFT P50")
+    # prefix caching is the optimisation (on in the baseline): with it, TTFT is a third of without
+    assert ttft["change_pct"] == pytest.approx(-66.7, abs=0.5) and ttft["finding"] == "better"
+    assert {c["quantity"] for c in chat} == {"TTFT P50", "TPOT P50", "output tok/s"}
+    # the grid's levels table is unchanged: a named workload's level is not a concurrency of the grid
+    assert {x["concurrency"] for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline"} == {1, 4, 16}
+
+
+def test_c_timed_at_a_levels_concurrency_is_used_there(spec: Path, cfg: dict) -> None:
+    rows_ = [
+        {
+            "variant": "baseline",
+            "new_tokens": m,
+            "context_tokens": 128,
+            "concurrency": conc,
+            "request_id": i,
+            "ttft_ms": t,
+            "success": True,
+        }
+        for conc, m, t in ((1, 1, 20.0), (1, 4, 40.0), (16, 1, 100.0), (16, 4, 400.0))
+        for i in range(5)
+    ]
+    schemas.write(spec / "variant~baseline" / "specdec" / "verify.parquet", schemas.VERIFY, rows_)
+    r = report(spec, cfg)
+    sd = {x["concurrency"]: x for x in rows(r, schemas.REPORT_SPECDEC)}
+    base16 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 16)
+    assert sd[16]["c"] == pytest.approx(1 + 300.0 / base16["tpot_ms_p50"], rel=1e-3)
+    assert "verify timing at concurrency 16" in sd[16]["c_source"]
+    # concurrency 4 was not timed: c(1) scaled by the base's step-time growth, and the row says so
+    assert "x base step-time growth" in sd[4]["c_source"]

@@ -9,6 +9,7 @@ from worthit.specdec import (
     NOT_WORTH_TRYING,
     WORTH_TRYING,
     alpha_from_counters,
+    c_at_concurrency,
     c_from_verify,
     decode_steps,
     gamma_from_tpot,
@@ -17,6 +18,7 @@ from worthit.specdec import (
     predicted_speedup,
     spec_rows,
     verdict,
+    verify_medians,
 )
 
 # The study: Qwen2.5-0.5B drafting for Qwen2.5-7B on one RTX 3090.
@@ -111,9 +113,11 @@ def test_rows_put_prediction_next_to_measured_speedup_per_concurrency():
         spec,
         base,
         draft,
-        verify={1: 40.0, 6: 54.381},
+        # verify timed at concurrency 1 only: c is known there, and at 16 the row says it was not timed
+        verify={(1, 1): 40.0, (1, 6): 54.381},
     )
     assert [r["concurrency"] for r in rows] == [1, 16]
+    assert rows[1]["c"] is None and "at concurrency 16" in rows[1]["note"]
     r1 = rows[0]
     assert r1["method"] == "draft_model" and r1["k"] == 5
     assert r1["alpha"] == pytest.approx(3.08) and r1["gamma"] == pytest.approx(0.20)
@@ -137,12 +141,28 @@ def test_ngram_needs_no_draft_variant_and_a_failed_level_stays_a_row():
         spec,
         {1: _level(12.0), 4: _level(14.0)},
         None,
-        verify={1: 40.0, 5: 43.0},
+        verify={(1, 1): 40.0, (1, 5): 43.0, (4, 1): 50.0, (4, 5): 64.0},
     )
     assert rows[0]["gamma"] == 0.0 and rows[0]["c"] == pytest.approx(1.25)
     assert rows[0]["predicted_speedup"] == pytest.approx(2.0 / 1.25)
     assert rows[1]["status"] == "failed" and rows[1]["reason"] == "server exited"
     assert rows[1].get("predicted_speedup") is None
+    # c at concurrency 4 is the one timed there, against the base's TPOT at 4: 1 + (64 - 50) / 14 = 2.0
+    assert rows[1]["c"] == pytest.approx(2.0)
+
+
+def test_c_follows_the_verify_timing_at_each_concurrency():
+    rows = [
+        {"concurrency": conc, "new_tokens": m, "ttft_ms": t, "success": True}
+        for conc, m, t in ((1, 1, 40.0), (1, 5, 44.0), (16, 1, 80.0), (16, 5, 200.0))
+        for _ in range(3)
+    ] + [{"new_tokens": 1, "ttft_ms": 41.0, "success": True}]  # a row from before the column: concurrency 1
+    medians = verify_medians(rows)
+    assert medians[(1, 1)] == 40.0 and medians[(16, 5)] == 200.0
+    assert c_at_concurrency(medians, 4, 1, 20.0) == pytest.approx(1.2)
+    # sixteen sequences verifying 4 extra tokens each: a compute-bound step costs far more
+    assert c_at_concurrency(medians, 4, 16, 40.0) == pytest.approx(4.0)
+    assert c_at_concurrency(medians, 4, 4, 30.0) is None
 
 
 def test_missing_inputs_leave_the_prediction_empty_and_say_why():

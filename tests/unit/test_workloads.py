@@ -428,9 +428,14 @@ def test_levels_of_a_study_in_order_with_their_workloads() -> None:
 
 def test_the_default_study_keeps_its_levels_and_results_names() -> None:
     s = Study(validate(json.loads(json.dumps(__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text())))))
-    assert [x.path() for x in s.load_levels] == [f"load/conc~{c}" for c in s.levels]
-    assert s.cfg["workloads"] == {} and s.timeline_interval_s is None
-    assert all(s.workload_name(v, x) is None for v in s.variants for x in s.load_levels)
+    grid = [f"load/conc~{c}" for c in s.levels]
+    assert [x.path() for x in s.load_levels] == [*grid, "load/chat/conc~4"] and s.timeline_interval_s is None
+    # the grid sends the fixed-length random prompts everywhere; the chat level runs where it judges prefix
+    # caching: the baseline (cache on) and the cache-off variant, which runs no grid
+    assert all(s.workload_name(v, x) is None for v in s.variants for x in s.load_levels[:-1])
+    assert [x.path() for x in s.variant_levels("baseline")] == [*grid, "load/chat/conc~4"]
+    assert [x.path() for x in s.variant_levels("no_prefix_cache")] == ["load/chat/conc~4"]
+    assert [x.path() for x in s.variant_levels("fp8_kv")] == grid
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,7 @@ def load_outputs(variants, first_run_only=False):
     run (loadtest.repeats); ``first_run_only``: the first run of each concurrency level."""
     if first_run_only:
         return [f"{RESULTS}/variant~{v}/{STUDY.load_name(c)}.parquet" for v in variants for c in STUDY.levels]
-    return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in STUDY.level_runs()]
+    return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in STUDY.level_runs(v)]
 
 
 def get_final_outputs():

@@ -1,6 +1,7 @@
-# sweet_spot: per variant of sweet_spot.variants, the highest concurrency meeting the SLO. After the
-# variant's grid levels (run 1 of loadtest.levels, its inputs) and on the same server, it bisects between the
-# last passing and the first failing level (worthit.sweetspot); one job, however many probes it measures.
+# sweet_spot: per variant of sweet_spot.variants, the highest concurrency meeting the SLO. On the variant's
+# server after its grid levels (run 1 of loadtest.levels), it bisects between the last passing and the first
+# failing level (worthit.sweetspot); one job, however many probes it measures. The grid files are read in
+# its turn (params), not inputs: Snakemake starts every member of a server group at once.
 
 
 rule sweet_spot:
@@ -8,10 +9,11 @@ rule sweet_spot:
         server=SERVER_STATE,
         spec=SERVE_SPEC,
         manifest=get_manifest,
-        grid=get_sweet_spot_grid,
         workload=get_sweet_spot_workload_files,
     output:
         result=f"{VARIANT_DIR}/sweet_spot.parquet",
+    params:
+        grid=get_sweet_spot_grid,
     log:
         f"{RESULTS}/logs/sweet_spot/{{variant}}.log",
     benchmark:

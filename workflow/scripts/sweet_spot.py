@@ -11,6 +11,6 @@ sweet_spot(
     sm.wildcards.variant,
     sm.input.server,
     sm.input.manifest,
-    dict(zip(study.levels, sm.input.grid, strict=True)),
+    dict(zip(study.levels, sm.params.grid, strict=True)),
     sm.output.result,
 )

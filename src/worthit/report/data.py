@@ -87,6 +87,17 @@ class VariantResults:
             out.setdefault(int(c), []).append(f)
         return dict(sorted(out.items()))
 
+    def workload_levels(self) -> dict[str, list[Loaded]]:
+        """Closed-loop levels that name their own workload (loadtest.workload_levels: load/chat/conc~4) by level
+        name; several files for one level are repeats. Two variants that measured the same one are compared
+        on it (a conversation level judges prefix caching on realistic reuse)."""
+        out: dict[str, list[Loaded]] = {}
+        for f in self.of(schemas.LOAD_REQUESTS.name):
+            md = f.metadata
+            if md.get("level_kind") == CONC and md.get("level_workload") and md.get("level"):
+                out.setdefault(str(md["level"]), []).append(f)
+        return dict(sorted(out.items()))
+
     def provenance(self) -> dict[str, Any]:
         for f in self.files:
             if f.metadata.get("model") or f.metadata.get("engine_args"):

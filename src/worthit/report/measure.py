@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from worthit.metrics import bootstrap_ratio_ci95, percentile
-from worthit.stats import Z_95, mean_ci95, quantile_ci95
+from worthit.stats import Z_95, positive_mean_ci95, quantile_ci95
 
 SINGLE_RUN = "single run"
 EXACT = "exact count"
@@ -108,9 +108,10 @@ def quantile(values: Sequence[float | None], q: float) -> Measure:
 
 
 def over_runs(per_run: Sequence[float | None], n: int) -> Measure:
-    """The mean of one figure over independent runs with a Student t 95% interval; ``n`` = requests behind it."""
+    """The mean of one positive figure (a latency, a rate) over independent runs with a Student t 95% interval
+    on the log scale (:func:`worthit.stats.positive_mean_ci95`: never below zero); ``n`` = requests behind it."""
     vals = _clean(per_run)
-    mean, lo, hi = mean_ci95(vals)
+    mean, lo, hi = positive_mean_ci95(vals)
     if mean is None:
         return Measure(None, n)
     if lo is None or hi is None:

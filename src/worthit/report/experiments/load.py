@@ -124,6 +124,8 @@ def levels_of(v: VariantResults, slo: Slo) -> list[Level]:
 @dataclass
 class LoadAnalysis:
     levels: dict[str, list[Level]]
+    # variant -> closed-loop levels of a named workload (chat/conc~4 -> its Level), compared where both sides have one
+    workload_levels: dict[str, dict[str, Level]] = field(default_factory=dict)
 
     def ok(self, variant: str) -> list[Level]:
         return sorted((lv for lv in self.levels.get(variant, []) if lv.ok), key=lambda lv: lv.concurrency)
@@ -138,7 +140,12 @@ class LoadAnalysis:
 
 
 def analyse(ctx: Context) -> LoadAnalysis:
-    return LoadAnalysis({v: levels_of(ctx.results.variant(v), ctx.slo) for v in ctx.variants})
+    named: dict[str, dict[str, Level]] = {}
+    for v in ctx.variants:
+        for name, files in ctx.results.variant(v).workload_levels().items():
+            c = int(files[0].metadata.get("concurrency") or 0)
+            named.setdefault(v, {})[name] = level(v, c, files, ctx.slo)
+    return LoadAnalysis({v: levels_of(ctx.results.variant(v), ctx.slo) for v in ctx.variants}, named)
 
 
 def _slo_text(ctx: Context) -> str:
@@ -183,6 +190,19 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
                 out.append(Check(LATENCY, s, BETTER, f"meets the SLO ({slo}) where it is not met without it"))
             else:
                 out.append(Check(LATENCY, s, WORSE, f"breaks the SLO ({slo}) that is met without it"))
+    # levels of a named workload both sides measured (a conversation level: realistic prefix reuse)
+    for name in sorted(a.workload_levels.get(wo, {}).keys() & a.workload_levels.get(w, {}).keys()):
+        b, v = a.workload_levels[wo][name], a.workload_levels[w][name]
+        if not (b.ok and v.ok):
+            continue
+        s = Setting(f"workload level {name}", "workload level")
+        out += [
+            Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
+            Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
+            Comparison(
+                "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
+            ),
+        ]
     ceiling = ctx.rules.throughput_tpot_ms
     bb, bv = a.best_within(wo, ceiling), a.best_within(w, ceiling)
     where = Setting(f"best level {ceiling_text(ceiling)}" if ceiling is not None else "best level")

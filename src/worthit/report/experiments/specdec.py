@@ -5,11 +5,13 @@
   is inconclusive ("alpha unknown"), not a rejection.
 - gamma: 0 for model-free drafting (ngram); else the draft model served alone (``specdec.draft_variants``),
   TPOT / the target's at the lowest level.
-- c at concurrency N: the verify cost timed on the base variant (``specdec/verify``: one step over k + 1
-  new tokens vs one, at concurrency 1), scaled by how the base variant's measured step time grows with
-  the tokens in a step: c(N) = c(1) x [T(N (k + 1)) / T(N)] / [T(k + 1) / T(1)], T = the base's TPOT P50
-  against concurrency (interpolated on log concurrency, extrapolated linearly past the highest level). So
-  the prediction falls off where the measurements do. Without the verify timing, c(N) = T(N (k + 1)) / T(N).
+- c at concurrency N: the verify cost timed on the base variant at that concurrency (``specdec/verify``: a
+  wave of N requests stepping over k + 1 new tokens each vs one, c(N) = 1 + (TTFT_N(k + 1) - TTFT_N(1)) /
+  TPOT_base(N)), so the prediction falls off where the measurements do. Results timed at concurrency 1
+  only: c(1) scaled by how the base's measured step time grows with the tokens in a step,
+  c(N) = c(1) x [T(N (k + 1)) / T(N)] / [T(k + 1) / T(1)], T = the base's TPOT P50 against concurrency
+  (interpolated on log concurrency, extrapolated linearly past the highest level); without any verify
+  timing, c(N) = T(N (k + 1)) / T(N). The row says which.
 
 The rule of thumb (``decide.min_predicted_speedup``): a predicted S below it rejects the level unless the
 measured TPOT shows a benefit.
@@ -18,7 +20,7 @@ measured TPOT shows a benefit.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +28,21 @@ import matplotlib.pyplot as plt
 
 from worthit import engine_args as eargs
 from worthit import prom, schemas
-from worthit.metrics import percentile
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
 from worthit.report.experiments.load import Level, LoadAnalysis
 from worthit.report.measure import Measure, ratio
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
-from worthit.specdec import MODEL_FREE_METHODS, acceptance_rate, alpha_from_counters, method_of, predicted_speedup
+from worthit.specdec import (
+    MODEL_FREE_METHODS,
+    acceptance_rate,
+    alpha_from_counters,
+    c_at_concurrency,
+    method_of,
+    predicted_speedup,
+    verify_medians,
+)
 
 NAME = "specdec"
 
@@ -77,40 +86,42 @@ def step_time(levels: Sequence[Level], x: float) -> tuple[float | None, str]:
     return max(t1, t1 + (x - c1) * (t1 - t0) / (c1 - c0)), f"extrapolated past concurrency {c1}"
 
 
-def verify_c1(ctx: Context, base: str, k: int, base_low_tpot: float | None) -> tuple[float | None, str]:
-    """c at concurrency 1 from the verify timing on the base variant: 1 + (TTFT(k + 1) - TTFT(1)) / TPOT."""
+def verify_timing(ctx: Context, base: str) -> tuple[dict[tuple[int, int], float | None], str]:
+    """The verify timing's TTFT medians on the base variant by (concurrency, new tokens); ('', why) without."""
     files = ctx.results.variant(base).of(schemas.VERIFY.name)
     if not files:
-        return None, "no verify timing on the base variant"
+        return {}, "no verify timing on the base variant"
     if not any(f.ok for f in files):
-        return None, f"verify timing {files[0].status}: {files[0].cause}"
-    by: dict[int, list[float]] = {}
-    for f in files:
-        for r in f.rows if f.ok else []:
-            if r.get("success") and r.get("ttft_ms") is not None:
-                by.setdefault(int(r["new_tokens"]), []).append(float(r["ttft_ms"]))
-    t1, tk = percentile(by.get(1, []), 50), percentile(by.get(k + 1, []), 50)
-    if t1 is None or tk is None or not base_low_tpot:
-        return None, f"no verify timing for k + 1 = {k + 1} new tokens"
-    return 1.0 + (tk - t1) / base_low_tpot, ""
+        return {}, f"verify timing {files[0].status}: {files[0].cause}"
+    return verify_medians([r for f in files if f.ok for r in f.rows]), ""
 
 
-def c_at(base_levels: Sequence[Level], k: int, n: int, c1: float | None) -> tuple[float | None, str]:
+def c_at(
+    base_levels: Sequence[Level], k: int, n: int, medians: Mapping[tuple[int, int], float | None]
+) -> tuple[float | None, str]:
+    """c at concurrency n: timed there when the verify timing has n (:func:`worthit.specdec.c_at_concurrency`);
+    else c at concurrency 1 scaled by the base's step-time growth (results timed at concurrency 1 only); else
+    the step-time growth alone."""
+    base_n = next((lv for lv in base_levels if lv.concurrency == n), None)
+    timed = c_at_concurrency(medians, k, n, base_n.tpot_p50.value if base_n else None)
+    if timed is not None:
+        return timed, f"verify timing at concurrency {n}"
     t_n, why_n = step_time(base_levels, n)
     t_nk, why_nk = step_time(base_levels, n * (k + 1))
     if t_n is None or t_nk is None:
         return None, why_n or why_nk
     growth = t_nk / t_n
     extra = "; ".join(w for w in (why_n, why_nk) if w)
+    t_1, _ = step_time(base_levels, 1)
+    c1 = c_at_concurrency(medians, k, 1, t_1)
     if c1 is None:
         return growth, "base TPOT at N(k+1) / at N in flight" + (f" ({extra})" if extra else "")
-    t_1, _ = step_time(base_levels, 1)
     t_k1, _ = step_time(base_levels, k + 1)
     if t_1 is None or t_k1 is None:
         return c1, "verify timing at concurrency 1"
-    if n == 1:
-        return c1, "verify timing (concurrency 1)"
-    return c1 * growth / (t_k1 / t_1), "verify timing x base step-time growth" + (f" ({extra})" if extra else "")
+    return c1 * growth / (t_k1 / t_1), "verify timing at concurrency 1 x base step-time growth" + (
+        f" ({extra})" if extra else ""
+    )
 
 
 def spec_variants(ctx: Context) -> list[str]:
@@ -137,9 +148,9 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
             gamma = dl[0].tpot_p50.value / low if dl and dl[0].tpot_p50.value and low else None
             if gamma is None:
                 notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
-        c1, why_c1 = verify_c1(ctx, base, k, low)
-        if why_c1:
-            notes.append(f"c at concurrency 1 not timed ({why_c1})")
+        medians, why_none = verify_timing(ctx, base)
+        if why_none:
+            notes.append(f"c not timed ({why_none})")
         rows = []
         for lv in load.ok(v):
             d = lv.metrics_delta
@@ -147,7 +158,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
                 d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS)
             )
             alpha = alpha_from_counters(drafts, acc)
-            c, src = c_at(base_levels, k, lv.concurrency, c1)
+            c, src = c_at(base_levels, k, lv.concurrency, medians)
             b = load.at(base, lv.concurrency)
             measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None)
             note = list(notes)
