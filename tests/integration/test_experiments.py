@@ -4,6 +4,7 @@ speculative variant whose server cannot start becoming failure rows in the summa
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,10 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
     verify = schemas.read(study / "variant~base/specdec/verify.parquet", schemas.VERIFY)
     assert verify.ok and {r["new_tokens"] for r in verify.table.to_pylist()} == {1, 4}
     assert verify.metadata["hit_rate"] > 0.5  # the context really came from the cache
+    # timed at each load level's concurrency: waves of 1 and of 2 requests, verify_repeats of each size
+    waves = Counter((r["concurrency"], r["new_tokens"]) for r in verify.table.to_pylist())
+    assert waves == {(c, m): 4 * c for c in (1, 2) for m in (1, 4)}
+    assert by[("draft", 2)]["c"] is not None and "concurrency 2" not in (by[("draft", 2)]["note"] or "")
 
 
 def test_a_speculative_server_that_cannot_start_is_a_failure_row_with_its_log(study):
