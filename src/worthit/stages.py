@@ -304,40 +304,6 @@ def study_level(
     )
 
 
-def run_level(
-    url: str,
-    model: str,
-    tokenizer_dir: str,
-    concurrency: int,
-    num_requests: int,
-    prompt_tokens: int,
-    output_tokens: int,
-    warmup: int = 2,
-    seed: int = 0,
-    endpoint: str = "completions",
-    timeout_s: float = 600.0,
-    progress: bool = True,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One closed-loop level of fixed-length random prompts outside a study: records (one per request)
-    and run metadata incl. /metrics deltas."""
-    run = measure_level(
-        url,
-        model,
-        tokenizer_dir,
-        Level(CONC, concurrency),
-        None,
-        num_requests,
-        prompt_tokens,
-        output_tokens,
-        warmup,
-        seed,
-        endpoint,
-        timeout_s,
-        progress,
-    )
-    return run.rows, run.meta
-
-
 def loadtest(
     study: Study,
     variant: str,

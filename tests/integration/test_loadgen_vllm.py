@@ -18,7 +18,8 @@ from tests.conftest import supervised_server
 from worthit import schemas
 from worthit.cli import main
 from worthit.loadgen.client import ENDPOINTS, ClientConfig, RequestSpec, closed_loop
-from worthit.stages import run_level
+from worthit.loadgen.levels import CONC, Level
+from worthit.stages import measure_level
 
 pytestmark = pytest.mark.vllm
 
@@ -29,18 +30,20 @@ def vllm_url(serve_python: Path, model_dir: Path, tmp_path_factory: pytest.TempP
         yield state.url
 
 
-def test_run_level_measures_every_request_and_counts_generated_tokens(vllm_url: str, model_dir: Path) -> None:
-    rows, meta = run_level(
+def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: str, model_dir: Path) -> None:
+    run = measure_level(
         vllm_url,
         "smol",
         str(model_dir),
-        concurrency=2,
+        Level(CONC, 2),
+        None,
         num_requests=4,
         prompt_tokens=32,
         output_tokens=8,
         warmup=1,
         progress=False,
     )
+    rows, meta = run.rows, run.meta
     assert len(rows) == 4 and all(r["success"] for r in rows), [r["error"] for r in rows]
     for r in rows:
         assert r["output_tokens"] == 8 and r["prompt_tokens_reported"] == 32  # exact prompts, by round trip

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 
 from worthit import schemas, taskdata
 from worthit.aggregate import task_delta
+from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import TaskAccuracy
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
@@ -209,10 +210,7 @@ def _figure(ctx: Context, a: AccuracyAnalysis) -> Any:
         [f"{t}\n({next(iter(have.values())).get(t, {}).get('metric', '')})" for t in tasks],
     )
     ax.set_ylabel("accuracy (%)")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return plots.finish(fig, ax, grid="y")
 
 
 def notes(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[str]:

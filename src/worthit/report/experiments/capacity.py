@@ -15,6 +15,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import prom, schemas
+from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import CAPACITY, Comparison, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
@@ -266,9 +267,7 @@ def _figure(ctx: Context, a: dict[str, Capacity]) -> Any:
         ax.annotate(label, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("KV blocks (exact count)")
     ax.margins(y=0.2)
-    ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    return fig
+    return plots.finish(fig, ax, legend=False, grid="y")
 
 
 register(

@@ -187,10 +187,7 @@ def _figure(ctx: Context, a: dict[str, list[Point]]) -> Any:
             )
     ax.set_xlabel("shared prefix length (tokens)")
     ax.set_ylabel("TTFT P50 (ms)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return plots.finish(fig, ax)
 
 
 register(

@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt
 
 from worthit import engine_args as eargs
 from worthit import prom, schemas
+from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
@@ -315,10 +316,7 @@ def _figure(ctx: Context, a: dict[str, list[SpecLevel]]) -> Any:
     ax.axhline(1.0, color="black", lw=0.5)
     ax.set_xlabel("predicted speed-up S")
     ax.set_ylabel("measured speed-up (TPOT)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return plots.finish(fig, ax)
 
 
 register(

@@ -15,6 +15,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas
+from worthit.report import plots
 from worthit.report.context import Context
 from worthit.report.experiments import Experiment, Figure, register
 from worthit.report.experiments.load import Level
@@ -158,9 +159,7 @@ def _figure(ctx: Context, a: dict[str, SweetSpot]) -> Any:
         ax.set_xlabel("concurrency")
         ax.set_ylabel("TTFT P99 (ms)")
         ax.set_title(f"{ctx.label(s.variant)}: sweet spot {s.lo if s.lo is not None else 'none'}", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return plots.finish(fig, *axes[0], legend_size=7)
 
 
 register(
