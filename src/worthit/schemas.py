@@ -510,6 +510,32 @@ REPORT_SWEET_SPOT = Table(
     ),
 )
 
+REPORT_TIMELINE = Table(
+    "report_timeline",
+    "Report: the server's timeline per variant x closed-loop level (loadtest.timeline_interval_s): the fullest "
+    "KV usage, the most requests running and waiting, the preemptions during the measured requests, and "
+    "whether they agree with the KV-derived critical concurrency (KV full and preemptions begin above it).",
+    (
+        _VARIANT,
+        _f("level", pa.string(), "the load level (conc~16, chat/conc~4)"),
+        _f("concurrency", pa.int32(), "its closed-loop concurrency"),
+        _f("samples", pa.int32(), "scrapes during the measured requests (all runs)"),
+        _f("kv_usage_max_pct", pa.float64(), "fullest KV-cache usage sampled, %"),
+        _f("requests_running_max", pa.float64(), "most requests running at once"),
+        _f("requests_waiting_max", pa.float64(), "most requests waiting at once"),
+        _f("preemptions", pa.float64(), "preemptions during the measured requests (counter difference)"),
+        _f("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request (report_capacity)"),
+        _f(
+            "check",
+            pa.string(),
+            "consistent / KV full below the critical concurrency / preempted below it / not full above it / "
+            "no critical concurrency",
+        ),
+        _f("note", pa.string(), "what the check compared"),
+        *_REPORT_STATUS,
+    ),
+)
+
 REPORT_SPECDEC = Table(
     "report_specdec",
     "Report: speculative decoding per variant x load level, from measurements only: the spec-decode counters "
@@ -803,6 +829,7 @@ REPORT_TABLES = (
     REPORT_PREFIX,
     REPORT_SPECDEC,
     REPORT_SWEET_SPOT,
+    REPORT_TIMELINE,
     REPORT_CAPABILITY,
     REPORT_CAPACITY,
     REPORT_LEVELS,

@@ -4,6 +4,8 @@ summary names each level and whether its rate was delivered."""
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 
 from tests.conftest import run_snakemake, study_config
@@ -57,3 +59,33 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
     assert by_level["chat/conc~2"]["workload"] == "chat" and by_level["chat/conc~2"]["rate_delivered"] is None
     md = (tmp_path / "results/t/summary.md").read_text()
     assert "## Open-loop levels" in md and "| rate~2 |" in md
+
+
+def test_a_kv_cap_that_forces_preemption_shows_it_in_the_timeline_and_the_report_checks_it(tmp_path, model_dir):
+    # six KV blocks of 128 tokens (fp32 SmolLM2: 46,080 bytes a token): requests of 200 + 200 tokens fit 1.9 at
+    # once, so four in flight outgrow the cache while decoding and the scheduler preempts
+    loadtest = {
+        "prompt_tokens": 200,
+        "output_tokens": 200,
+        "levels": [1, 4],
+        "num_requests": {"min": 2, "per_concurrency": 1},
+        "warmup_requests": 1,
+        "timeline_interval_s": 0.1,
+    }
+    cfg = study_config(model_dir, loadtest=loadtest, validate_deployments=False)
+    cfg["serve"]["engine_args"].update({"max-model-len": 512, "kv-cache-memory-bytes": 6 * 128 * 46080})
+    cfg["variants"]["base"]["experiments"] = ["kv", "loadtest"]
+    run_snakemake(tmp_path, cfg, "results/t/report.html")
+
+    kv = schemas.read(tmp_path / "results/t/variant~base/kv.parquet", schemas.KV_CACHE).table.to_pylist()[0]
+    assert kv["kv_tokens"] == 768 and 1 < kv["critical_concurrency"] < 4
+    timeline = schemas.read(tmp_path / "results/t/variant~base/load/conc~4.timeline.parquet", schemas.SERVER_TIMELINE)
+    measured = [r for r in timeline.table.to_pylist() if r["phase"] == "measure" and not r["error"]]
+    assert measured[-1]["preemptions_total"] > measured[0]["preemptions_total"]  # preempted during the level
+    assert max(r["kv_cache_usage_frac"] for r in measured) >= 0.95
+    with open(tmp_path / "results/t/report/timeline.csv") as f:
+        rows = {r["level"]: r for r in csv.DictReader(f)}
+    assert float(rows["conc~4"]["preemptions"]) > 0 and rows["conc~4"]["check"] == "consistent"
+    assert float(rows["conc~1"]["preemptions"]) == 0 and rows["conc~1"]["check"] == "consistent"
+    html = (tmp_path / "results/t/report.html").read_text()
+    assert "Server timeline" in html and "KV-cache usage and requests running" in html

@@ -81,7 +81,15 @@ def registered() -> list[Experiment]:
 
 
 def _load_builtin() -> None:
-    from worthit.report.experiments import accuracy, capacity, load, prefix, specdec, sweetspot  # noqa: F401
+    from worthit.report.experiments import (  # noqa: F401
+        accuracy,
+        capacity,
+        load,
+        prefix,
+        specdec,
+        sweetspot,
+        timeline,
+    )
 
 
 _load_builtin()
