@@ -10,9 +10,12 @@ DECISION_TABLES = [t.name.removeprefix("report_") for t in schemas.REPORT_TABLES
 
 
 # every measurement of every variant (kv, load levels, prefix lengths, accuracy and its samples, ...)
-REPORT_RESULTS = [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)] + [
-    f"{RESULTS}/variant~{v}/accuracy_samples.parquet" for v in STUDY.variants_with("accuracy")
-]
+# (and the server timeline beside each load run, with loadtest.timeline_interval_s)
+REPORT_RESULTS = (
+    [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)]
+    + [f"{RESULTS}/variant~{v}/accuracy_samples.parquet" for v in STUDY.variants_with("accuracy")]
+    + [f"{RESULTS}/variant~{v}/{t}.parquet" for v in STUDY.variants for t in STUDY.timeline_files(v)]
+)
 
 
 rule decide_study:
