@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import re
 import subprocess
 import sys
 import time
@@ -146,3 +147,32 @@ def test_snakemake_refuses_the_study_at_parse_time(tmp_path: Path) -> None:
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "key 'variants.tp2.gpus'" in out and "Traceback" not in out, out[-3000:]
+
+
+def test_a_quantisation_takes_the_whole_host_and_a_server_a_share(tmp_path: Path) -> None:
+    """Under the default profile a quantisation (or GGUF conversion) never runs beside a measured server:
+    it asks for all of host_load, each server for one unit of it (servers may still run side by side)."""
+    import yaml
+
+    profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "-n", "--cores", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs: dict[str, set[str]] = {}
+    rule = None
+    for ln in proc.stdout.splitlines():
+        m = re.match(r"\s*(?:local)?rule (\w+):", ln)
+        if m:
+            rule = m.group(1)
+        elif rule and ln.strip().startswith("resources:"):
+            share = re.search(r"host_load=\d+", ln)
+            jobs.setdefault(rule, set()).add(share.group(0) if share else "none")
+            rule = None
+    whole = f"host_load={profile['resources']['host_load']}"
+    assert jobs["quantize_model"] == {whole} and jobs["fetch_model"] == {whole}
+    assert jobs["serve_variant"] == {"host_load=1"}

@@ -24,6 +24,7 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
     model_dir: Path, serve_python: Path, tmp_path: Path
 ) -> None:
     cfg = study_config(model_dir)
+    cfg["loadtest"]["repeats"] = 2  # two validation runs of one server: they take turns
     results = tmp_path / "results" / "t"
     argv = ["vllm", "serve", str(model_dir)]
     for k, v in {**CPU_ENGINE_ARGS, "max-num-seqs": 2}.items():
@@ -46,6 +47,7 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
     ]
     schemas.write(results / "report" / "deployments.parquet", schemas.REPORT_DEPLOYMENTS, rows)
     targets = [f"results/t/deployment~{s}/load.parquet" for s in ("latency", "throughput")]
+    targets.append("results/t/deployment~latency/load.rep~2.parquet")
     run_snakemake(tmp_path, cfg, *targets, *ONLY_DEPLOY, timeout=900)
 
     lat = schemas.read(results / "deployment~latency" / "load.parquet", schemas.LOAD_REQUESTS)
@@ -59,6 +61,17 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
     # exactly the printed command (after the environment's `vllm`), plus only the address
     assert served[0] == str(serve_python.parent / "vllm")
     assert served[1:] == argv[1:] + ["--host", "127.0.0.1", "--port", served[-1]]
+
+    # run 2 loaded the server only after run 1 had finished (concurrent runs would halve each one's throughput)
+    rep2 = schemas.read(results / "deployment~latency" / "load.rep~2.parquet", schemas.LOAD_REQUESTS)
+    assert rep2.ok and rep2.metadata["repeat"] == 2 and len(rep2.table) == 3
+    logs = results / "logs" / "deploy"
+    stamps = [
+        [ln[:23] for ln in (logs / name).read_text().splitlines() if ln[:4].isdigit()]
+        for name in ("latency.log", "latency.rep~2.log")
+    ]
+    first_of_run2 = next(ln[:23] for ln in (logs / "latency.rep~2.log").read_text().splitlines() if "validating" in ln)
+    assert stamps[0][-1] <= first_of_run2, (stamps, first_of_run2)
 
     thr = schemas.read(results / "deployment~throughput" / "load.parquet", schemas.LOAD_REQUESTS)
     assert thr.status == "failed" and "TPOT ceiling" in thr.reason

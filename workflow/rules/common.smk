@@ -48,6 +48,11 @@ except QuantizeError as e:
 # The workflow env's interpreter, spelled the same however Snakemake was started (a changed param reruns jobs).
 WORKFLOW_PYTHON = str(Path(sys.prefix) / "bin" / "python")
 RESULTS = f"results/{STUDY.name}"
+# The host's share a job takes (resource host_load; the default profile grants HOST_LOAD_ALL): a measured
+# server takes 1, so servers may run side by side as GPUs allow; a job that loads every core of the host
+# (quantisation, a GGUF conversion) takes all of it, so it never runs beside a measurement and slows it.
+# Where the resource is not granted (a cluster, where each job has its own allocation) nothing is limited.
+HOST_LOAD_ALL = 100
 VARIANT_DIR = f"{RESULTS}/variant~{{variant}}"
 # What every consumer of a variant's server takes as input: the service's state file, ancient() so a
 # restarted server does not make the variant's other measurements out of date (see _service_placeholders).

@@ -34,6 +34,7 @@ rule serve_deployment:
     resources:
         # which variant a scenario deploys is known only once the report has chosen: the most any variant needs
         gpu=max([STUDY.variant(v).gpus for v in STUDY.variants] or [0]),
+        host_load=1,
     shell:
         f"exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} --spec-file {{input.spec}}"
 

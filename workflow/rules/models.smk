@@ -8,6 +8,8 @@ rule fetch_model:
         "logs/fetch_model/{model}.log",
     benchmark:
         "logs/fetch_model/{model}.benchmark.tsv"
+    resources:
+        host_load=HOST_LOAD_ALL,  # a GGUF conversion loads every core: never beside a measured server
     params:
         source=lambda wc: config["models"][wc.model]["source"],
         dtype=lambda wc: config["models"][wc.model]["dtype"],

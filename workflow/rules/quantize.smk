@@ -13,6 +13,8 @@ rule quantize_model:
         "logs/quantize_model/{qmodel}.log",
     benchmark:
         "logs/quantize_model/{qmodel}.benchmark.tsv"
+    resources:
+        host_load=HOST_LOAD_ALL,  # never beside a measured server on this host (common.smk)
     params:
         spec=lambda wc: json.dumps(config["models"][wc.qmodel]["quantize"], sort_keys=True),
         python=STUDY.python("quantize"),

@@ -33,5 +33,6 @@ rule serve_variant:
     threads: 0
     resources:
         gpu=lambda wc: STUDY.variant(wc.variant).gpus,
+        host_load=1,
     shell:
         f"exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} --spec-file {{input.spec}}"
