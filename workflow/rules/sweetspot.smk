@@ -12,8 +12,6 @@ rule sweet_spot:
         workload=get_sweet_spot_workload_files,
     output:
         result=f"{VARIANT_DIR}/sweet_spot.parquet",
-    params:
-        grid=get_sweet_spot_grid,
     log:
         f"{RESULTS}/logs/sweet_spot/{{variant}}.log",
     benchmark:
@@ -21,5 +19,7 @@ rule sweet_spot:
     group:
         "serve"
     threads: 0
+    params:
+        grid=get_sweet_spot_grid,
     script:
         "../scripts/sweet_spot.py"
