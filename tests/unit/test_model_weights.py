@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worthit.models import RANDOM_WEIGHTS_KEY, Manifest, SourceError, build_manifest, fetch
+from worthit.models import RANDOM_WEIGHTS_KEY, Manifest, SourceError, build_manifest, fetch, record_dtype
 
 
 def _model(d: Path, **cfg: object) -> Path:
@@ -45,3 +45,12 @@ def test_an_unknown_mark_is_an_error_naming_the_file_key_and_allowed_values(tmp_
         build_manifest("bad", "path:x", None, d)
     assert str(d / "config.json") in str(e.value) and RANDOM_WEIGHTS_KEY in str(e.value)
     assert "random, real" in str(e.value)
+
+
+def test_a_converted_checkpoint_names_the_dtype_its_weights_were_saved_in(tmp_path):
+    # a transformers version that recorded the float32 the GGUF was dequantised in beside bf16 weights
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "qwen2", "torch_dtype": "float32", "hidden_size": 8}))
+    record_dtype(cfg, "bfloat16")
+    out = json.loads(cfg.read_text())
+    assert out["torch_dtype"] == out["dtype"] == "bfloat16" and out["hidden_size"] == 8
