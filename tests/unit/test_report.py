@@ -202,6 +202,17 @@ def test_a_hub_model_is_named_by_its_id_and_revision_never_a_local_path(results:
     assert lat["argv"][2:5] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "--revision", "abc123"]
 
 
+def test_a_model_staged_in_a_temporary_folder_is_flagged_in_the_deployment(results: Path, cfg: dict) -> None:
+    import tempfile
+
+    cfg["models"]["smollm2-135m"]["source"] = f"path:{tempfile.gettempdir()}/qwen/coder-1.5b"
+    lat = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    assert "machine-local temporary folder" in lat["chosen_by"] and "serve your own copy" in lat["chosen_by"]
+    cfg["models"]["smollm2-135m"]["source"] = "path:/srv/models/coder-1.5b"
+    lat = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    assert lat["argv"][2] == "/srv/models/coder-1.5b" and "temporary" not in lat["chosen_by"]
+
+
 def test_critical_concurrency_is_set_against_the_knees(results: Path, cfg: dict) -> None:
     cap = {r["variant"]: r for r in rows(report(results, cfg), schemas.REPORT_CAPACITY)}["baseline"]
     assert cap["kv_critical_concurrency"] == pytest.approx(23296 / 160)

@@ -17,7 +17,9 @@ measured against the promise, a miss being a measured value beyond the promised 
 from __future__ import annotations
 
 import shlex
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from worthit import engine_args as eargs
@@ -58,6 +60,19 @@ def model_ref(ctx: Context, variant: str) -> tuple[str, list[str]]:
     if kind == "path":
         return rest, []
     return f"resources/models/{ctx.model(variant)}/model", []  # built by the workflow (GGUF, quantised)
+
+
+def local_model_note(ctx: Context, variant: str) -> str:
+    """A warning where the config names its model by a machine-local temporary folder (a copy staged for one
+    run, e.g. on a device without a hub): the printed command will not find it anywhere else."""
+    kind, _, rest = ctx.model_source(variant).partition(":")
+    if kind != "path":
+        return ""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    folder = Path(rest).expanduser()
+    if folder.is_absolute() and (folder.resolve() == tmp or tmp in folder.resolve().parents):
+        return f"the model is a machine-local temporary folder ({rest}): serve your own copy of it"
+    return ""
 
 
 def argv(ctx: Context, variant: str, max_num_seqs: int) -> list[str]:
@@ -119,7 +134,8 @@ def _row(
         "command": shlex.join(cmd),
         "max_num_seqs": lv.concurrency,
         "concurrency": lv.concurrency,
-        "chosen_by": f"max-num-seqs {lv.concurrency}: {why}; {_flags_note(ctx, lv.variant, lv.concurrency, caps)}",
+        "chosen_by": f"max-num-seqs {lv.concurrency}: {why}; {_flags_note(ctx, lv.variant, lv.concurrency, caps)}"
+        + (f"; {note}" if (note := local_model_note(ctx, lv.variant)) else ""),
         "slo_ttft_ms": slo_ttft,
         "slo_tpot_ms": slo_tpot,
         "runs": lv.runs,
