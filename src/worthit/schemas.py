@@ -525,13 +525,8 @@ REPORT_TIMELINE = Table(
         _f("requests_waiting_max", pa.float64(), "most requests waiting at once"),
         _f("preemptions", pa.float64(), "preemptions during the measured requests (counter difference)"),
         _f("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request (report_capacity)"),
-        _f(
-            "check",
-            pa.string(),
-            "consistent / KV full below the critical concurrency / preempted below it / not full above it / "
-            "no critical concurrency",
-        ),
-        _f("note", pa.string(), "what the check compared"),
+        _f("check", pa.string(), "agrees / disagrees with the critical concurrency, or why it was not checked"),
+        _f("note", pa.string(), "the variant's check: its verdict (worthit.loadgen.timeline.VERDICTS) and why"),
         *_REPORT_STATUS,
     ),
 )

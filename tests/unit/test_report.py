@@ -758,3 +758,38 @@ def test_c_timed_at_a_levels_concurrency_is_used_there(spec: Path, cfg: dict) ->
     assert "verify timing at concurrency 16" in sd[16]["c_source"]
     # concurrency 4 was not timed: c(1) scaled by the base's step-time growth, and the row says so
     assert "x base step-time growth" in sd[4]["c_source"]
+
+
+# ------------------------------------------------------------------------------------------- server timeline
+def _timeline(results: Path, level: str, kv: list[float], preempt: list[float]) -> None:
+    rows = [
+        {
+            "variant": "baseline",
+            "level": level,
+            "run": 1,
+            "t_s": 0.1 * i,
+            "phase": phase,
+            "requests_running": 2.0,
+            "kv_cache_usage_frac": k,
+            "preemptions_total": p,
+            "requests_waiting": 0.0,
+        }
+        for i, (phase, k, p) in enumerate(
+            zip(["warmup"] + ["measure"] * (len(kv) - 2) + ["after"], kv, preempt, strict=True)
+        )
+    ]
+    schemas.write(results / "variant~baseline" / "load" / f"{level}.timeline.parquet", schemas.SERVER_TIMELINE, rows)
+
+
+def test_the_timeline_is_set_against_the_critical_concurrency(results: Path, cfg: dict) -> None:
+    # the fixture's critical concurrency is 145.6: a level of 16 that fills the cache and preempts disagrees
+    _timeline(results, "conc~1", [0.1, 0.2, 0.2, 0.2], [0.0, 0.0, 0.0, 0.0])
+    _timeline(results, "conc~16", [0.5, 0.99, 1.0, 1.0], [0.0, 2.0, 5.0, 7.0])
+    _timeline(results, "chat/conc~4", [0.1, 0.3, 0.3, 0.3], [0.0, 0.0, 0.0, 0.0])
+    r = report(results, cfg)
+    tlr = {x["level"]: x for x in rows(r, schemas.REPORT_TIMELINE)}
+    assert tlr["conc~16"]["preemptions"] == 7.0 and tlr["conc~16"]["kv_usage_max_pct"] == pytest.approx(100.0)
+    assert tlr["conc~16"]["check"] == "disagrees" and tlr["conc~1"]["check"] == "agrees"
+    assert tlr["conc~16"]["note"].startswith("saturates_below_prediction")
+    assert "not checked" in tlr["chat/conc~4"]["check"]
+    assert tlr["conc~1"]["kv_critical_concurrency"] == pytest.approx(145.6)

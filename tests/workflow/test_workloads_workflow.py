@@ -85,7 +85,10 @@ def test_a_kv_cap_that_forces_preemption_shows_it_in_the_timeline_and_the_report
     assert max(r["kv_cache_usage_frac"] for r in measured) >= 0.95
     with open(tmp_path / "results/t/report/timeline.csv") as f:
         rows = {r["level"]: r for r in csv.DictReader(f)}
-    assert float(rows["conc~4"]["preemptions"]) > 0 and rows["conc~4"]["check"] == "consistent"
-    assert float(rows["conc~1"]["preemptions"]) == 0 and rows["conc~1"]["check"] == "consistent"
+    assert float(rows["conc~4"]["preemptions"]) > 0 and rows["conc~4"]["check"] == "agrees"
+    assert float(rows["conc~1"]["preemptions"]) == 0 and rows["conc~1"]["check"] == "agrees"
+    assert (
+        rows["conc~4"]["note"].startswith("consistent") and "preemptions from concurrency 4" in rows["conc~4"]["note"]
+    )
     html = (tmp_path / "results/t/report.html").read_text()
     assert "Server timeline" in html and "KV-cache usage and requests running" in html

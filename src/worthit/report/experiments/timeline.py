@@ -1,22 +1,23 @@
-"""The server's timeline (loadtest.timeline_interval_s): what the engine did during each load level.
+"""The server's timeline (loadtest.timeline_interval_s) in the report: what the engine did during each level.
 
-Per variant and level, from the /metrics samples taken while the measured requests ran: the fullest KV-cache
-usage, the most requests running and waiting, and the preemptions (the counter's rise over the level). The
-check sets them against the KV-derived critical concurrency (KV tokens / tokens per request, from
-:mod:`worthit.report.experiments.capacity`): above it the KV cache should fill and requests wait or get
-preempted; at or below it neither should happen. A level that disagrees is flagged: the estimate misses
-something (prefix caching sharing blocks, a workload longer or shorter than the study's lengths).
+Each level's run-1 timeline is reduced by :func:`worthit.loadgen.timeline.summarize` (peak KV usage, most
+requests running and waiting, preemptions over the measured requests), and the variant's grid levels are set
+against the KV-derived critical concurrency (:mod:`worthit.report.experiments.capacity`) by
+:func:`worthit.loadgen.timeline.critical_check`: below it a level should neither fill the cache nor preempt,
+above it it should. Levels of a named workload are shown but not checked (their requests have other lengths
+than the ones the critical concurrency assumes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib.pyplot as plt
 
 from worthit import schemas
+from worthit.loadgen import timeline as tl
 from worthit.loadgen.levels import CONC, parse_level
 from worthit.report import plots
 from worthit.report.context import Context
@@ -25,89 +26,18 @@ from worthit.report.experiments.capacity import Capacity
 from worthit.report.views import INT, NUM, TEXT, VARIANT, Column, View
 
 NAME = "timeline"
-KV_FULL = 0.95  # KV usage at or above this share counts as full
-CONSISTENT = "consistent"
 
 
-@dataclass(frozen=True)
-class LevelTimeline:
+@dataclass
+class VariantTimeline:
     variant: str
-    level: str
-    concurrency: int | None
-    samples: list[dict[str, Any]]  # measured-phase scrapes of every run, in time order per run
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # level -> run-1 timeline rows
+    summaries: dict[str, tl.TimelineSummary] = field(default_factory=dict)
+    check: tl.CriticalCheck | None = None
 
-    def _max(self, key: str) -> float | None:
-        vals = [float(r[key]) for r in self.samples if r.get(key) is not None]
-        return max(vals) if vals else None
-
-    @property
-    def kv_usage_max(self) -> float | None:
-        return self._max("kv_cache_usage_frac")
-
-    @property
-    def running_max(self) -> float | None:
-        return self._max("requests_running")
-
-    @property
-    def waiting_max(self) -> float | None:
-        return self._max("requests_waiting")
-
-    @property
-    def preemptions(self) -> float:
-        """The preemption counter's rise over each run's measured samples, summed over runs."""
-        total = 0.0
-        for run in {r.get("run") for r in self.samples}:
-            vals = [
-                float(r["preemptions_total"])
-                for r in self.samples
-                if r.get("run") == run and r.get("preemptions_total") is not None
-            ]
-            total += (max(vals) - min(vals)) if vals else 0.0
-        return total
-
-
-def analyse(ctx: Context) -> dict[str, list[LevelTimeline]]:
-    out: dict[str, list[LevelTimeline]] = {}
-    for v in ctx.variants:
-        by_level: dict[str, list[dict[str, Any]]] = {}
-        for f in ctx.results.variant(v).of(schemas.SERVER_TIMELINE.name):
-            if not f.ok:
-                continue
-            for r in f.rows:
-                if r.get("phase") == "measure" and not r.get("error"):
-                    by_level.setdefault(str(r["level"]), []).append(r)
-        levels = []
-        for name, rows in by_level.items():
-            lv = parse_level(name)
-            conc = lv.concurrency if lv.kind == CONC else None
-            rows.sort(key=lambda r: (r.get("run") or 1, r.get("t_s") or 0.0))
-            levels.append(LevelTimeline(v, name, conc, rows))
-        if levels:
-            out[v] = sorted(levels, key=lambda t: (t.concurrency is None, t.concurrency or 0, t.level))
-    return out
-
-
-def check(t: LevelTimeline, critical: float | None) -> tuple[str, str]:
-    """(check, note): the level's KV usage and preemptions against the critical concurrency."""
-    if critical is None:
-        return "no critical concurrency", "no KV measurement for this variant"
-    if t.concurrency is None:
-        return "not a closed-loop level", "an open-loop or replay level has no fixed concurrency to compare"
-    kv = t.kv_usage_max
-    full = kv is not None and kv >= KV_FULL
-    preempted = t.preemptions > 0
-    above = t.concurrency > critical
-    seen = (
-        f"KV usage up to {100 * (kv or 0):.0f}%, {t.preemptions:,.0f} preemptions at concurrency {t.concurrency} "
-        f"(critical concurrency {critical:,.1f})"
-    )
-    if not above and preempted:
-        return "preempted below the critical concurrency", seen + ": requests need more KV than the estimate says"
-    if not above and full:
-        return "KV full below the critical concurrency", seen + ": requests need more KV than the estimate says"
-    if above and not full and not preempted:
-        return "not full above the critical concurrency", seen + ": blocks are shared or requests are shorter"
-    return CONSISTENT, seen
+    def concurrency(self, level: str) -> int | None:
+        lv = parse_level(level)
+        return lv.concurrency if lv.kind == CONC and lv.workload is None else None
 
 
 def _critical(ctx: Context, variant: str) -> float | None:
@@ -116,26 +46,50 @@ def _critical(ctx: Context, variant: str) -> float | None:
     return cap.kv_critical_concurrency if cap is not None else None
 
 
-def views(ctx: Context, a: dict[str, list[LevelTimeline]]) -> list[View]:
+def analyse(ctx: Context) -> dict[str, VariantTimeline]:
+    out: dict[str, VariantTimeline] = {}
+    for v in ctx.variants:
+        vt = VariantTimeline(v)
+        for f in ctx.results.variant(v).of(schemas.SERVER_TIMELINE.name):
+            rows = [r for r in f.rows if (r.get("run") or 1) == 1] if f.ok else []
+            if rows:
+                vt.rows[str(rows[0]["level"])] = rows
+        if not vt.rows:
+            continue
+        vt.summaries = {name: tl.summarize(rows) for name, rows in sorted(vt.rows.items())}
+        grid = {c: s for name, s in vt.summaries.items() if (c := vt.concurrency(name)) is not None}
+        vt.check = tl.critical_check(_critical(ctx, v), grid) if grid else None
+        out[v] = vt
+    return out
+
+
+def views(ctx: Context, a: dict[str, VariantTimeline]) -> list[View]:
     rows = []
-    for v, levels in a.items():
-        crit = _critical(ctx, v)
-        for t in levels:
-            verdict, note = check(t, crit)
-            kv = t.kv_usage_max
+    for v, vt in a.items():
+        checks = {lc.concurrency: lc for lc in vt.check.levels} if vt.check else {}
+        for name, s in vt.summaries.items():
+            c = vt.concurrency(name)
+            lc = checks.get(c) if c is not None else None
+            if c is None:
+                verdict = "not checked (its own workload or an open loop)"
+            elif lc is None or lc.agrees is None:
+                verdict = "no critical concurrency or no samples"
+            else:
+                verdict = "agrees" if lc.agrees else "disagrees"
+            kv = s.kv_cache_usage_frac_max
             rows.append(
                 {
                     "variant": v,
-                    "level": t.level,
-                    "concurrency": t.concurrency,
-                    "samples": len(t.samples),
+                    "level": name,
+                    "concurrency": c,
+                    "samples": s.samples,
                     "kv_usage_max_pct": None if kv is None else 100 * kv,
-                    "requests_running_max": t.running_max,
-                    "requests_waiting_max": t.waiting_max,
-                    "preemptions": t.preemptions,
-                    "kv_critical_concurrency": crit,
+                    "requests_running_max": s.requests_running_max,
+                    "requests_waiting_max": s.requests_waiting_max,
+                    "preemptions": s.preemptions,
+                    "kv_critical_concurrency": vt.check.critical_concurrency if vt.check else None,
                     "check": verdict,
-                    "note": note,
+                    "note": f"{vt.check.verdict}: {vt.check.message}" if vt.check and c is not None else None,
                     "status": schemas.STATUS_OK,
                 }
             )
@@ -148,34 +102,41 @@ def views(ctx: Context, a: dict[str, list[LevelTimeline]]) -> list[View]:
         Column("requests_waiting_max", "waiting max", NUM, 0),
         Column("preemptions", "preemptions", NUM, 0),
         Column("kv_critical_concurrency", "critical conc.", NUM),
-        Column("check", "check", TEXT),
+        Column("check", "vs critical conc.", TEXT),
+        Column("note", "the variant's check", TEXT),
     ]
     caption = (
-        "The server's /metrics sampled during each level's measured requests (loadtest.timeline_interval_s): "
-        f"KV usage counts as full from {100 * KV_FULL:.0f}%. Above the KV-derived critical concurrency the cache "
-        "should fill and requests wait or get preempted; at or below it neither should happen."
+        "The server's /metrics sampled during each level's measured requests (loadtest.timeline_interval_s, run "
+        "1): above the KV-derived critical concurrency the cache should fill or requests get preempted; at or "
+        "below it neither should happen (worthit.loadgen.timeline.critical_check)."
     )
-    return [
-        View(schemas.REPORT_TIMELINE, "Server timeline: KV usage, queue, preemptions", caption, cols, rows, order=88)
-    ]
+    title = "Server timeline: KV usage, queue, preemptions"
+    return [View(schemas.REPORT_TIMELINE, title, caption, cols, rows, order=88)]
 
 
-def _figure(ctx: Context, a: dict[str, list[LevelTimeline]]) -> Any:
-    variants = [v for v, levels in a.items() if any(t.concurrency is not None for t in levels)]
+def _figure(ctx: Context, a: dict[str, VariantTimeline]) -> Any:
+    variants = [v for v, vt in a.items() if any(vt.concurrency(n) is not None for n in vt.rows)]
     if not variants:
         return None
     fig, axes = plt.subplots(len(variants), 2, figsize=(11, 3.0 * len(variants)), squeeze=False)
     for (ax_kv, ax_q), v in zip(axes, variants, strict=True):
-        for t in (t for t in a[v] if t.concurrency is not None):
-            first = [r for r in t.samples if (r.get("run") or 1) == 1]
-            if not first:
+        vt = a[v]
+        for name in sorted(vt.rows, key=lambda n: vt.concurrency(n) or 0):
+            if vt.concurrency(name) is None:
                 continue
-            t0 = first[0]["t_s"]
-            x = [r["t_s"] - t0 for r in first]
-            ax_kv.plot(x, [100 * (r.get("kv_cache_usage_frac") or 0.0) for r in first], label=t.level)
-            (line,) = ax_q.plot(x, [r.get("requests_running") or 0.0 for r in first], label=f"{t.level} running")
+            rows = sorted((r for r in vt.rows[name] if not r.get("error")), key=lambda r: r["t_s"])
+            measured = [r for r in rows if r.get("phase") == "measure"]
+            if not measured:
+                continue
+            x = [r["t_s"] - measured[0]["t_s"] for r in measured]
+            ax_kv.plot(x, [100 * (r.get(tl.KV_USAGE_COLUMN) or 0.0) for r in measured], label=name)
+            (line,) = ax_q.plot(x, [r.get("requests_running") or 0.0 for r in measured], label=f"{name} running")
             ax_q.plot(
-                x, [r.get("requests_waiting") or 0.0 for r in first], ls="--", color=line.get_color(), label="waiting"
+                x,
+                [r.get("requests_waiting") or 0.0 for r in measured],
+                ls="--",
+                color=line.get_color(),
+                label="waiting",
             )
         crit = _critical(ctx, v)
         ax_kv.set_title(
@@ -185,7 +146,7 @@ def _figure(ctx: Context, a: dict[str, list[LevelTimeline]]) -> Any:
         ax_kv.set_ylabel("KV cache usage (%)")
         ax_q.set_ylabel("requests")
         for ax in (ax_kv, ax_q):
-            ax.set_xlabel("seconds into the level (run 1)")
+            ax.set_xlabel("seconds into the measured requests (run 1)")
     return plots.finish(fig, *axes.ravel(), legend_size=7)
 
 
