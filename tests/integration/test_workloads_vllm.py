@@ -16,13 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CPU_ENGINE_ARGS, supervised_server
+from tests.conftest import supervised_server
 from tests.unit.loadgen_server import running_calibration_server
-from worthit import schemas
-from worthit.kv import cache_config
-from worthit.loadgen import timeline as tl
 from worthit.loadgen.levels import CONC, RATE, REPLAY, Level
-from worthit.stages import measure_level, scrape
+from worthit.stages import measure_level
 
 pytestmark = pytest.mark.vllm
 
@@ -180,44 +177,3 @@ def test_a_rate_the_client_cannot_deliver_is_flagged(model_dir: Path) -> None:
         )
     assert run.meta["rate_delivered"] is False and run.meta["achieved_rate_per_s"] < 50
     assert "achieved" in run.meta["rate_reason"] and "queueing delay P99" in run.meta["rate_reason"]
-
-
-KV_CAP_ARGS = {**CPU_ENGINE_ARGS, "max-model-len": 512, "kv-cache-memory-bytes": 48 * 2**20}  # 8 blocks of 128 tokens
-
-
-def test_a_kv_cap_shows_preemptions_in_the_timeline_and_the_check_flags_them(
-    serve_python: Path, model_dir: Path, tmp_path: Path
-) -> None:
-    prompt, output = 200, 64
-    with supervised_server(tmp_path / "capped", model_dir, serve_python, args=KV_CAP_ARGS, variant="smol") as st:
-        info = cache_config(scrape(st.url))
-        kv_tokens = int(float(info["num_gpu_blocks"])) * int(float(info["block_size"]))
-        critical = kv_tokens / (prompt + output)
-        summaries, timelines = {}, {}
-        for c in (1, 8):
-            run = measure_level(
-                st.url,
-                "smol",
-                str(model_dir),
-                Level(CONC, c),
-                None,
-                c if c > 1 else 2,
-                prompt,
-                output,
-                warmup=0,
-                progress=False,
-                timeline_interval_s=0.1,
-            )
-            assert all(r["success"] for r in run.rows), [r["error"] for r in run.rows]
-            rows = tl.timeline_rows(run.samples or [], run.t0_ns, run.end_s, "smol", f"conc~{c}")
-            schemas.write(tmp_path / f"conc~{c}.timeline.parquet", schemas.SERVER_TIMELINE, rows)  # the table holds it
-            timelines[c], summaries[c] = rows, tl.summarize(rows)
-    assert 1 < critical < 8
-    assert summaries[1].preemptions == 0 and (summaries[1].kv_cache_usage_frac_max or 0) < 0.98
-    assert summaries[8].preemptions and summaries[8].preemptions > 0
-    assert summaries[8].kv_cache_usage_frac_max == pytest.approx(1.0) and (summaries[8].requests_waiting_max or 0) > 0
-    measured = [r for r in timelines[8] if r["phase"] == "measure" and not r["error"]]
-    assert len(measured) >= 5 and measured[-1]["preemptions_total"] > measured[0]["preemptions_total"]
-    check = tl.critical_check(critical, summaries)
-    assert check.preemptions_seen and check.first_preempted == 8 and check.verdict == "consistent", check.message
-    assert "preemptions from concurrency 8" in check.message

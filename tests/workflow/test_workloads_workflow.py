@@ -62,6 +62,8 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
 
 
 def test_a_kv_cap_that_forces_preemption_shows_it_in_the_timeline_and_the_report_checks_it(tmp_path, model_dir):
+    """The product's path end to end: the loadtest rule samples /metrics, loadgen.timeline summarises and checks
+    each level against the KV critical concurrency, the report shows it."""
     # six KV blocks of 128 tokens (fp32 SmolLM2: 46,080 bytes a token): requests of 200 + 200 tokens fit 1.9 at
     # once, so four in flight outgrow the cache while decoding and the scheduler preempts
     loadtest = {
