@@ -732,6 +732,8 @@ def test_a_workload_level_both_sides_measured_is_judged_and_kept_out_of_the_grid
     # prefix caching is the optimisation (on in the baseline): with it, TTFT is a third of without
     assert ttft["change_pct"] == pytest.approx(-66.7, abs=0.5) and ttft["finding"] == "better"
     assert {c["quantity"] for c in chat} == {"TTFT P50", "TPOT P50", "output tok/s"}
+    (v,) = rows(r, schemas.REPORT_VERDICTS)  # a workload level is a place, not a range: "at", never "up to"
+    assert "workload level chat/conc~4" in v["reason"] and "up to workload level" not in str(v)
     # the grid's levels table is unchanged: a named workload's level is not a concurrency of the grid
     assert {x["concurrency"] for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline"} == {1, 4, 16}
 

@@ -402,6 +402,10 @@ def _ranges(outs: Sequence[SettingOutcome]) -> str:
     if not outs:
         return ""
     dim = outs[0].setting.dimension
+    # an ordered dimension (concurrency, prefix length) reads as ranges; one without values (a workload level)
+    # as a list of where
+    if any(o.setting.value is None for o in outs):
+        dim = ""
     runs: list[tuple[str, list[SettingOutcome]]] = []
     for o in outs:
         if runs and runs[-1][0] == o.outcome:
@@ -430,7 +434,7 @@ def _ranges(outs: Sequence[SettingOutcome]) -> str:
 def _where(outs: Sequence[SettingOutcome]) -> str:
     """Where an outcome list adopts: "up to concurrency 4", "from 1,500-token shared prefix", "at ..."."""
     flags = [o.outcome == ADOPT for o in outs]
-    dim = outs[0].setting.dimension
+    dim = outs[0].setting.dimension if all(o.setting.value is not None for o in outs) else ""
     adopted = [o for o in outs if o.outcome == ADOPT]
 
     def val(o: SettingOutcome) -> str:
