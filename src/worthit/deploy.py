@@ -25,7 +25,7 @@ from worthit.config import ConfigError, Study, config_hash
 from worthit.models import Manifest
 from worthit.paths import manifest_path
 from worthit.provenance import stamp
-from worthit.server import ServerFailed, ServerState, consumer_presence, turn, wait_ready
+from worthit.server import ServerState
 
 log = logging.getLogger("worthit")
 
@@ -108,28 +108,25 @@ def validate(
     model = study.variant(str(spec["deployed_variant"])).model
     manifest = Manifest.load(manifest_path(model))
     meta.update(concurrency=concurrency, promised=_promise(rec))
+    # imported here: the Snakefile imports this module while it parses, and the load generator is not light
+    from worthit.stages import consume_in_turn
+
+    def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        rows, extra = _load(study, state, manifest, str(spec["deployed_variant"]), concurrency, run)
+        for r in rows:
+            r.update(variant=spec["variant"], concurrency=concurrency, request_rate_per_s=None)
+        return rows, extra
+
+    # the runs of a deployment are members of one service group, started at once: they take turns (run
+    # order), so each loads the server alone at the promised concurrency
     name = f"validate-{scenario}" + (f".rep~{run}" if run > 1 else "")
-    try:
-        # the runs of a deployment are members of one service group, started at once: they take turns
-        # (run order), so each loads the server alone at the promised concurrency
-        with consumer_presence(state_path, name, run - 1):
-            state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
-            with turn(state_path, run - 1, name):
-                state = wait_ready(state_path, 30)  # it may have died while we waited for our turn
-                rows, extra = _load(study, state, manifest, str(spec["deployed_variant"]), concurrency, run)
-                for r in rows:
-                    r.update(variant=spec["variant"], concurrency=concurrency, request_rate_per_s=None)
-                meta_all = {**meta, **extra, **stamp(server_url=state.url)}
-                schemas.write(out, schemas.LOAD_REQUESTS, rows, metadata=meta_all)
-    except ServerFailed as e:
-        log.error("deployment %s not served (%s): %s", scenario, e.status, e.reason)
-        schemas.write_failure(out, schemas.LOAD_REQUESTS, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
+    timeout = study.cfg["serve"]["startup_timeout_s"]
+    consume_in_turn(state_path, name, run - 1, timeout, out, schemas.LOAD_REQUESTS, meta, body)
 
 
 def _load(
     study: Study, state: ServerState, manifest: Manifest, variant: str, concurrency: int, run: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    # imported here: the Snakefile imports this module while it parses, and the load generator is not light
     from worthit.loadgen.levels import CONC, Level
     from worthit.stages import study_level
 

@@ -180,6 +180,11 @@ class Slo:
                 return False
         return True
 
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any] | None) -> Slo:
+        """The study's ``slo:`` section (keys it does not know, and a missing section, are ignored)."""
+        return cls(**{k: v for k, v in (section or {}).items() if k in ("ttft_ms", "tpot_ms", "e2e_ms")})
+
     @property
     def interactive(self) -> bool:
         """Whether a level can be judged against it: a TTFT or TPOT bound is set."""

@@ -66,6 +66,32 @@ def result_meta(study: Study, variant: str, manifest: Manifest, **extra: Any) ->
     )
 
 
+def consume_in_turn(
+    state_path: str,
+    name: str,
+    index: int,
+    startup_timeout_s: float,
+    out: str,
+    table: schemas.Table,
+    meta: dict[str, Any],
+    body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
+) -> None:
+    """Wait for the server, take turn ``index`` on it, measure, write; failures are results. The file is
+    written before the turn passes on, so a later consumer finds every earlier one's result. Every member
+    of a service group measures through here (a variant's consumers, a deployment's validation runs)."""
+    try:
+        with consumer_presence(state_path, name, index):
+            state = wait_ready(state_path, startup_timeout_s)
+            with turn(state_path, index, name):
+                log.info("measuring %s on %s", name, state.url)
+                state = wait_ready(state_path, 30)  # it may have died while we waited for our turn
+                rows, extra = body(state)
+                schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
+    except ServerFailed as e:
+        log.error("server not available (%s): %s", e.status, e.reason)
+        schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
+
+
 def _consume(
     study: Study,
     variant: str,
@@ -76,35 +102,10 @@ def _consume(
     meta: dict[str, Any],
     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
 ) -> None:
-    """Wait for the server, take this measurement's turn on it, measure, write; failures are results.
-    The file is written before the turn passes on, so a later consumer finds every earlier one's result."""
-    order = list(study.consumers(variant))
-
-    def write(state: ServerState, rows: list[dict[str, Any]], extra: dict[str, Any]) -> None:
-        schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
-
-    try:
-        with consumer_presence(state_path, consumer, order.index(consumer)):
-            _measure_in_turn(study, consumer, order, state_path, body, write)
-    except ServerFailed as e:
-        log.error("server not available (%s): %s", e.status, e.reason)
-        schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
-
-
-def _measure_in_turn(
-    study: Study,
-    consumer: str,
-    order: list[str],
-    state_path: str,
-    body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
-    write: Callable[[ServerState, list[dict[str, Any]], dict[str, Any]], None],
-) -> None:
-    state = wait_ready(state_path, study.cfg["serve"]["startup_timeout_s"])
-    with turn(state_path, order.index(consumer), consumer):
-        log.info("measuring %s on %s", consumer, state.url)
-        wait_ready(state_path, 30)  # it may have died while we waited for our turn
-        rows, extra = body(state)
-        write(state, rows, extra)
+    """A variant's measurement, in its place in :meth:`worthit.config.Study.consumers`."""
+    index = list(study.consumers(variant)).index(consumer)
+    timeout = study.cfg["serve"]["startup_timeout_s"]
+    consume_in_turn(state_path, consumer, index, timeout, out, table, meta, body)
 
 
 def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
@@ -403,7 +404,7 @@ def sweet_spot(
     every member of a server group at once, so they cannot be the rule's inputs. A level that is missing or
     failed is left out of the grid; with none left, the result says so (outcome no_grid)."""
     cfg = study.cfg["sweet_spot"]
-    slo = Slo(**{k: v for k, v in study.cfg["slo"].items() if k in ("ttft_ms", "tpot_ms", "e2e_ms")})
+    slo = Slo.from_config(study.cfg["slo"])
     manifest = Manifest.load(manifest_path)
     meta = result_meta(study, variant, manifest, slo=study.cfg["slo"], width=cfg["width"])
     lt = study.cfg["loadtest"]

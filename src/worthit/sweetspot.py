@@ -90,9 +90,7 @@ def search(
     low = lo or 0  # nothing passes: search down towards concurrency 1
     n = 0
     while hi - low > width and n < max_probes:
-        mid = (low + hi) // 2
-        if mid <= 0:
-            break
+        mid = (low + hi) // 2  # >= 1: the loop runs only while hi - low >= 2
         ok = measure(mid)
         probes.append(Probe(mid, ok, "search"))
         n += 1

@@ -21,7 +21,7 @@ kv = {variant_of(p): p for p in sm.input.kv}
 load: dict[str, list[str]] = {}
 for p in sm.input.load:
     load.setdefault(variant_of(p), []).append(p)
-rows = summary_rows(kv, load, Slo(**sm.config["slo"]))
+rows = summary_rows(kv, load, Slo.from_config(sm.config["slo"]))
 write_summary(rows, sm.output.parquet, sm.output.md, study.name, stamp(config_hash=config_hash(sm.config)))
 accuracy = {variant_of(p): p for p in sm.input.accuracy}
 baseline = str(sm.config["baseline_variant"])

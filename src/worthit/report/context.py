@@ -69,7 +69,7 @@ class Context:
     @classmethod
     def of(cls, study: Study, results: StudyResults) -> Context:
         cfg = study.cfg
-        slo = Slo(**{k: v for k, v in (cfg.get("slo") or {}).items() if k in ("ttft_ms", "tpot_ms", "e2e_ms")})
+        slo = Slo.from_config(cfg.get("slo"))
         return cls(study, results, Rules.from_config(cfg), slo)
 
     # --- variants --------------------------------------------------------------------------------
