@@ -7,6 +7,7 @@ soon as the parts that cover it have arrived, so work on it starts while later p
 
 Here:    python tools/device/parts.py split FILE... [--part-mib N]   # N: 63 MiB minus the working tree
 Device:  python3 tools/device/parts.py receive [--into /tmp/chunks]  # copy the carried parts, check them
+         python3 tools/device/parts.py has NAME                       # exit 0 when NAME is in the stream
          python3 tools/device/parts.py ready NAME                     # exit 0 when NAME can be rebuilt
          python3 tools/device/parts.py extract NAME OUT               # rebuild it (sha256 checked)
          python3 tools/device/parts.py status                         # what arrived, what is ready
@@ -161,6 +162,10 @@ def _component(meta: dict, name: str) -> dict:
     )
 
 
+def has(name: str, into: Path = CHUNKS) -> bool:
+    return any(c["name"] == name for c in _meta(into)["components"])
+
+
 def ready(name: str, into: Path = CHUNKS) -> bool:
     meta = _meta(into)
     return all((into / p["name"]).exists() for p in _needed(meta, _component(meta, name)))
@@ -206,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--part-mib", type=int)
     r = sub.add_parser("receive")
     r.add_argument("--into", type=Path, default=CHUNKS)
-    for name in ("ready", "extract"):
+    for name in ("has", "ready", "extract"):
         x = sub.add_parser(name)
         x.add_argument("name")
         if name == "extract":
@@ -220,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     elif ns.cmd == "receive":
         got = receive(ns.into)
         print(f"received {', '.join(got) or 'nothing new'}; {status(ns.into)}")
+    elif ns.cmd == "has":
+        return 0 if has(ns.name, ns.into) else 1
     elif ns.cmd == "ready":
         return 0 if ready(ns.name, ns.into) else 1
     elif ns.cmd == "extract":

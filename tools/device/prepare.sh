@@ -7,8 +7,9 @@
 #   q05     Qwen2.5-Coder-0.5B-Instruct GGUF -> /tmp/qwen/coder-0.5b
 # usage: prepare.sh bg              start every step whose parts have arrived, in the background (setsid: it
 #                                   outlives the call while the machine stays warm); what each transfer call runs
-#        prepare.sh wait [STEP...]  run the steps nobody started, wait for the running ones (all by default);
-#                                   exit 1 when one failed (its log is printed)
+#        prepare.sh wait [STEP...]  run the steps nobody started, wait for the running ones (by default every
+#                                   step whose component the parts carry: a sitting without the draft model
+#                                   leaves q05 out); exit 1 when one failed (its log is printed)
 #        prepare.sh run STEP        one step in the foreground (what bg starts)
 # Steps log to /tmp/stage/STEP.log and leave STEP.done or STEP.failed there.
 set -uo pipefail
@@ -82,7 +83,9 @@ case "${1:-}" in
     ;;
   wait)
     shift
-    [ $# -gt 0 ] || set -- "${STEPS[@]}"
+    if [ $# -eq 0 ]; then
+      for s in "${STEPS[@]}"; do parts has "${COMPONENT[$s]}" && set -- "$@" "$s"; done
+    fi
     rc=0
     for s in "$@"; do
       [ -f "$S/$s.done" ] && continue

@@ -8,7 +8,8 @@
 #   - tools/device/make-qwen-parts.sh (h200-qwen2.5-coder.yaml): .gpu-q* parts, prepared in the background by
 #     tools/device/prepare.sh during the transfer calls; this script waits for it to finish.
 # Resume: results carried back from an earlier call (files results.tgz or results.tgz.NN in .gpu-results/,
-# carried by that name) are unpacked first when the machine has no results of the study yet.
+# carried by that name; tools/device/pack-sample.sh makes them from the committed sample) are unpacked first
+# when the machine has no results of the study yet.
 # A quantised model the chosen variants need is made first, alone on the GPU (not beside a measured server).
 # The workflow stops before the call's limit (CALL_BUDGET_S, 570 s from this script's start) with time to
 # pack the study's results into $OUT/results.tgz (split into results.tgz.NN past 15 MiB). Safe to call
@@ -45,6 +46,13 @@ fi
 study=$(python3 -c "import yaml,sys; print(yaml.safe_load(open('$CONFIG'))['study'])")
 if [ ! -d "results/$study" ] && ls .gpu-results/results.tgz* >/dev/null 2>&1; then
   cat $(ls .gpu-results/results.tgz* | sort) | tar xzf - && el "resumed from $(ls .gpu-results | tr '\n' ' ')"
+  # Carried results keep the times of the machine that made them: older than this machine's copy of every
+  # script a rule runs and than the manifests prepared here, so Snakemake would redo every finished job
+  # ("code changed", "updated input"). They are these same rules' outputs: give them and the manifests
+  # one instant (equal times never make an output out of date).
+  now=$(date +%s)
+  { find "results/$study" -print0; find resources/models -maxdepth 2 -name manifest.json -print0; } |
+    xargs -0 touch -h -d "@$now"
 fi
 # The device stops a call at its limit (600 s) and kills everything: stop the workflow first, with time
 # left to pack the results. The budget counts from this script's start (install and model build included).

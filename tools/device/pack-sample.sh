@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Make the resume tarball .gpu-results/results.tgz from a committed sample, for a sitting on a fresh machine
+# whose last call's tarball is gone (it is git-ignored, kept only in the checkout that made it):
+#   tools/device/pack-sample.sh [SAMPLE [CONFIG]]   # default examples/h200-qwen, config/studies/h200-qwen2.5-coder.yaml
+# Carries the sample's results/ (measurements, logs, Snakemake benchmark files) as results/<study>/ and its
+# model manifests as resources/models/ (not those of quantised models: made again there); the rendered
+# report stays behind (the workflow rebuilds it). lm-eval's raw folders, left out of the sample, come back
+# empty: the accuracy rule's directory output, whose scores are in accuracy_samples.parquet. run-study.sh unpacks it on a machine with no results of the study.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+SAMPLE=${1:-examples/h200-qwen}
+CONFIG=${2:-config/studies/h200-qwen2.5-coder.yaml}
+study=$(sed -n 's/^study: *//p' "$CONFIG" | tr -d '"'"'"' ')
+[ -n "$study" ] || { echo "$CONFIG: no 'study:' line" >&2; exit 1; }
+[ -d "$SAMPLE/results" ] || { echo "$SAMPLE/results: no such folder" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/results/$study" "$tmp/resources/models"
+cp -a "$SAMPLE/results/." "$tmp/results/$study/"
+rm -rf "$tmp/results/$study/report" "$tmp/results/$study/report.html"
+for f in "$tmp/results/$study"/variant~*/accuracy.parquet; do
+  [ -e "$f" ] && mkdir -p "$(dirname "$f")/accuracy"
+done
+# A quantised model's manifest stays behind: its weights are not carried, so the device makes it again.
+for m in "$SAMPLE"/models/*/manifest.json; do
+  [ -e "$m" ] || continue
+  grep -q '"source": *"quantize:' "$m" && continue
+  mkdir -p "$tmp/resources/models/$(basename "$(dirname "$m")")" && cp -a "$m" "$tmp/resources/models/$(basename "$(dirname "$m")")/"
+done
+mkdir -p .gpu-results
+rm -f .gpu-results/results.tgz*
+tar czf .gpu-results/results.tgz -C "$tmp" results resources
+echo ".gpu-results/results.tgz: $(du -h .gpu-results/results.tgz | cut -f1) ($(tar tzf .gpu-results/results.tgz | wc -l) entries) from $SAMPLE for study $study"
