@@ -197,12 +197,15 @@ def _perf(rng: np.random.Generator, runs: int) -> Evidence:
 
 
 @pytest.mark.parametrize("seed", range(200))
-def test_a_performance_verdict_resting_on_one_run_says_single_run(seed: int) -> None:
+def test_one_run_never_settles_a_performance_verdict_it_leans_and_says_what_would(seed: int) -> None:
     rng = np.random.default_rng(seed)
     one, three = decide(_perf(rng, 1), Rules()), decide(_perf(np.random.default_rng(seed), 3), Rules())
-    if one.outcome in (ADOPT, REJECT):
-        assert one.reason.startswith("single run:") and one.basis == SINGLE_RUN
+    assert one.outcome == INCONCLUSIVE and one.reason.startswith("single run:") and one.basis == SINGLE_RUN
+    # the same figures over three runs: where those settle it, the single run leans the same way
     assert "single run" not in three.reason and three.basis == "3 runs"
+    if three.outcome in (ADOPT, REJECT):
+        assert one.condition.startswith(f"latency-first leaning {three.outcome} (single run)")
+        assert "independent runs (loadtest.repeats >= 2)" in one.settle
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -300,3 +303,19 @@ def test_rules_read_from_the_decide_section_of_the_config() -> None:
         }
     )
     assert (r.max_drop("gsm8k"), r.min_speedup, r.throughput_tpot_ms, r.effort["awq"]) == (1.5, 1.1, 80.0, "low")
+
+
+def test_a_verdict_settled_by_repeated_levels_names_the_single_run_figures_beside_it() -> None:
+    def m(v: float, basis: str) -> Measure:
+        return Measure(v, 32, v * 0.98, v * 1.02, basis)
+
+    comps = [
+        Comparison("TTFT P50", "ms", m(40.0, "3 runs"), m(20.0, "3 runs"), False, LATENCY, Setting.concurrency(4)),
+        Comparison("TTFT P50", "ms", m(30.0, SINGLE_RUN), m(15.0, SINGLE_RUN), False, LATENCY, Setting.prefix(1500)),
+    ]
+    v = decide(Evidence("x", "x", comparisons=comps, lossless=True), Rules())
+    # the repeated level settles it; the prefix sweep's single run leans the same way and is said to
+    assert v.outcome == ADOPT and not v.reason.startswith("single run")
+    assert v.basis == "3 runs (concurrency); single run (shared prefix)"
+    prefix = next(o for o in v.regimes[LATENCY].settings if o.setting.dimension == "shared prefix")
+    assert prefix.outcome == INCONCLUSIVE and prefix.leaning == ADOPT and "workload level" in prefix.settle

@@ -275,10 +275,11 @@ def test_the_h200_samples_crashed_fp8_server_is_failed_not_not_applicable() -> N
     r = build.from_dir(load_config(H200 / "config.yaml"), H200 / "results")
     v = {x["variant"]: x for x in rows(r, schemas.REPORT_VERDICTS)}
     assert v["fp8_kv"]["outcome"] == FAILED
-    assert (
-        v["no_prefix_cache"]["optimisation"] == "prefix caching (on vs off)"
-        and v["no_prefix_cache"]["outcome"] == ADOPT
-    )
+    # its prefix sweep ran once: prefix caching leans to adoption there, and says what would settle it
+    pc = v["no_prefix_cache"]
+    assert pc["optimisation"] == "prefix caching (on vs off)" and pc["outcome"] == INCONCLUSIVE
+    assert pc["condition"].startswith("latency-first leaning adopt (single run)") and "shared prefix" in pc["condition"]
+    assert "workload level with a shared prefix" in pc["settle"]
     assert v["spec_ngram"]["outcome"] == INCONCLUSIVE and "alpha unknown" in v["spec_ngram"]["reason"]
     dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
     assert dep["latency"]["argv"][2] == "/tmp/m7"  # as the config names it
@@ -364,8 +365,11 @@ def test_a_lossy_variant_with_too_few_items_is_inconclusive_and_says_how_many_wo
     assert acc["decision"] == "inconclusive" and acc["items_needed"] > 16 and acc["task_size"] == 1319
     v = next(x for x in rows(r, schemas.REPORT_VERDICTS) if x["variant"] == "awq")
     assert v["accuracy_outcome"] == "inconclusive"
-    # its load levels are the baseline's own: no benefit, so rejected on performance, not on accuracy
-    assert v["outcome"] == "reject" and "no benefit" in v["reason"] and "accuracy inconclusive" in v["reason"]
+    # its load levels are the baseline's own: no benefit; one run leans to rejection on performance, it does
+    # not settle it, and the settle names both the runs and the items that would
+    assert v["outcome"] == INCONCLUSIVE and v["condition"].startswith("latency-first leaning reject")
+    assert "no benefit" in v["reason"] and "accuracy inconclusive" in v["reason"]
+    assert "loadtest.repeats" in v["settle"] and "gsm8k" in v["settle"]
     assert "gsm8k" in v["accuracy_detail"] and "acc" in v["accuracy_detail"]
 
 
@@ -576,7 +580,8 @@ def test_worthit_report_re_decides_a_results_folder_with_an_edited_decide_sectio
     conf.write_text(yaml.safe_dump(cfg))
     assert main(["report", "--results", str(results), "--configfile", str(conf)]) == 0
     v = schemas.read(results / "report" / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist()
-    assert v[0]["outcome"] == "reject" and "no benefit of at least 100x" in v[0]["reason"]
+    assert v[0]["outcome"] == INCONCLUSIVE and "leaning reject" in v[0]["reason"]
+    assert "no benefit of at least 100x" in v[0]["reason"]
     assert (results / "report.html").stat().st_size > 10_000 and (
         results / "report" / "figures" / "latency.svg"
     ).exists()
@@ -598,36 +603,56 @@ def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path
     assert f.ok and f.variant == "x" and f.rows[0]["num_blocks"] == 7 and f.rows[0]["weight_bytes"] is None
 
 
+def _scaled_level(src: Path, dst: Path, name: str, factor: float) -> None:
+    """The load run ``src`` as if every request had taken ``factor`` of its time, written to ``dst``."""
+    res = schemas.read(src, schemas.LOAD_REQUESTS)
+    rows_ = [
+        {
+            **r,
+            "variant": name,
+            **{k: r[k] * factor for k in ("ttft_ms", "e2e_ms", "tpot_ms", "start_s") if r[k] is not None},
+            "itl_ms": [x * factor for x in r["itl_ms"] or []],
+        }
+        for r in res.table.to_pylist()
+    ]
+    schemas.write(dst, schemas.LOAD_REQUESTS, rows_, metadata={**res.metadata, "variant": name})
+
+
 def _faster_copy(results: Path, name: str, factor: float) -> None:
     """A variant whose every request took ``factor`` of the baseline's time (its KV as the baseline's)."""
     src = results / "variant~baseline"
     shutil.copytree(src, results / f"variant~{name}", ignore=shutil.ignore_patterns("load"))
     for c in (1, 4, 16):
-        res = schemas.read(src / "load" / f"conc~{c}.parquet", schemas.LOAD_REQUESTS)
-        rows_ = [
-            {
-                **r,
-                "variant": name,
-                **{k: r[k] * factor for k in ("ttft_ms", "e2e_ms", "tpot_ms", "start_s") if r[k] is not None},
-                "itl_ms": [x * factor for x in r["itl_ms"] or []],
-            }
-            for r in res.table.to_pylist()
-        ]
-        schemas.write(
-            results / f"variant~{name}" / "load" / f"conc~{c}.parquet",
-            schemas.LOAD_REQUESTS,
-            rows_,
-            metadata={**res.metadata, "variant": name},
+        _scaled_level(
+            src / "load" / f"conc~{c}.parquet", results / f"variant~{name}" / "load" / f"conc~{c}.parquet", name, factor
         )
+
+
+def _more_runs(results: Path, cfg: dict, variants: tuple[str, ...], factors: tuple[float, ...] = (1.04, 0.97)) -> None:
+    """Runs 2, 3, ... of every level of ``variants``: run 1 with its times scaled by each of ``factors``."""
+    cfg["loadtest"]["repeats"] = 1 + len(factors)
+    for v in variants:
+        load = results / f"variant~{v}" / "load"
+        for c in (1, 4, 16):
+            for run, f in enumerate(factors, start=2):
+                _scaled_level(load / f"conc~{c}.parquet", load / f"conc~{c}.rep~{run}.parquet", v, f)
 
 
 def test_an_adopted_variant_is_the_one_deployed_at_the_levels_where_it_is_adopted(results: Path, cfg: dict) -> None:
     cfg["variants"]["fast"] = {**cfg["variants"]["baseline"], "engine_args": {"max-num-batched-tokens": 4096}}
     _faster_copy(results, "fast", 0.5)
+    # one run of each level cannot settle it: fast leans to adoption, and nothing is deployed on it
+    one = report(results, cfg)
+    v = next(x for x in rows(one, schemas.REPORT_VERDICTS) if x["variant"] == "fast")
+    assert v["outcome"] == INCONCLUSIVE and v["reason"].startswith("single run")
+    assert v["condition"].startswith("latency-first leaning adopt (single run)") and "loadtest.repeats" in v["settle"]
+    assert {d["variant"] for d in rows(one, schemas.REPORT_DEPLOYMENTS)} == {"baseline"}
+    _more_runs(results, cfg, ("baseline", "fast"))
     r = report(results, cfg)
     v = next(x for x in rows(r, schemas.REPORT_VERDICTS) if x["variant"] == "fast")
     assert v["optimisation"] == "--max-num-batched-tokens 4096 (vs unset)" and v["outcome"] == ADOPT
-    assert v["accuracy_outcome"] == "not needed (lossless)" and v["reason"].startswith("single run")
+    assert v["accuracy_outcome"] == "not needed (lossless)" and v["interval_basis"] == "3 runs"
+    assert "single run" not in v["reason"]
     dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
     assert dep["latency"]["variant"] == dep["throughput"]["variant"] == "fast"
     assert "--max-num-batched-tokens" in dep["latency"]["argv"]

@@ -265,6 +265,12 @@ class SettingOutcome:
     reason: str
     settle: str = ""
     basis: str = ""
+    leaning: str = ""  # an inconclusive outcome's direction: what a single run's figures would have decided
+
+    @property
+    def label(self) -> str:
+        """How the outcome reads in a range: "adopt", or "leaning adopt (single run)"."""
+        return f"leaning {self.leaning} (single run)" if self.leaning else self.outcome
 
 
 @dataclass(frozen=True)
@@ -350,11 +356,54 @@ def _basis(cs: Sequence[Comparison]) -> str:
     return EXACT if bases == {EXACT} else ""
 
 
+def _verdict_basis(cs: Sequence[Comparison]) -> str:
+    """What a verdict's intervals rest on: one basis ("3 runs", "single run"), or where each holds when they
+    differ ("2 runs (concurrency, workload level); single run (shared prefix)")."""
+    known = [c for c in cs if c.improvement.value is not None and c.improvement.basis]
+    kinds = {c.improvement.basis for c in known if c.improvement.basis != EXACT}
+    if len(kinds) <= 1:
+        return _basis(cs)
+    where = {
+        b: dict.fromkeys(c.setting.dimension or c.setting.label for c in known if c.improvement.basis == b)
+        for b in kinds
+    }
+    return "; ".join(f"{b} ({', '.join(where[b])})" for b in sorted(kinds, key=lambda b: (b == SINGLE_RUN, b)))
+
+
+def _settle_single_run(setting: Setting) -> str:
+    if setting.dimension == "shared prefix":  # the prefix sweep runs once: workload levels repeat
+        return (
+            "independent runs: a workload level with a shared prefix on both variants (workloads:, "
+            "loadtest.repeats >= 2); the prefix sweep is a single run"
+        )
+    return "independent runs (loadtest.repeats >= 2): the intervals are from a single run"
+
+
 def setting_outcome(
     setting: Setting, comparisons: Sequence[Comparison], checks: Sequence[Check], rules: Rules
 ) -> SettingOutcome:
     """Combine the findings at one setting: a decisive check settles it; a demonstrated harm rejects; a
-    demonstrated benefit adopts; benefits demonstrably below the margin reject; else inconclusive."""
+    demonstrated benefit adopts; benefits demonstrably below the margin reject; else inconclusive.
+
+    Figures from a single run never settle it: their intervals hold the spread within one run, not the
+    run-to-run variation, so what would adopt or reject is inconclusive, leaning that way, until independent
+    runs confirm it."""
+    out = _setting_outcome(setting, comparisons, checks, rules)
+    if out.basis == SINGLE_RUN and out.outcome in (ADOPT, REJECT) and not any(ch.decisive for ch in checks):
+        return SettingOutcome(
+            setting,
+            INCONCLUSIVE,
+            f"single run, leaning {out.outcome}: {out.reason}",
+            _settle_single_run(setting),
+            out.basis,
+            leaning=out.outcome,
+        )
+    return out
+
+
+def _setting_outcome(
+    setting: Setting, comparisons: Sequence[Comparison], checks: Sequence[Check], rules: Rules
+) -> SettingOutcome:
     judged = [(c, *judge(c, rules)) for c in comparisons if c.judged]
     basis = _basis([c for c, _, _ in judged])
     for ch in checks:
@@ -408,10 +457,10 @@ def _ranges(outs: Sequence[SettingOutcome]) -> str:
         dim = ""
     runs: list[tuple[str, list[SettingOutcome]]] = []
     for o in outs:
-        if runs and runs[-1][0] == o.outcome:
+        if runs and runs[-1][0] == o.label:
             runs[-1][1].append(o)
         else:
-            runs.append((o.outcome, [o]))
+            runs.append((o.label, [o]))
     if len(runs) == 1:
         return f"{runs[0][0]} at every {dim} measured" if dim else f"{runs[0][0]}: {outs[0].reason}"
 
@@ -431,15 +480,18 @@ def _ranges(outs: Sequence[SettingOutcome]) -> str:
     return ", ".join(parts)
 
 
-def _where(outs: Sequence[SettingOutcome]) -> str:
-    """Where an outcome list adopts: "up to concurrency 4", "from 1,500-token shared prefix", "at ..."."""
-    flags = [o.outcome == ADOPT for o in outs]
+def _where(outs: Sequence[SettingOutcome], leaning: bool = False) -> str:
+    """Where an outcome list adopts (``leaning``: leans to adopt): "up to concurrency 4", "from 1,500-token
+    shared prefix", "at ..."."""
+    flags = [(o.leaning if leaning else o.outcome) == ADOPT for o in outs]
     dim = outs[0].setting.dimension if all(o.setting.value is not None for o in outs) else ""
-    adopted = [o for o in outs if o.outcome == ADOPT]
+    adopted = [o for o, f in zip(outs, flags, strict=True) if f]
 
     def val(o: SettingOutcome) -> str:
         return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
 
+    if dim and all(flags):
+        return f"at every {dim} measured"
     k = flags.index(False) if False in flags else len(flags)
     if dim and all(flags[:k]) and not any(flags[k:]):
         return f"up to {dim} {val(adopted[-1])}"
@@ -491,6 +543,13 @@ def regime_verdict(
         outcome, condition = NOT_RUN, ""
     else:
         outcome, condition = INCONCLUSIVE, ""
+        for lean in (ADOPT, REJECT):  # where a single run leans (never settled: the outcome stays inconclusive)
+            if any(o.leaning == lean for o in outs):
+                where = "; ".join(
+                    _where(v, leaning=True) for v in by_dim.values() if any(o.leaning == ADOPT for o in v)
+                )
+                condition = f"leaning {lean} (single run)" + (f" {where}" if lean == ADOPT and where else "")
+                break
     basis = _basis([c for c in cs if c.judged])
     settle = "; ".join(dict.fromkeys(o.settle for o in outs if o.settle and o.outcome == INCONCLUSIVE))
     benefits = [c.describe() for c in cs if c.judged and judge(c, rules)[0] == BETTER]
@@ -557,12 +616,20 @@ def _overall(finals: Mapping[str, str], regimes: Mapping[str, RegimeVerdict]) ->
         return ADOPT, "; ".join(conds) if partial else ""
     if ADOPT in kinds:
         return ADOPT, "; ".join(conds) + " only"
-    return (REJECT if REJECT in kinds else INCONCLUSIVE), ""
+    if REJECT in kinds:
+        return REJECT, ""
+    leans = [  # where single runs lean: said, never decided
+        f"{REGIME_NAMES[r]} {regimes[r].condition}"
+        for r, o in finals.items()
+        if o == INCONCLUSIVE and regimes[r].condition.startswith("leaning")
+    ]
+    return INCONCLUSIVE, "; ".join(leans)
 
 
 def _why(rv: RegimeVerdict) -> str:
     """Why a regime came out as it did: the reasons of the settings that carry its outcome (at most two)."""
     carrying = [o for o in rv.settings if o.outcome == rv.outcome] or list(rv.settings)
+    carrying = [o for o in carrying if o.leaning] or carrying  # what a single run leans to, first
     if not carrying or not carrying[0].setting.dimension:
         return rv.detail.split(": ", 1)[-1] if rv.detail else ""
     return "; ".join(f"{o.setting.label}: {o.reason}" for o in carrying[:2])
@@ -587,7 +654,7 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
     regimes = {r: regime_verdict(r, e.comparisons, e.checks, rules) for r in REGIMES}
     finals = _finals(regimes, acc)
     benefits = [b for rv in regimes.values() for b in rv.benefits]
-    basis = _basis([c for c in e.comparisons if c.judged])
+    basis = _verdict_basis([c for c in e.comparisons if c.judged])
     common: dict[str, Any] = {
         **base,
         "regimes": regimes,
@@ -606,7 +673,7 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         return Verdict(**common, outcome=NOT_RUN, reason=why, settle="measure it on the experiments the baseline runs")
     outcome, condition = _overall(finals, regimes)
     reasons = []
-    if basis == SINGLE_RUN and outcome in (ADOPT, REJECT):
+    if basis == SINGLE_RUN:
         reasons.append("single run: the intervals are within one run; run-to-run variation is not in them")
     whys: dict[str, list[str]] = {}
     for r, o in finals.items():

@@ -69,7 +69,8 @@ def verdicts_view(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[
         + ("" if r.require_significance else " (point estimates: require_significance is false)")
         + f"; accuracy may drop at most {r.max_accuracy_drop_pt:g} pt per task{by_task} (non-inferiority at 95%); "
         f"exact counts differ when they differ by more than {r.exact_tolerance_pct:g}%; a predicted speculative "
-        f"speed-up below {r.min_predicted_speedup:g}x rejects unless measured otherwise. "
+        f"speed-up below {r.min_predicted_speedup:g}x rejects unless measured otherwise; figures from a single run "
+        "never settle a verdict (inconclusive, leaning the way they point, until independent runs confirm it). "
         "Verdicts per regime: latency-first (interactive SLO at P99) per load level, throughput-first (most "
         "output tok/s under the TPOT ceiling)."
     )

@@ -1,4 +1,5 @@
 """process_docs for worthit_hellaswag: the same as lm-eval's hellaswag task (written by worthit.taskdata)."""
+
 import re
 
 
@@ -11,8 +12,10 @@ def _preprocess(text):
 def hellaswag_process_docs(dataset):
     def _process_doc(doc):
         ctx = doc["ctx_a"] + " " + doc["ctx_b"].capitalize()
-        return {"query": _preprocess(doc["activity_label"] + ": " + ctx),
-                "choices": [_preprocess(e) for e in doc["endings"]],
-                "gold": int(doc["label"])}
+        return {
+            "query": _preprocess(doc["activity_label"] + ": " + ctx),
+            "choices": [_preprocess(e) for e in doc["endings"]],
+            "gold": int(doc["label"]),
+        }
 
     return dataset.map(_process_doc)
