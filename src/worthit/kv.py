@@ -7,16 +7,12 @@ model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes per 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from worthit import plan, prom
-
-DTYPE_BYTES = plan.DTYPE_BYTES  # bytes per element of each KV cache dtype (one table: worthit.plan)
 
 
 class MetricsError(RuntimeError):
@@ -50,27 +46,6 @@ def cache_config(text: str) -> dict[str, str]:
     )
 
 
-def model_shape(model_dir: str | Path) -> dict[str, int]:
-    """Layers, KV heads and head dim from a Hugging Face config.json."""
-    return model_shape_from(json.loads((Path(model_dir) / "config.json").read_text()))
-
-
-def model_shape_from(cfg: dict[str, Any]) -> dict[str, int]:
-    cfg = cfg.get("text_config", cfg)  # multimodal models keep the language model's config here
-    heads = int(cfg["num_attention_heads"])
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
-    return {"layers": int(cfg["num_hidden_layers"]), "kv_heads": kv_heads, "head_dim": head_dim}
-
-
-def kv_bytes_per_token(shape: Mapping[str, int], cache_dtype: str, model_dtype: str) -> int:
-    """Bytes of K and V for one token over all layers; ``auto`` means the model's compute dtype."""
-    dtype = model_dtype if cache_dtype in ("auto", "", None) else cache_dtype
-    if dtype not in DTYPE_BYTES:
-        raise MetricsError(f"unknown KV cache dtype {dtype!r}; known: {sorted(DTYPE_BYTES)}")
-    return 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * DTYPE_BYTES[dtype]
-
-
 def weight_bytes(model_dir: str | Path) -> int:
     d = Path(model_dir)
     return sum(p.stat().st_size for pat in ("*.safetensors", "*.bin", "*.gguf") for p in d.glob(pat))
@@ -92,8 +67,11 @@ def kv_row(
     blocks = int(float(info["num_gpu_blocks"]))
     block_size = int(float(info["block_size"]))
     cache_dtype = info.get("cache_dtype", "auto")
-    dtype = plan.served_dtype(plan.ModelShape.from_file(Path(model_dir)), {"dtype": configured_dtype}, cpu)
-    per_token = kv_bytes_per_token(model_shape(model_dir), cache_dtype, str(dtype))
+    try:  # the plan's one rule for a KV element's bytes, with the cache dtype the engine reports
+        shape = plan.ModelShape.from_file(Path(model_dir))
+        per_token = plan.kv_bytes_per_token(shape, {"dtype": configured_dtype, "kv-cache-dtype": cache_dtype}, cpu)
+    except plan.PlanError as e:
+        raise MetricsError(str(e)) from None
     kv_tokens = blocks * block_size
     return {
         "variant": variant,

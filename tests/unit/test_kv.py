@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from worthit import kv
+from worthit import kv, plan
 
 METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
@@ -29,14 +29,15 @@ def qwen_dir(tmp_path):
     return tmp_path
 
 
-def test_qwen7b_bf16_kv_bytes_per_token_is_57344():
+def test_qwen7b_bf16_kv_bytes_per_token_is_57344(qwen_dir):
     # 2 (K,V) x 28 layers x 4 KV heads x 128 head dim x 2 bytes
-    assert kv.kv_bytes_per_token(kv.model_shape_from(QWEN7B), "auto", "bfloat16") == 57344
+    row = kv.kv_row("bf16", METRICS, qwen_dir, None, tokens_per_request=1000)
+    assert row["kv_bytes_per_token"] == 57344 == plan.kv_bytes_per_token(plan.ModelShape.from_config(QWEN7B), {})
 
 
-def test_fp8_cache_halves_bytes_per_token_of_bf16():
-    shape = kv.model_shape_from(QWEN7B)
-    assert kv.kv_bytes_per_token(shape, "fp8", "bfloat16") * 2 == kv.kv_bytes_per_token(shape, "auto", "bfloat16")
+def test_an_fp8_cache_the_engine_reports_halves_the_bytes_per_token_of_bf16(qwen_dir):
+    fp8 = kv.kv_row("fp8", METRICS.replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'), qwen_dir, None, 1000)
+    assert fp8["cache_dtype"] == "fp8_e4m3" and fp8["kv_bytes_per_token"] * 2 == 57344
 
 
 def test_study_baseline_row_reproduces_its_kv_capacity(qwen_dir):
@@ -58,9 +59,9 @@ def test_missing_cache_config_names_the_metric():
         kv.cache_config("# nothing here\n")
 
 
-def test_unknown_cache_dtype_lists_known_ones():
-    with pytest.raises(kv.MetricsError, match="known:"):
-        kv.kv_bytes_per_token(kv.model_shape_from(QWEN7B), "int3", "bfloat16")
+def test_an_unknown_cache_dtype_is_a_metrics_error_listing_the_known_ones(qwen_dir):
+    with pytest.raises(kv.MetricsError, match="allowed: .*fp8_e4m3"):
+        kv.kv_row("x", METRICS.replace('cache_dtype="auto"', 'cache_dtype="int3"'), qwen_dir, None, 1000)
 
 
 def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
