@@ -746,6 +746,9 @@ class Workload:
     prefix: tuple[tuple[int, int], ...] = ()  # (prompt tokens, requests) per prefix length
     prefix_output_tokens: int = 0
     experiments: tuple[str, ...] = ()
+    # load levels beyond the grid, costed with the grid's request shape: (concurrency, requests, runs) of each
+    # workload level the variant measures (loadtest.workload_levels) and of each sweet-spot probe
+    extra: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def tokens_per_request(self) -> int:
@@ -912,10 +915,14 @@ def _wall_s(roof: Roofline, wl: Workload, fraction: float, server_start_s: float
     start = server_start_s if server_start_s is not None else SERVER_START_S
     prefill_s_per_token = roof.flops_per_seq / (roof.flops_s * fraction) if roof.flops_s else 0.0
     wall = start + (5.0 if "kv" in wl.experiments else 0.0)
+
+    def level_s(c: int, n: int, runs: int) -> float:
+        per_request = wl.prompt_tokens * prefill_s_per_token + wl.output_tokens * roof.step_s(c) / fraction
+        return runs * math.ceil(n / c) * per_request
+
     if "loadtest" in wl.experiments:
-        for c, n in zip(wl.levels, wl.requests, strict=False):
-            per_request = wl.prompt_tokens * prefill_s_per_token + wl.output_tokens * roof.step_s(c) / fraction
-            wall += wl.repeats * math.ceil(n / c) * per_request
+        wall += sum(level_s(c, n, wl.repeats) for c, n in zip(wl.levels, wl.requests, strict=False))
+    wall += sum(level_s(c, n, runs) for c, n, runs in wl.extra)
     if "prefix" in wl.experiments:
         for tokens, n in wl.prefix:
             wall += n * (tokens * prefill_s_per_token + wl.prefix_output_tokens * roof.step_s(1) / fraction)
@@ -952,22 +959,44 @@ class StudyPlan:
         }
 
 
-def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = ()) -> Workload:
+def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: str | None = None) -> Workload:
+    """The request shape and levels of the study; with ``variant``, also the levels beyond the grid it
+    measures: the closed-loop workload levels that name it (or name none, where it load-tests) and, where
+    sweet_spot.variants names it, its probes (sweet_spot.max_probes, one run each, costed at the grid's
+    geometric-mean concurrency: where the bracket lies is known only once the grid is measured). Rate and
+    replay levels are not costed."""
     lt, px = cfg["loadtest"], cfg["prefix"]
     levels = tuple(int(c) for c in lt["levels"])
     n = lt["num_requests"]
+    repeats = int(lt.get("repeats", 1))
+
+    def requests(c: int) -> int:
+        return max(int(n["min"]), int(n["per_concurrency"]) * c) + int(lt["warmup_requests"])
+
+    extra: list[tuple[int, int, int]] = []
+    if variant is not None:
+        grid = "loadtest" in experiments
+        for lv in lt.get("workload_levels") or []:
+            names = lv.get("variants")
+            if lv.get("concurrency") and ((names is None and grid) or (names is not None and variant in names)):
+                extra.append((int(lv["concurrency"]), requests(int(lv["concurrency"])), repeats))
+        ss = cfg.get("sweet_spot") or {}
+        if grid and levels and variant in (ss.get("variants") or []):
+            mid = max(1, round(math.exp(sum(math.log(c) for c in levels) / len(levels))))
+            extra += [(mid, requests(mid), 1)] * int(ss.get("max_probes") or 0)
     return Workload(
         prompt_tokens=int(lt["prompt_tokens"]),
         output_tokens=int(lt["output_tokens"]),
         levels=levels,
-        requests=tuple(max(int(n["min"]), int(n["per_concurrency"]) * c) + int(lt["warmup_requests"]) for c in levels),
-        repeats=int(lt.get("repeats", 1)),
+        requests=tuple(requests(c) for c in levels),
+        repeats=repeats,
         prefix=tuple(
             (int(L) + int(px["suffix_tokens"]), int(px["num_requests"]) + int(px["warmup_requests"]))
             for L in px["lengths"]
         ),
         prefix_output_tokens=int(px["output_tokens"]),
         experiments=tuple(experiments),
+        extra=tuple(extra),
     )
 
 
@@ -1101,7 +1130,7 @@ def make_plan(
             pred = predict(
                 s,
                 hw,
-                workload(cfg, v.get("experiments") or ()),
+                workload(cfg, v.get("experiments") or (), vname),
                 calibration,
                 float(pcfg.get("bandwidth_fraction") or DEFAULT_BANDWIDTH_FRACTION),
                 pcfg.get("memory_overhead_gib"),

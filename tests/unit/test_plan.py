@@ -5,6 +5,7 @@ and the committed H200 run (examples/h200: 128,943 blocks)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -452,3 +453,22 @@ def test_checkpoint_weights_count_the_files_vllm_loads_at_the_served_dtype(tmp_p
     assert s.weights() == (2000, "checkpoint files at bfloat16")
     s.args = {"dtype": "float32"}
     assert s.weights() == (4000, "checkpoint files")
+
+
+def test_the_time_estimate_counts_workload_levels_and_sweet_spot_probes_beyond_the_grid() -> None:
+    cfg = load(ROOT / "config" / "config.yaml")  # chat at concurrency 4 on both variants; baseline's sweet spot
+    lt, ss = cfg["loadtest"], cfg["sweet_spot"]
+    runs = int(lt["repeats"])
+    base = P.workload(cfg, cfg["variants"]["baseline"]["experiments"], "baseline")
+    off = P.workload(cfg, cfg["variants"]["no_prefix_cache"]["experiments"], "no_prefix_cache")
+    chat = (4, max(lt["num_requests"]["min"], 4 * lt["num_requests"]["per_concurrency"]) + lt["warmup_requests"], runs)
+    assert chat in base.extra and chat in off.extra  # the cache-off variant runs no grid, only the chat level
+    probes = [e for e in base.extra if e[2] == 1 and e != chat]
+    assert len(probes) == ss["max_probes"] and not [e for e in off.extra if e != chat]
+    roof = P.Roofline(weight_bytes=1e9, kv_bytes_per_seq=1e6, bandwidth_b_s=1e11, flops_per_seq=1e9, flops_s=1e13)
+    bare = replace(base, extra=())
+    per_level = [P._wall_s(roof, replace(base, extra=(e,)), 1.0, 0.0) for e in base.extra]
+    # each level beyond the grid adds its own time, and the estimate is their sum over the grid's
+    grid = P._wall_s(roof, bare, 1.0, 0.0)
+    assert P._wall_s(roof, base, 1.0, 0.0) == pytest.approx(grid + sum(t - grid for t in per_level))
+    assert all(t > grid for t in per_level)
