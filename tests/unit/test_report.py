@@ -820,3 +820,17 @@ def test_the_timeline_is_set_against_the_critical_concurrency(results: Path, cfg
     assert tlr["conc~16"]["note"].startswith("saturates_below_prediction")
     assert "not checked" in tlr["chat/conc~4"]["check"]
     assert tlr["conc~1"]["kv_critical_concurrency"] == pytest.approx(145.6)
+
+
+def test_a_speculative_variant_s_mbu_counts_alpha_tokens_per_step(spec: Path, cfg: dict) -> None:
+    cfg["hardware"] = {"gpu": "a GPU", "peak_bandwidth_gb_s": 100.0}
+
+    def mbu_pct(results: Path) -> float:
+        rows_ = rows(report(results, cfg), schemas.REPORT_CAPACITY)
+        return next(r["mbu_pct"] for r in rows_ if r["variant"] == "no_prefix_cache")
+
+    with_alpha = mbu_pct(spec)  # 100 drafts, 150 accepted at every level: alpha 2.5 tokens a step
+    for c in (1, 4, 16):
+        _spec_counters(spec / "variant~no_prefix_cache" / "load" / f"conc~{c}.parquet", 0.0, 0.0, 0.0)
+    # a step that yields 2.5 tokens lasts 2.5 TPOTs: the bytes it reads took 2.5x as long
+    assert with_alpha is not None and with_alpha * 2.5 == pytest.approx(mbu_pct(spec))

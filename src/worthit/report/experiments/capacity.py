@@ -14,7 +14,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from worthit import prom, schemas
+from worthit import prom, schemas, specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import CAPACITY, Comparison, Setting
@@ -116,7 +116,12 @@ def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity
         lt = ctx.study.cfg.get("loadtest") or {}
         context = float(lt.get("prompt_tokens", 0)) + float(lt.get("output_tokens", 0)) / 2
         read = bytes_per_step(wb, (kv or {}).get("kv_bytes_per_token"), context, first.concurrency)
-        util = mbu(read, first.tpot_p50.value, bw.gb_s if bw else None)
+        # a speculative step yields alpha tokens (the level's counters): it lasts TPOT x alpha, not TPOT
+        alpha = specdec.alpha_from_counters(
+            first.metrics_delta.get(prom.SPEC_DRAFTS, 0.0), first.metrics_delta.get(prom.SPEC_ACCEPTED_TOKENS, 0.0)
+        )
+        step_ms = first.tpot_p50.value * alpha if alpha and first.tpot_p50.value is not None else first.tpot_p50.value
+        util = mbu(read, step_ms, bw.gb_s if bw else None)
     return Capacity(
         variant,
         wb,
@@ -211,8 +216,9 @@ def views(ctx: Context, a: dict[str, Capacity]) -> list[View]:
     caption = (
         "KV capacity (exact counts read from the engine) against the knees of the load curves: the latency knee "
         "is the highest level whose TPOT P50 and TTFT P50 both stay within decide.knee.latency_factor of the "
-        "lowest level's. MBU = (weight + KV bytes per decode step) / TPOT / peak bandwidth, from the TPOT P50 "
-        "point estimate (its interval is in the load levels table)."
+        "lowest level's. MBU = (weight + KV bytes per decode step) / step time / peak bandwidth, the step time "
+        "being the TPOT P50 point estimate (its interval is in the load levels table), times alpha for a "
+        "speculative variant (a verify step yields alpha tokens, from the level's counters)."
     )
     return [View(schemas.REPORT_CAPACITY, "Critical concurrency, knees and MBU", caption, cols, rows, order=80)]
 
