@@ -26,7 +26,7 @@ def wait_gone(workdir: Path, timeout_s: float = 60) -> list[str]:
     return left
 
 
-def test_study_runs_end_to_end_and_leaves_no_server(tmp_path, model_dir):
+def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed_result_feeds(tmp_path, model_dir):
     cfg = study_config(model_dir)
     cfg["variants"]["broken"] = {"model": "smol", "engine_args": {"no-such-flag-for-vllm": True}}
     run_snakemake(tmp_path, cfg)
@@ -44,31 +44,17 @@ def test_study_runs_end_to_end_and_leaves_no_server(tmp_path, model_dir):
     assert broken.status == "failed" and "exited" in broken.reason
     assert broken.reason.endswith("unrecognized arguments: --no-such-flag-for-vllm")  # the cause, not only "exited"
     assert "no-such-flag" in broken.log_tail
-    summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()
-    assert set(summary["variant"]) == {"base", "broken"}
-    assert (summary.loc[summary.variant == "broken", "status"] == "failed").all()
+    summary = tmp_path / "results/t/summary.parquet"
+    table = schemas.read(summary, schemas.SUMMARY).to_pandas()
+    assert set(table["variant"]) == {"base", "broken"}
+    assert (table.loc[table.variant == "broken", "status"] == "failed").all()
     assert "Failed or not applicable" in (tmp_path / "results/t/summary.md").read_text()
     assert wait_gone(tmp_path) == []
-
-
-def test_summary_rebuilds_only_when_a_result_changes(tmp_path, model_dir):
-    cfg = study_config(
-        model_dir,
-        loadtest={
-            "prompt_tokens": 16,
-            "output_tokens": 4,
-            "levels": [1, 2],
-            "num_requests": {"min": 2, "per_concurrency": 1},
-            "warmup_requests": 0,
-        },
-    )
-    run_snakemake(tmp_path, cfg)
-    summary = tmp_path / "results/t/summary.parquet"
-    level2 = tmp_path / "results/t/variant~base/load/conc~2.parquet"
+    # nothing to do on a second look; forcing one level reruns that level and the summary, not the other level
+    level2 = base / "load/conc~2.parquet"
     before, level2_before = summary.stat().st_mtime_ns, level2.stat().st_mtime_ns
     dry = run_snakemake(tmp_path, cfg, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
-    # forcing one level reruns that level and the summary, not the other level
     run_snakemake(tmp_path, cfg, "--forcerun", "results/t/variant~base/load/conc~1.parquet")
     assert summary.stat().st_mtime_ns > before
     assert level2.stat().st_mtime_ns == level2_before
