@@ -14,6 +14,7 @@ written there on every run) and then in lm-eval's registry, where real studies f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -324,6 +325,11 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float, lo
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             rc, timed_out = TIMEOUT_RC, True
+        except BaseException:  # Ctrl-C, a stop on request: lm-eval runs in its own session, so stop it here
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     from worthit.server import log_tail
 
     return TaskRun(rc, timed_out, time.monotonic() - t0, log_tail(log_path, 30))

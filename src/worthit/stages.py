@@ -8,9 +8,13 @@ so one variant's failure is a row in the report and never a crashed study.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import sys
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +70,45 @@ def result_meta(study: Study, variant: str, manifest: Manifest, **extra: Any) ->
     )
 
 
+# A measurement asked to stop (WORTHIT_STOP_FILE appeared) leaves with this code, having written nothing.
+STOP_FILE_ENV = "WORTHIT_STOP_FILE"
+STOPPED_EXIT = 75
+
+
+@contextlib.contextmanager
+def stop_on_request(name: str, poll_s: float = 1.0) -> Iterator[None]:
+    """Leave the measurement inside as soon as the file that ``WORTHIT_STOP_FILE`` names appears.
+
+    Whoever runs the study within a time budget (``tools/device/run-study.sh``) creates that file when the
+    budget ends. The measurement is interrupted as Ctrl-C would (its clients, workers and lm-eval stop), nothing
+    is written, and the process exits with :data:`STOPPED_EXIT`: the group ends within seconds, Snakemake
+    (with ``--keep-incomplete``) keeps what its other members finished, and the next run measures this one.
+    Without the variable nothing is watched."""
+    path = os.environ.get(STOP_FILE_ENV)
+    if not path:
+        yield
+        return
+    done, asked = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        while not done.wait(poll_s):
+            if os.path.exists(path):
+                asked.set()
+                os.kill(os.getpid(), signal.SIGINT)  # a real signal: it interrupts sleeps and waits too
+                return
+
+    threading.Thread(target=watch, name="stop-on-request", daemon=True).start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not asked.is_set():
+            raise
+        log.warning("%s: stopped on request (%s exists); nothing written, the next run measures it", name, path)
+        raise SystemExit(STOPPED_EXIT) from None
+    finally:
+        done.set()
+
+
 def consume_in_turn(
     state_path: str,
     name: str,
@@ -80,7 +123,7 @@ def consume_in_turn(
     written before the turn passes on, so a later consumer finds every earlier one's result. Every member
     of a service group measures through here (a variant's consumers, a deployment's validation runs)."""
     try:
-        with consumer_presence(state_path, name, index):
+        with stop_on_request(name), consumer_presence(state_path, name, index):
             state = wait_ready(state_path, startup_timeout_s)
             with turn(state_path, index, name):
                 log.info("measuring %s on %s", name, state.url)

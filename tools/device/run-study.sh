@@ -56,11 +56,30 @@ if [ ! -d "results/$study" ] && ls .gpu-results/results.tgz* >/dev/null 2>&1; th
 fi
 # The device stops a call at its limit (600 s) and kills everything: stop the workflow first, with time
 # left to pack the results. The budget counts from this script's start (install and model build included).
+# At the budget's end the measurements are asked to stop (WORTHIT_STOP_FILE, worthit.stages.stop_on_request):
+# each leaves within seconds writing nothing, the serving group ends, and with --keep-incomplete Snakemake
+# keeps what the group's other members finished (a failed group's outputs are otherwise all removed, and a
+# SIGKILLed Snakemake leaves every member marked incomplete). What is still running after STOP_GRACE_S gets
+# SIGTERM, then SIGKILL.
 budget=${CALL_BUDGET_S:-570}
-left() { local n=$(( budget - 30 - ($(date +%s) - t0) )); echo $(( n > 1 ? n : 1 )); }
+grace=${STOP_GRACE_S:-25}
+left() { local n=$(( budget - 30 - grace - ($(date +%s) - t0) )); echo $(( n > 1 ? n : 1 )); }
+export WORTHIT_STOP_FILE=/tmp/worthit-stop
 python3 -m snakemake --unlock --configfile "$CONFIG" >/dev/null 2>&1  # a previous call's kill leaves the lock
 smk() {  # snakemake with what is left of the budget
-  timeout -k 15 "$(left)" python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going --rerun-incomplete "$@"
+  local end pid
+  end=$(( $(date +%s) + $(left) ))
+  rm -f "$WORTHIT_STOP_FILE"
+  python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going --rerun-incomplete --keep-incomplete "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    el "budget reached: measurements asked to stop (finished ones are kept)"
+    touch "$WORTHIT_STOP_FILE"
+    for _ in $(seq 1 "$grace"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -TERM "$pid" 2>/dev/null && sleep 5 && kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid"
 }
 targets=()
 if [ -n "${VARIANTS:-}" ]; then
