@@ -201,6 +201,7 @@ def test_one_run_never_settles_a_performance_verdict_it_leans_and_says_what_woul
     rng = np.random.default_rng(seed)
     one, three = decide(_perf(rng, 1), Rules()), decide(_perf(np.random.default_rng(seed), 3), Rules())
     assert one.outcome == INCONCLUSIVE and one.reason.startswith("single run:") and one.basis == SINGLE_RUN
+    assert one.benefit == "none demonstrated" or all(b.endswith("(single run)") for b in one.benefit.split("; "))
     # the same figures over three runs: where those settle it, the single run leans the same way
     assert "single run" not in three.reason and three.basis == "3 runs"
     if three.outcome in (ADOPT, REJECT):

@@ -552,7 +552,11 @@ def regime_verdict(
                 break
     basis = _basis([c for c in cs if c.judged])
     settle = "; ".join(dict.fromkeys(o.settle for o in outs if o.settle and o.outcome == INCONCLUSIVE))
-    benefits = [c.describe() for c in cs if c.judged and judge(c, rules)[0] == BETTER]
+    benefits = [  # a single run's benefit says so: it is not a settled one
+        c.describe() + (" (single run)" if c.improvement.single_run else "")
+        for c in cs
+        if c.judged and judge(c, rules)[0] == BETTER
+    ]
     return RegimeVerdict(regime, outcome, condition, detail, outs, settle, basis, benefits)
 
 
