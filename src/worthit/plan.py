@@ -46,6 +46,7 @@ from typing import Any
 
 from worthit import engine_args as eargs
 from worthit import gating, gpus
+from worthit.config import Study
 
 MET, NOT_MET, UNKNOWN = "met", "not_met", "unknown"
 GIB = 2**30
@@ -975,15 +976,12 @@ def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: s
 
     extra: list[tuple[int, int, int]] = []
     if variant is not None:
-        grid = "loadtest" in experiments
-        for lv in lt.get("workload_levels") or []:
-            names = lv.get("variants")
-            if lv.get("concurrency") and ((names is None and grid) or (names is not None and variant in names)):
-                extra.append((int(lv["concurrency"]), requests(int(lv["concurrency"])), repeats))
-        ss = cfg.get("sweet_spot") or {}
-        if grid and levels and variant in (ss.get("variants") or []):
+        study = Study(cfg)  # which workload levels a variant measures: one rule (Study.variant_levels)
+        beyond = [lv.concurrency for lv in study.variant_levels(variant) if lv.workload is not None]
+        extra += [(c, requests(c), repeats) for c in beyond if c is not None]
+        if "loadtest" in experiments and levels and variant in study.sweet_spot_variants:
             mid = max(1, round(math.exp(sum(math.log(c) for c in levels) / len(levels))))
-            extra += [(mid, requests(mid), 1)] * int(ss.get("max_probes") or 0)
+            extra += [(mid, requests(mid), 1)] * int(cfg["sweet_spot"]["max_probes"])
     return Workload(
         prompt_tokens=int(lt["prompt_tokens"]),
         output_tokens=int(lt["output_tokens"]),

@@ -542,14 +542,12 @@ def regime_verdict(
     elif kinds == {NOT_RUN}:
         outcome, condition = NOT_RUN, ""
     else:
-        outcome, condition = INCONCLUSIVE, ""
-        for lean in (ADOPT, REJECT):  # where a single run leans (never settled: the outcome stays inconclusive)
-            if any(o.leaning == lean for o in outs):
-                where = "; ".join(
-                    _where(v, leaning=True) for v in by_dim.values() if any(o.leaning == ADOPT for o in v)
-                )
-                condition = f"leaning {lean} (single run)" + (f" {where}" if lean == ADOPT and where else "")
-                break
+        outcome, condition = INCONCLUSIVE, ""  # where a single run leans: said, never settled
+        if any(o.leaning == ADOPT for o in outs):
+            where = "; ".join(_where(v, leaning=True) for v in by_dim.values() if any(o.leaning == ADOPT for o in v))
+            condition = f"leaning {ADOPT} (single run) {where}"
+        elif any(o.leaning == REJECT for o in outs):
+            condition = f"leaning {REJECT} (single run)"
     basis = _basis([c for c in cs if c.judged])
     settle = "; ".join(dict.fromkeys(o.settle for o in outs if o.settle and o.outcome == INCONCLUSIVE))
     benefits = [  # a single run's benefit says so: it is not a settled one
