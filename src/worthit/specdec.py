@@ -87,6 +87,11 @@ def alpha_from_counters(drafts: float, accepted: float) -> float | None:
     return 1.0 + accepted / drafts if drafts > 0 else None
 
 
+def alpha_of(delta: Mapping[str, float]) -> float | None:
+    """Tokens per verify step from a run's counter deltas (/metrics); None where nothing was drafted."""
+    return alpha_from_counters(delta.get(DRAFTS, 0.0), delta.get(ACCEPTED, 0.0))
+
+
 def acceptance_rate(draft_tokens: float, accepted: float) -> float | None:
     return accepted / draft_tokens if draft_tokens > 0 else None
 
@@ -340,7 +345,7 @@ def spec_rows(
             rows.append(row)
             continue
         d = lv.get("metrics_delta") or {}
-        alpha = alpha_from_counters(d.get(DRAFTS, 0.0), d.get(ACCEPTED, 0.0))
+        alpha = alpha_of(d)
         steps = decode_steps(
             d.get(GENERATED, 0.0), int(lv.get("requests") or 0), d.get(DRAFTS, 0.0), d.get(ACCEPTED, 0.0)
         )

@@ -117,9 +117,7 @@ def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity
         context = float(lt.get("prompt_tokens", 0)) + float(lt.get("output_tokens", 0)) / 2
         read = bytes_per_step(wb, (kv or {}).get("kv_bytes_per_token"), context, first.concurrency)
         # a speculative step yields alpha tokens (the level's counters): it lasts TPOT x alpha, not TPOT
-        alpha = specdec.alpha_from_counters(
-            first.metrics_delta.get(prom.SPEC_DRAFTS, 0.0), first.metrics_delta.get(prom.SPEC_ACCEPTED_TOKENS, 0.0)
-        )
+        alpha = specdec.alpha_of(first.metrics_delta)
         step_ms = first.tpot_p50.value * alpha if alpha and first.tpot_p50.value is not None else first.tpot_p50.value
         util = mbu(read, step_ms, bw.gb_s if bw else None)
     return Capacity(

@@ -38,7 +38,7 @@ from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, 
 from worthit.specdec import (
     MODEL_FREE_METHODS,
     acceptance_rate,
-    alpha_from_counters,
+    alpha_of,
     c_at_concurrency,
     method_of,
     predicted_speedup,
@@ -158,7 +158,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
             drafts, dtok, acc = (
                 d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS)
             )
-            alpha = alpha_from_counters(drafts, acc)
+            alpha = alpha_of(d)
             c, src = c_at(base_levels, k, lv.concurrency, medians)
             b = load.at(base, lv.concurrency)
             measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None)
