@@ -31,7 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,10 @@ STATE_GONE_AFTER_S = 30.0
 # started (and that wrote its state) a moment before this consumer's process.
 DEAD_SUPERVISOR_GRACE_S = 3.0
 DEAD_SUPERVISOR_SLACK_S = 5.0
+# Snakemake's local executor (9.x) runs a group in a thread pool that also holds the thread waiting for the
+# group, so in a group as large as the pool one member starts only when the first one ends; after the first
+# turn, a measurement that would overtake an earlier one holding no ticket waits this long for it (turn()).
+LATE_MEMBER_SETTLE_S = float(os.environ.get("WORTHIT_LATE_MEMBER_SETTLE_S", "30"))
 
 
 class ServerFailed(RuntimeError):
@@ -371,6 +375,8 @@ def supervise(
     if refused:
         return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent)
     reap_leftover_group(state_path, log_path)
+    for done in _queue_dir(state_path).glob("done-*"):  # turns of a killed earlier server (see turn)
+        done.unlink(missing_ok=True)
     with open(log_path, "ab") as log:
         log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
         log.flush()
@@ -691,15 +697,30 @@ class ConsumerWatch:
 
 
 @contextlib.contextmanager
-def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: float = 0.5) -> Iterator[None]:
+def turn(
+    state_path: str | os.PathLike[str],
+    index: int,
+    name: str,
+    poll_s: float = 0.5,
+    settle_s: float | None = None,
+    measured: Collection[int] = (),
+) -> Iterator[None]:
     """Hold the server for one measurement: measurements of a variant never overlap, and run in
-    ``index`` order among those waiting.
+    ``index`` order.
 
     Snakemake starts every consumer of a service group at once, so ordering through inputs is not
     possible. Each consumer registers a ticket (index + pid) and takes an exclusive lock when no live
     ticket with a lower index is waiting. Tickets of dead processes are ignored, so a crashed
-    consumer never blocks the others.
+    consumer never blocks the others. A finished turn leaves a ``done-<index>`` marker.
+
+    One member may start late: Snakemake's local executor starts a group's jobs in a thread pool one
+    thread short when the group is as large as the pool (``--cores 1``: six members or more), so that
+    member starts only when the first measurement has ended. After the first turn, a consumer that would
+    overtake a lower index holding neither a ticket nor a done marker waits up to ``settle_s`` for it
+    (:data:`LATE_MEMBER_SETTLE_S`). ``measured``: lower indices whose results exist already (not part of this
+    run), never waited for; one that is not requested costs that wait once per server.
     """
+    settle = LATE_MEMBER_SETTLE_S if settle_s is None else settle_s
     qdir = _queue_dir(state_path)
     qdir.mkdir(parents=True, exist_ok=True)
     ticket = _ticket(qdir, index, name)
@@ -707,25 +728,48 @@ def turn(state_path: str | os.PathLike[str], index: int, name: str, poll_s: floa
     lock = open(qdir / "lock", "w")  # noqa: SIM115 - closed in finally
     try:
         while True:
-            earlier = [
-                t
-                for t in qdir.iterdir()
-                if t.name[:4].isdigit()
-                and t != ticket
-                and int(t.name[:4]) < index
-                and _alive(int(t.name.split("-")[1]))
-            ]
-            if not earlier:
+            if not _earlier_waiting(qdir, ticket, index) and not _late_member_expected(qdir, index, settle, measured):
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except OSError:
                     pass
             time.sleep(poll_s)
-        yield
+        try:
+            yield
+        finally:
+            (qdir / f"done-{index:04d}").write_text(name)
     finally:
         ticket.unlink(missing_ok=True)
         lock.close()
+
+
+def _tickets(qdir: Path) -> Iterator[tuple[int, int, Path]]:
+    """(index, pid, path) of every ticket in the queue."""
+    for t in qdir.iterdir():
+        head, _, rest = t.name.partition("-")
+        if head.isdigit():
+            yield int(head), int(rest.split("-", 1)[0]), t
+
+
+def _earlier_waiting(qdir: Path, ticket: Path, index: int) -> bool:
+    return any(i < index and t != ticket and _alive(pid) for i, pid, t in _tickets(qdir))
+
+
+def _late_member_expected(qdir: Path, index: int, settle_s: float, measured: Collection[int] = ()) -> bool:
+    """After exactly one finished turn, is a lower index missing (no live ticket, no done marker) while the
+    first turn ended less than ``settle_s`` ago? See :func:`turn`."""
+    done = {int(d.name[5:]): d for d in qdir.glob("done-*") if d.name[5:].isdigit()}
+    if len(done) != 1 or settle_s <= 0:
+        return False
+    (first,) = done.values()
+    try:
+        if time.time() - first.stat().st_mtime >= settle_s:
+            return False
+    except OSError:
+        return False
+    present = {i for i, pid, _ in _tickets(qdir) if _alive(pid)}
+    return any(j not in done and j not in present and j not in measured for j in range(index))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

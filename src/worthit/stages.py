@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,14 +118,16 @@ def consume_in_turn(
     table: schemas.Table,
     meta: dict[str, Any],
     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
+    measured: Collection[int] = (),
 ) -> None:
     """Wait for the server, take turn ``index`` on it, measure, write; failures are results. The file is
     written before the turn passes on, so a later consumer finds every earlier one's result. Every member
-    of a service group measures through here (a variant's consumers, a deployment's validation runs)."""
+    of a service group measures through here (a variant's consumers, a deployment's validation runs).
+    ``measured``: earlier indices whose results exist (see :func:`worthit.server.turn`)."""
     try:
         with stop_on_request(name), consumer_presence(state_path, name, index):
             state = wait_ready(state_path, startup_timeout_s)
-            with turn(state_path, index, name):
+            with turn(state_path, index, name, measured=measured):
                 log.info("measuring %s on %s", name, state.url)
                 state = wait_ready(state_path, 30)  # it may have died while we waited for our turn
                 rows, extra = body(state)
@@ -145,10 +147,14 @@ def _consume(
     meta: dict[str, Any],
     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
 ) -> None:
-    """A variant's measurement, in its place in :meth:`worthit.config.Study.consumers`."""
-    index = list(study.consumers(variant)).index(consumer)
+    """A variant's measurement, in its place in :meth:`worthit.config.Study.consumers`. Each consumer's
+    result is ``<variant folder>/<consumer>.parquet`` (worthit.paths), beside the server's state file."""
+    consumers = list(study.consumers(variant))
+    index = consumers.index(consumer)
+    folder = Path(state_path).parent
+    measured = [i for i, c in enumerate(consumers[:index]) if (folder / f"{c}.parquet").exists()]
     timeout = study.cfg["serve"]["startup_timeout_s"]
-    consume_in_turn(state_path, consumer, index, timeout, out, table, meta, body)
+    consume_in_turn(state_path, consumer, index, timeout, out, table, meta, body, measured)
 
 
 def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:

@@ -1,16 +1,19 @@
 """The optimisation experiments on real vLLM (CPU) through the real workflow: prefix caching on vs off,
-speculative decoding (ngram and self-drafting) with S = alpha / (k gamma + c), an fp8 KV cache, and a
-speculative variant whose server cannot start becoming failure rows in the summaries."""
+speculative decoding (ngram and self-drafting) with S = alpha / (k gamma + c), an fp8 KV cache, a
+speculative variant whose server cannot start becoming failure rows in the summaries, and what the study cost
+(cost.parquet) with where each server's compile cache lives."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import run_snakemake, study_config
-from worthit import schemas
+from worthit import compile_cache, schemas
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -65,6 +68,7 @@ def study(tmp_path_factory, model_dir) -> Path:
     cfg["baseline_variant"] = "base"
     cfg["prefix"] = {"lengths": [0, 512], "suffix_tokens": 16, "output_tokens": 4, "num_requests": 3}
     cfg["specdec"] = {"draft_variants": {"draft": "base"}, "verify_repeats": 4}
+    cfg["validate_deployments"] = False  # serving the recommended commands is deploy.smk's (test_deployment_validation)
     run_snakemake(work, cfg, timeout=1500)
     return work / "results/t"
 
@@ -122,3 +126,37 @@ def test_fp8_kv_cache_holds_more_tokens_than_the_fp32_baseline(study):
     summary = schemas.read(study / "summary.parquet", schemas.SUMMARY).to_pandas()
     fp8_levels = summary[summary.variant == "fp8"]
     assert (fp8_levels.status == "ok").all() and (fp8_levels.tpot_ms_p50 > 0).all()
+
+
+def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):
+    spec = json.loads((study / "variant~base" / "serve_spec.json").read_text())
+    cache = spec["env"][compile_cache.ENV]
+    assert cache.startswith("resources/vllm-cache/smol/vllm-0.32") and len(cache.rsplit("-", 1)[1]) == 12
+
+    rows = schemas.read(study / "cost.parquet", schemas.STUDY_COST).table.to_pylist()
+    servers = {r["name"]: r for r in rows if r["scope"] == "server"}
+    assert servers.keys() == {"base", "nocache", "fp8", "ngram", "draft", "badspec"}
+    plan = {r["variant"]: r for r in schemas.read(study / "plan.parquet", schemas.PLAN).table.to_pylist()}
+    for name, server in servers.items():
+        assert server["device"] == "cpu" and server["gpu_minutes"] == 0
+        assert server["source"] == "server log, exit record"  # the supervisor recorded its stop
+        assert server["planned_wall_s"] == plan[name]["est_wall_s"]  # the plan's estimate beside it (none: a CPU)
+    base = servers["base"]
+    assert 1 < base["server_start_s"] < base["wall_s"] and base["serving_s"] > 0
+
+    stages = {r["name"]: r for r in rows if r["scope"] == "stage"}
+    ran = {"plan_study", "write_serve_spec", "measure_kv", "loadtest", "aggregate", "decide_study", "plot_study"}
+    assert ran <= stages.keys(), stages.keys()
+    # two levels on each of the five load-tested variants (badspec's are failure records); spec files: a printf
+    assert stages["loadtest"]["jobs"] == 10 and stages["write_serve_spec"]["wall_s"] >= 0
+    assert all(stages[s]["wall_s"] > 0 for s in ran - {"write_serve_spec"})
+    # a benchmark file per job of every rule but the server (a service) and the two after this table
+    files = {p.parent.relative_to(study / "benchmarks").parts[0] for p in (study / "benchmarks").rglob("*.tsv")}
+    assert "serve_variant" not in files and ran <= files
+    total = rows[-1]
+    assert total["scope"] == "study" and total["wall_s"] == pytest.approx(sum(r["wall_s"] for r in stages.values()))
+    assert "## Servers" in (study / "cost.md").read_text()
+
+    work = study.parent.parent
+    dry = run_snakemake(work, yaml.safe_load((work / "study.yaml").read_text()), "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr

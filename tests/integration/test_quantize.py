@@ -177,6 +177,7 @@ def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_
             "num_requests": {"min": 3, "per_concurrency": 1},
             "warmup_requests": 1,
         },
+        validate_deployments=False,  # serving the recommended commands is deploy.smk's (test_deployment_validation)
     )
     run_snakemake(tmp_path, cfg, timeout=1500)
     strict = json.loads((tmp_path / "resources/models/smol-strict/manifest.json").read_text())["extra"]

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.lmeval, pytest.mark.slow]
 
 def test_accuracy_runs_on_the_served_variant_and_reaches_the_aggregate(tmp_path, model_dir):
     require_env("evaluate")
-    cfg = study_config(model_dir)
+    cfg = study_config(model_dir, validate_deployments=False)  # serving the recommendations: deploy.smk's test
     cfg["variants"]["base"]["experiments"] = ["kv", "accuracy"]
     cfg["accuracy"] = {"tasks": [{"name": "worthit_arc", "limit": 8}, {"name": "not_a_task_xyz"}]}
     run_snakemake(tmp_path, cfg)
