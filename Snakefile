@@ -8,12 +8,15 @@ include: "workflow/rules/plan.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/quantize.smk"
 include: "workflow/rules/serve.smk"
-include: "workflow/rules/kv.smk"
-include: "workflow/rules/loadtest.smk"
-include: "workflow/rules/prefix.smk"
-include: "workflow/rules/sweetspot.smk"
-include: "workflow/rules/specdec.smk"
-include: "workflow/rules/accuracy.smk"
+
+
+# each experiment's rule file (kv, loadtest, sweetspot, prefix, specdec, accuracy and any registered one:
+# worthit.measurements)
+for rule_file in EXPERIMENT_RULE_FILES:
+
+    include: rule_file
+
+
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/deploy.smk"

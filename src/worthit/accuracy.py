@@ -472,7 +472,7 @@ def accuracy(
     """The evaluate_accuracy consumer: wait for the server, take the last turn on it, run every task."""
     from worthit.models import Manifest
     from worthit.server import ServerState
-    from worthit.stages import _consume, result_meta
+    from worthit.stages import consume, result_meta
 
     v = study.variant(variant)
     acc = study.cfg["accuracy"]
@@ -496,7 +496,7 @@ def accuracy(
         log.info("accuracy: %d rows, failed tasks: %s", len(rows), ", ".join(failed) or "none")
         return rows, extra
 
-    _consume(study, variant, "accuracy", out, schemas.ACCURACY, state_path, meta, body)
+    consume(study, variant, "accuracy", out, schemas.ACCURACY, state_path, meta, body)
     Path(raw_dir).mkdir(parents=True, exist_ok=True)  # the rule's directory output, also after a failure
     if not Path(samples_out).exists():  # the server failed or does not apply: the same record for both
         res = schemas.read(out, schemas.ACCURACY)

@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from worthit import engine_args as eargs
+from worthit import measurements
 from worthit.loadgen.levels import CONC, RATE, REPLAY, Level, parse_level
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,11 @@ def _with_defaults(validator_class: Any) -> Any:
 def load_schema() -> dict[str, Any]:
     """config/schema.yaml, parsed by libyaml where PyYAML has it (7x faster: this runs at every parse)."""
     schema: dict[str, Any] = yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    # the experiments a variant may run, and the sections experiments outside this file declare
+    variant = schema["properties"]["variants"]["additionalProperties"]["properties"]
+    variant["experiments"]["items"]["enum"] = measurements.selectable()
+    for key, section in measurements.sections().items():
+        schema["properties"].setdefault(key, section)
     return schema
 
 
@@ -403,19 +409,17 @@ class Study:
         return list(self.cfg["sweet_spot"]["variants"])
 
     def consumers(self, variant: str) -> Iterator[str]:
-        """The variant's measurements in the order they run on its server (one at a time)."""
-        exps = self.variant(variant).experiments
-        if "kv" in exps:
-            yield "kv"
-        yield from (lv.path(r) for lv, r in self.level_runs(variant))
-        if variant in self.sweet_spot_variants:  # after the grid levels it starts from
-            yield "sweet_spot"
-        if "prefix" in exps:
-            yield from (f"prefix/len~{n}" for n in self.prefix_lengths)
-        if self.spec_variants and variant == self.specdec_base:
-            yield "specdec/verify"
-        if "accuracy" in exps:
-            yield "accuracy"
+        """The variant's measurements in the order they run on its server (one at a time): every
+        experiment's (worthit.measurements), in the experiments' order."""
+        for m in measurements.registered():
+            yield from m.consumers(self, variant)
+
+    def result_files(self, variant: str) -> list[str]:
+        """Every result file of the variant below its folder, without .parquet: the measurements and what
+        they write beside them (a load run's timeline, accuracy's samples)."""
+        return [
+            f for m in measurements.registered() for f in (*m.consumers(self, variant), *m.side_results(self, variant))
+        ]
 
 
 def check_gpu_budget(study: Study, available: int | None, source: str = "config") -> None:

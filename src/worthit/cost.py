@@ -142,14 +142,19 @@ class ServerFiles:
     gpus: int  # GPUs it claims (the gpu resource)
 
 
-def _stopped_at(files: ServerFiles, log: ServerLog) -> tuple[dt.datetime | None, str]:
+def _exit_record(files: ServerFiles) -> dict[str, Any]:
+    try:
+        record = json.loads(Path(files.exit_record).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _stopped_at(record: Mapping[str, Any], log: ServerLog) -> tuple[dt.datetime | None, str]:
     """When the server stopped, and how that is known: the supervisor's exit record (written when it is told
     to stop, at the end of its group, or when its server exits), else the log's last time-stamped line (a
     lower bound: an idle vLLM logs nothing; the log file's mtime is no better once results are copied)."""
-    try:
-        at = json.loads(Path(files.exit_record).read_text()).get("at")
-    except (OSError, ValueError, AttributeError):
-        at = None
+    at = record.get("at")
     if at is not None and log.started_at and (t := dt.datetime.fromtimestamp(float(at))) >= log.started_at:
         return t, "server log, exit record"
     return log.last_at, "server log, to its last time-stamped line"
@@ -165,7 +170,8 @@ def server_row(files: ServerFiles, planned_wall_s: float | None = None) -> dict[
     except OSError:
         log = ServerLog(None, None, None, None)
     notes: list[str] = []
-    stopped, source = _stopped_at(files, log)
+    record = _exit_record(files)
+    stopped, source = _stopped_at(record, log)
     lifetime = (stopped - log.started_at).total_seconds() if stopped and log.started_at else None
     if lifetime is not None and source != "server log, exit record":
         notes.append("no exit record: lifetime to the log's last time-stamped line, a lower bound")
@@ -178,6 +184,10 @@ def server_row(files: ServerFiles, planned_wall_s: float | None = None) -> dict[
     gpus = 0 if log.device == "cpu" else files.gpus
     if log.device == "cpu":
         notes.append("served on the CPU: no GPU time")
+    elif log.device is None and "gpu_devices" in record and not record["gpu_devices"]:
+        # it exited before vLLM named its device, and the supervisor had no GPU to give it
+        gpus = 0
+        notes.append("no GPU was visible to the server: no GPU time")
     return {
         "scope": SCOPE_SERVER,
         "name": files.name,

@@ -25,7 +25,7 @@ from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta
 from worthit.models import Manifest
 from worthit.server import ServerState
-from worthit.stages import _consume, counters, result_meta
+from worthit.stages import consume, counters, result_meta
 from worthit.stats import slope
 
 log = logging.getLogger("worthit")
@@ -127,7 +127,7 @@ def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str,
         )
         return rows, extra
 
-    _consume(study, variant, f"prefix/len~{prefix_tokens}", out, schemas.PREFIX, state_path, meta, body)
+    consume(study, variant, f"prefix/len~{prefix_tokens}", out, schemas.PREFIX, state_path, meta, body)
 
 
 # --- analysis (pure) ---------------------------------------------------------------------------------

@@ -855,6 +855,16 @@ TABLES: dict[str, Table] = {
 }
 
 
+def register(table: Table) -> Table:
+    """Add an experiment's table to :data:`TABLES` (worthit.measurements); a second, different table of
+    the same name is refused."""
+    known = TABLES.get(table.name)
+    if known is not None and known != table:
+        raise ValueError(f"a Parquet table named {table.name!r} is already defined; give the new one another name")
+    TABLES[table.name] = table
+    return table
+
+
 class SchemaError(ValueError):
     """A Parquet file does not match the table it claims to be."""
 

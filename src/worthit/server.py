@@ -418,7 +418,9 @@ def supervise(
         if returncode is None:
             returncode = proc.poll()
             if returncode is not None:
-                _exit_path(state_path).write_text(json.dumps({"returncode": returncode, "at": time.time()}))
+                _exit_path(state_path).write_text(
+                    json.dumps({"returncode": returncode, "at": time.time(), "gpu_devices": cuda})
+                )
                 with open(log_path, "ab") as log:
                     log.write(f"[worthit] server exited with code {returncode}\n".encode())
         if os.getppid() != parent:  # Snakemake went away without telling us
@@ -436,6 +438,7 @@ def supervise(
                     "status": "failed",
                     "at": time.time(),
                     "reason": f"the server for variant '{variant}' was stopped by its supervisor: {why_stopped}",
+                    "gpu_devices": cuda,  # CUDA_VISIBLE_DEVICES it gave the server (None: no GPU; worthit.cost)
                 }
             )
         )

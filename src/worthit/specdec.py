@@ -42,7 +42,7 @@ from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta, summarize
 from worthit.models import Manifest
 from worthit.server import ServerState
-from worthit.stages import _consume, counters, result_meta, scrape
+from worthit.stages import consume, counters, result_meta, scrape
 
 log = logging.getLogger("worthit")
 
@@ -242,7 +242,7 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
         log.info("prefix-cache hit rate over the timed requests: %s", extra["hit_rate"])
         return rows, extra
 
-    _consume(study, variant, "specdec/verify", out, schemas.VERIFY, state_path, meta, body)
+    consume(study, variant, "specdec/verify", out, schemas.VERIFY, state_path, meta, body)
 
 
 # --- analysis ----------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def consume_in_turn(
         schemas.write_failure(out, table, e.reason, log_tail=e.log_tail, status=e.status, metadata=meta)
 
 
-def _consume(
+def consume(
     study: Study,
     variant: str,
     consumer: str,
@@ -182,7 +182,7 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
         )
         return [row], {}
 
-    _consume(study, variant, "kv", out, schemas.KV_CACHE, state_path, meta, body)
+    consume(study, variant, "kv", out, schemas.KV_CACHE, state_path, meta, body)
 
 
 @dataclass
@@ -407,7 +407,7 @@ def loadtest(
         )
         return rows, measured.meta
 
-    _consume(study, variant, lv.path(run), out, schemas.LOAD_REQUESTS, state_path, meta, body)
+    consume(study, variant, lv.path(run), out, schemas.LOAD_REQUESTS, state_path, meta, body)
     if timeline_out:
         if timeline is not None:
             schemas.write(timeline_out, schemas.SERVER_TIMELINE, timeline, metadata={**meta, "interval_s": interval})
@@ -507,4 +507,4 @@ def sweet_spot(
         }
         return grid_rows + probes, extra
 
-    _consume(study, variant, "sweet_spot", out, schemas.SWEET_SPOT, state_path, meta, body)
+    consume(study, variant, "sweet_spot", out, schemas.SWEET_SPOT, state_path, meta, body)

@@ -138,7 +138,8 @@ def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):
     assert servers.keys() == {"base", "nocache", "fp8", "ngram", "draft", "badspec"}
     plan = {r["variant"]: r for r in schemas.read(study / "plan.parquet", schemas.PLAN).table.to_pylist()}
     for name, server in servers.items():
-        assert server["device"] == "cpu" and server["gpu_minutes"] == 0
+        assert server["gpus"] == 0 and server["gpu_minutes"] == 0  # a CPU holds no GPU time, started or not
+        assert server["device"] == (None if name == "badspec" else "cpu")  # badspec exited before naming it
         assert server["source"] == "server log, exit record"  # the supervisor recorded its stop
         assert server["planned_wall_s"] == plan[name]["est_wall_s"]  # the plan's estimate beside it (none: a CPU)
     base = servers["base"]

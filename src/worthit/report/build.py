@@ -157,7 +157,8 @@ def write_tables(
         with atomic.target(out / f"{v.short}.csv", suffix=".csv") as tmp:
             pd.DataFrame(rows, columns=t.columns).to_csv(tmp, index=False)
     if set(tables) >= set(DECISION_TABLES):
-        views = [v for v in report.views if v.table in set(tables)]
+        # ... and the views of experiments registered outside the package (their tables are their own)
+        views = [v for v in report.views if v.table in set(tables) or v.table not in schemas.REPORT_TABLES]
         atomic.write_text(out / "tables.md", markdown_page(report.ctx, views))
     return written
 

@@ -1,0 +1,199 @@
+"""The experiments' measurement side as a registry: what each experiment measures on a variant's server.
+
+A :class:`Measurement` declares, in one place, everything the workflow and the config need to know about
+an experiment:
+
+- ``name``: the experiment's key; with ``selectable`` it is a value of ``variants.<v>.experiments``;
+- ``consumers(study, variant)``: its measurements of that variant, each a result file below the variant's
+  folder (``results/<study>/variant~<v>/<consumer>.parquet``) and a turn on the variant's server; the study
+  runs the measurements of all experiments in ``order`` (:meth:`worthit.config.Study.consumers`);
+- ``side_results(study, variant)``: further result files its measurements write beside them (the report
+  reads them too);
+- ``rules``: its rule file, included by the ``Snakefile`` (a path relative to ``workflow/rules/``, or
+  absolute);
+- ``outputs(study, results)``: study-level files of its own the default target builds (its aggregate);
+- ``section``: its config section (key, JSON schema with defaults and descriptions) when
+  ``config/schema.yaml`` does not hold it;
+- ``tables``: its Parquet tables (:class:`worthit.schemas.Table`), added to the schema module's index.
+
+The report side (analysis, evidence for the decision layer, tables, figures) is the report's registry,
+:mod:`worthit.report.experiments`. An experiment outside this package is a module that registers both and is
+named in ``WORTHIT_EXPERIMENTS`` (comma-separated module names) or declared as an entry point of group
+``worthit.experiments``; docs/architecture.md, "Adding an experiment", walks through one, and
+tests/workflow/test_experiment_registry.py adds a toy experiment this way and touches no other file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from worthit import schemas
+from worthit.schemas import Table
+
+if TYPE_CHECKING:
+    from worthit.config import Study
+
+PLUGINS_ENV = "WORTHIT_EXPERIMENTS"
+ENTRY_POINT_GROUP = "worthit.experiments"
+
+
+def _none(_study: Study, _variant: str) -> list[str]:
+    return []
+
+
+def _no_outputs(_study: Study, _results: str) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    consumers: Callable[[Study, str], Sequence[str]]
+    rules: str
+    order: int = 50
+    selectable: bool = True
+    side_results: Callable[[Study, str], Sequence[str]] = _none
+    outputs: Callable[[Study, str], Sequence[str]] = _no_outputs
+    section: tuple[str, dict[str, Any]] | None = None
+    tables: Sequence[Table] = field(default_factory=tuple)
+
+
+REGISTRY: dict[str, Measurement] = {}
+
+
+def register(m: Measurement) -> Measurement:
+    """Add (or replace) an experiment's measurement side; its tables join the schema module's index."""
+    for t in m.tables:
+        schemas.register(t)
+    REGISTRY[m.name] = m
+    return m
+
+
+def unregister(name: str) -> None:
+    REGISTRY.pop(name, None)
+
+
+def registered() -> list[Measurement]:
+    """Every experiment's measurement side, in turn order."""
+    load_plugins()
+    return sorted(REGISTRY.values(), key=lambda m: (m.order, m.name))
+
+
+def selectable() -> list[str]:
+    """The values ``variants.<v>.experiments`` allows."""
+    return [m.name for m in registered() if m.selectable]
+
+
+def sections() -> dict[str, dict[str, Any]]:
+    """Config sections the experiments declare (key -> JSON schema)."""
+    return {m.section[0]: m.section[1] for m in registered() if m.section}
+
+
+_loaded: set[str] = set()
+
+
+def load_plugins() -> None:
+    """Import the experiments named in WORTHIT_EXPERIMENTS and the installed entry points (once each)."""
+    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    for name in names:
+        if name not in _loaded:
+            _loaded.add(name)
+            try:
+                importlib.import_module(name)
+            except ImportError as e:
+                raise ImportError(
+                    f"{PLUGINS_ENV} names experiment module {name!r}, which cannot be imported ({e}); put its "
+                    "folder on PYTHONPATH or remove it from the variable"
+                ) from e
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value not in _loaded:
+            _loaded.add(ep.value)
+            ep.load()
+
+
+# The built-in experiments: their functions and config sections live in worthit (stages, config,
+# config/schema.yaml), their rules in workflow/rules/<rules>.
+
+
+def _kv(study: Study, variant: str) -> list[str]:
+    return ["kv"] if "kv" in study.variant(variant).experiments else []
+
+
+def _load_levels(study: Study, variant: str) -> list[str]:
+    # a workload level naming the variant is measured even without loadtest in its experiments
+    return [lv.path(r) for lv, r in study.level_runs(variant)]
+
+
+def _timelines(study: Study, variant: str) -> list[str]:
+    return study.timeline_files(variant)
+
+
+def _sweet_spot(study: Study, variant: str) -> list[str]:
+    return ["sweet_spot"] if variant in study.sweet_spot_variants else []  # after the grid it starts from
+
+
+def _prefix(study: Study, variant: str) -> list[str]:
+    return [f"prefix/len~{n}" for n in study.prefix_lengths] if "prefix" in study.variant(variant).experiments else []
+
+
+def _prefix_outputs(study: Study, results: str) -> list[str]:
+    if not study.variants_with("prefix"):
+        return []
+    return [f"{results}/prefix_summary.parquet", f"{results}/prefix_summary.md"]
+
+
+def _verify(study: Study, variant: str) -> list[str]:
+    return ["specdec/verify"] if study.spec_variants and variant == study.specdec_base else []
+
+
+def _specdec_outputs(study: Study, results: str) -> list[str]:
+    return [f"{results}/specdec_summary.parquet", f"{results}/specdec_summary.md"] if study.spec_variants else []
+
+
+def _accuracy(study: Study, variant: str) -> list[str]:
+    return ["accuracy"] if "accuracy" in study.variant(variant).experiments else []
+
+
+def _accuracy_samples(study: Study, variant: str) -> list[str]:
+    return ["accuracy_samples"] if "accuracy" in study.variant(variant).experiments else []
+
+
+S = schemas
+for _m in (
+    Measurement("kv", _kv, "kv.smk", order=10, tables=(S.KV_CACHE,)),
+    Measurement(
+        "loadtest",
+        _load_levels,
+        "loadtest.smk",
+        order=20,
+        side_results=_timelines,
+        tables=(S.LOAD_REQUESTS, S.SERVER_TIMELINE, S.SUMMARY),
+    ),
+    Measurement("sweet_spot", _sweet_spot, "sweetspot.smk", order=30, selectable=False, tables=(S.SWEET_SPOT,)),
+    Measurement(
+        "prefix", _prefix, "prefix.smk", order=40, outputs=_prefix_outputs, tables=(S.PREFIX, S.PREFIX_SUMMARY)
+    ),
+    Measurement(
+        "specdec",
+        _verify,
+        "specdec.smk",
+        order=50,
+        selectable=False,
+        outputs=_specdec_outputs,
+        tables=(S.VERIFY, S.SPECDEC_SUMMARY),
+    ),
+    Measurement(
+        "accuracy",
+        _accuracy,
+        "accuracy.smk",
+        order=60,
+        side_results=_accuracy_samples,
+        tables=(S.ACCURACY, S.ACCURACY_SAMPLES, S.ACCURACY_SUMMARY),
+    ),
+):
+    REGISTRY[_m.name] = _m
