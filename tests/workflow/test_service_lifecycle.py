@@ -27,7 +27,8 @@ def wait_gone(workdir: Path, timeout_s: float = 60) -> list[str]:
 
 
 def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed_result_feeds(tmp_path, model_dir):
-    cfg = study_config(model_dir)
+    # (serving the recommended deployments, servers too, is test_deployment_validation's)
+    cfg = study_config(model_dir, validate_deployments=False)
     cfg["variants"]["broken"] = {"model": "smol", "engine_args": {"no-such-flag-for-vllm": True}}
     run_snakemake(tmp_path, cfg)
     base = tmp_path / "results/t/variant~base"
