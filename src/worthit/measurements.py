@@ -95,10 +95,13 @@ def sections() -> dict[str, dict[str, Any]]:
 
 
 _loaded: set[str] = set()
+_entry_points_read = False
 
 
 def load_plugins() -> None:
-    """Import the experiments named in WORTHIT_EXPERIMENTS and the installed entry points (once each)."""
+    """Import the experiments named in WORTHIT_EXPERIMENTS and the installed entry points (once each; the
+    installed distributions are scanned once per process: it is called at every turn of the study grid)."""
+    global _entry_points_read
     names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
     for name in names:
         if name not in _loaded:
@@ -110,10 +113,12 @@ def load_plugins() -> None:
                     f"{PLUGINS_ENV} names experiment module {name!r}, which cannot be imported ({e}); put its "
                     "folder on PYTHONPATH or remove it from the variable"
                 ) from e
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.value not in _loaded:
-            _loaded.add(ep.value)
-            ep.load()
+    if not _entry_points_read:
+        _entry_points_read = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.value not in _loaded:
+                _loaded.add(ep.value)
+                ep.load()
 
 
 # The built-in experiments: their functions and config sections live in worthit (stages, config,

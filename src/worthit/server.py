@@ -284,8 +284,13 @@ def reap_leftover_group(
     return list(left.values())
 
 
-def _set_pdeathsig(sig: int = signal.SIGKILL) -> None:
-    """In the child: die with the supervisor (Linux; a no-op elsewhere)."""
+def _set_pdeathsig(sig: int = signal.SIGTERM) -> None:
+    """In the child: be told when the supervisor dies (Linux; a no-op elsewhere).
+
+    SIGTERM, not SIGKILL: Snakemake SIGKILLs a group's service when another member raises, and vLLM's API
+    process, killed outright, leaves its engine processes (VLLM::EngineCore and its workers, in its process
+    group) running for ever; on SIGTERM it shuts them down itself
+    (tests/integration/test_no_server_outlives_pytest.py)."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
 

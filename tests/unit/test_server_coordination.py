@@ -124,56 +124,65 @@ def test_consumers_present_before_the_server_is_ready_take_turns_in_index_order(
     assert starts == ["m0", "m1", "m2"]
 
 
-def _turn_logged(state, index, name, log_path, settle_s, measured=(), start_after_s=0.0):
-    time.sleep(start_after_s)
+def _turn_logged(state, index, name, log_path, settle_s, measured=()):
     with turn(state, index, name, poll_s=0.02, settle_s=settle_s, measured=measured):
         with open(log_path, "a") as fh:
             fh.write(f"start {name} {time.monotonic()}\n")
         time.sleep(0.1)
 
 
-def _late_member_run(tmp_path, settle_s, measured=()):
-    """m0 and m2 present from the start; m1 starts only after m0's turn ended (Snakemake's late member)."""
+def _wait_for(qdir, *globs, timeout_s=20.0):
+    """Until a file matching one of ``globs`` is in the queue folder."""
+    deadline = time.monotonic() + timeout_s
+    while not any(list(qdir.glob(g)) for g in globs if qdir.exists()):
+        assert time.monotonic() < deadline, f"none of {globs} in {qdir}"
+        time.sleep(0.01)
+
+
+def _late_member_run(tmp_path, settle_s, late_by_s=0.0):
+    """m0 measures first; m2 waits from the start; m1 starts only once m0's turn has ended (Snakemake's late
+    group member), ``late_by_s`` after that."""
     state = tmp_path / "server.json"
+    qdir = tmp_path / "server.json.queue"
     log = tmp_path / "order.log"
     ctx = mp.get_context("fork")
-    procs = [
-        ctx.Process(target=_turn_logged, args=(state, 0, "m0", log, settle_s, measured)),
-        ctx.Process(target=_turn_logged, args=(state, 2, "m2", log, settle_s, measured, 0.05)),
-        ctx.Process(target=_turn_logged, args=(state, 1, "m1", log, settle_s, measured, 0.6)),
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(20)
+    m0 = ctx.Process(target=_turn_logged, args=(state, 0, "m0", log, settle_s))
+    m2 = ctx.Process(target=_turn_logged, args=(state, 2, "m2", log, settle_s))
+    m1 = ctx.Process(target=_turn_logged, args=(state, 1, "m1", log, settle_s))
+    m0.start()
+    _wait_for(qdir, "0000-*", "done-0000")  # m0 holds its ticket (or is done) before m2 asks for a turn
+    m2.start()
+    _wait_for(qdir, "done-0000")
+    time.sleep(late_by_s)
+    m1.start()
+    for p in (m0, m1, m2):
+        p.join(30)
     return [line.split()[1] for line in log.read_text().splitlines()]
 
 
 def test_a_member_that_starts_after_the_first_turn_still_goes_before_higher_indices(tmp_path):
-    assert _late_member_run(tmp_path, settle_s=5.0) == ["m0", "m1", "m2"]
+    assert _late_member_run(tmp_path, settle_s=20.0) == ["m0", "m1", "m2"]
 
 
 def test_without_the_settle_wait_the_late_member_is_overtaken(tmp_path):
     # the control: what Snakemake's one-short pool did to the order before the settle wait
-    assert _late_member_run(tmp_path, settle_s=0.0) == ["m0", "m2", "m1"]
+    assert _late_member_run(tmp_path, settle_s=0.0, late_by_s=2.0) == ["m0", "m2", "m1"]
 
 
 def test_an_earlier_index_already_measured_is_not_waited_for(tmp_path):
     state = tmp_path / "server.json"
+    qdir = tmp_path / "server.json.queue"
     log = tmp_path / "order.log"
     ctx = mp.get_context("fork")
     # index 1's result exists: m2 follows m0 at once although 1 holds no ticket and the settle wait is long
-    procs = [
-        ctx.Process(target=_turn_logged, args=(state, 0, "m0", log, 60.0, {1})),
-        ctx.Process(target=_turn_logged, args=(state, 2, "m2", log, 60.0, {1}, 0.05)),
-    ]
-    t0 = time.monotonic()
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(20)
-    assert [line.split()[1] for line in log.read_text().splitlines()] == ["m0", "m2"]
-    assert time.monotonic() - t0 < 30
+    m0 = ctx.Process(target=_turn_logged, args=(state, 0, "m0", log, 60.0, {1}))
+    m2 = ctx.Process(target=_turn_logged, args=(state, 2, "m2", log, 60.0, {1}))
+    m0.start()
+    _wait_for(qdir, "0000-*", "done-0000")
+    m2.start()
+    m2.join(30)  # far less than the 60 s settle wait it would otherwise sit out
+    m0.join(5)
+    assert not m2.is_alive() and [line.split()[1] for line in log.read_text().splitlines()] == ["m0", "m2"]
 
 
 def _state(tmp_path, supervisor_pid: int, started_at: float) -> dict:
