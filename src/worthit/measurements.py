@@ -42,11 +42,7 @@ PLUGINS_ENV = "WORTHIT_EXPERIMENTS"
 ENTRY_POINT_GROUP = "worthit.experiments"
 
 
-def _none(_study: Study, _variant: str) -> list[str]:
-    return []
-
-
-def _no_outputs(_study: Study, _results: str) -> list[str]:
+def _nothing(_study: Study, _variant_or_results: str) -> list[str]:
     return []
 
 
@@ -57,8 +53,8 @@ class Measurement:
     rules: str
     order: int = 50
     selectable: bool = True
-    side_results: Callable[[Study, str], Sequence[str]] = _none
-    outputs: Callable[[Study, str], Sequence[str]] = _no_outputs
+    side_results: Callable[[Study, str], Sequence[str]] = _nothing
+    outputs: Callable[[Study, str], Sequence[str]] = _nothing
     section: tuple[str, dict[str, Any]] | None = None
     tables: Sequence[Table] = field(default_factory=tuple)
 
@@ -125,8 +121,26 @@ def load_plugins() -> None:
 # config/schema.yaml), their rules in workflow/rules/<rules>.
 
 
-def _kv(study: Study, variant: str) -> list[str]:
-    return ["kv"] if "kv" in study.variant(variant).experiments else []
+def _runs(study: Study, variant: str, experiment: str) -> bool:
+    return experiment in study.variant(variant).experiments
+
+
+def _files_when_run(experiment: str, *files: str) -> Callable[[Study, str], list[str]]:
+    """The fixed result files of a variant whose experiments include ``experiment``."""
+
+    def files_of(study: Study, variant: str) -> list[str]:
+        return list(files) if _runs(study, variant, experiment) else []
+
+    return files_of
+
+
+def _summary(stem: str, wanted: Callable[[Study], object]) -> Callable[[Study, str], list[str]]:
+    """An experiment's study-level aggregate, ``<results>/<stem>.parquet`` and ``.md``, when ``wanted``."""
+
+    def outputs(study: Study, results: str) -> list[str]:
+        return [f"{results}/{stem}.parquet", f"{results}/{stem}.md"] if wanted(study) else []
+
+    return outputs
 
 
 def _load_levels(study: Study, variant: str) -> list[str]:
@@ -143,34 +157,16 @@ def _sweet_spot(study: Study, variant: str) -> list[str]:
 
 
 def _prefix(study: Study, variant: str) -> list[str]:
-    return [f"prefix/len~{n}" for n in study.prefix_lengths] if "prefix" in study.variant(variant).experiments else []
-
-
-def _prefix_outputs(study: Study, results: str) -> list[str]:
-    if not study.variants_with("prefix"):
-        return []
-    return [f"{results}/prefix_summary.parquet", f"{results}/prefix_summary.md"]
+    return [f"prefix/len~{n}" for n in study.prefix_lengths] if _runs(study, variant, "prefix") else []
 
 
 def _verify(study: Study, variant: str) -> list[str]:
     return ["specdec/verify"] if study.spec_variants and variant == study.specdec_base else []
 
 
-def _specdec_outputs(study: Study, results: str) -> list[str]:
-    return [f"{results}/specdec_summary.parquet", f"{results}/specdec_summary.md"] if study.spec_variants else []
-
-
-def _accuracy(study: Study, variant: str) -> list[str]:
-    return ["accuracy"] if "accuracy" in study.variant(variant).experiments else []
-
-
-def _accuracy_samples(study: Study, variant: str) -> list[str]:
-    return ["accuracy_samples"] if "accuracy" in study.variant(variant).experiments else []
-
-
 S = schemas
 for _m in (
-    Measurement("kv", _kv, "kv.smk", order=10, tables=(S.KV_CACHE,)),
+    Measurement("kv", _files_when_run("kv", "kv"), "kv.smk", order=10, tables=(S.KV_CACHE,)),
     Measurement(
         "loadtest",
         _load_levels,
@@ -181,7 +177,12 @@ for _m in (
     ),
     Measurement("sweet_spot", _sweet_spot, "sweetspot.smk", order=30, selectable=False, tables=(S.SWEET_SPOT,)),
     Measurement(
-        "prefix", _prefix, "prefix.smk", order=40, outputs=_prefix_outputs, tables=(S.PREFIX, S.PREFIX_SUMMARY)
+        "prefix",
+        _prefix,
+        "prefix.smk",
+        order=40,
+        outputs=_summary("prefix_summary", lambda study: study.variants_with("prefix")),
+        tables=(S.PREFIX, S.PREFIX_SUMMARY),
     ),
     Measurement(
         "specdec",
@@ -189,15 +190,15 @@ for _m in (
         "specdec.smk",
         order=50,
         selectable=False,
-        outputs=_specdec_outputs,
+        outputs=_summary("specdec_summary", lambda study: study.spec_variants),
         tables=(S.VERIFY, S.SPECDEC_SUMMARY),
     ),
     Measurement(
         "accuracy",
-        _accuracy,
+        _files_when_run("accuracy", "accuracy"),
         "accuracy.smk",
         order=60,
-        side_results=_accuracy_samples,
+        side_results=_files_when_run("accuracy", "accuracy_samples"),
         tables=(S.ACCURACY, S.ACCURACY_SAMPLES, S.ACCURACY_SUMMARY),
     ),
 ):
