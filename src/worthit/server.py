@@ -746,15 +746,21 @@ def turn(
         try:
             yield
         finally:
-            (qdir / f"done-{index:04d}").write_text(name)
+            with contextlib.suppress(FileNotFoundError):  # the supervisor stopped and removed the queue
+                (qdir / f"done-{index:04d}").write_text(name)
     finally:
         ticket.unlink(missing_ok=True)
         lock.close()
 
 
 def _tickets(qdir: Path) -> Iterator[tuple[int, int, Path]]:
-    """(index, pid, path) of every ticket in the queue."""
-    for t in qdir.iterdir():
+    """(index, pid, path) of every ticket in the queue; none once the supervisor has removed the queue (it
+    stopped: the waiting consumer then goes on to :func:`wait_ready`, which reads its exit record)."""
+    try:
+        entries = list(qdir.iterdir())
+    except FileNotFoundError:
+        return
+    for t in entries:
         head, _, rest = t.name.partition("-")
         if head.isdigit():
             yield int(head), int(rest.split("-", 1)[0]), t

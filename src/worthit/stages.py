@@ -89,6 +89,15 @@ def stop_on_request(name: str, poll_s: float = 1.0) -> Iterator[None]:
         yield
         return
     done, asked = threading.Event(), threading.Event()
+    # A job of a Snakemake started in the background by a script (`snakemake ... &`, as run-study.sh does)
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: the request would be
+    # lost. Within this block SIGINT raises KeyboardInterrupt, whatever the process inherited.
+    restore = None
+    if threading.current_thread() is threading.main_thread():
+        inherited = signal.getsignal(signal.SIGINT)
+        if inherited in (signal.SIG_IGN, signal.SIG_DFL):
+            restore = inherited
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def watch() -> None:
         while not done.wait(poll_s):
@@ -107,6 +116,8 @@ def stop_on_request(name: str, poll_s: float = 1.0) -> Iterator[None]:
         raise SystemExit(STOPPED_EXIT) from None
     finally:
         done.set()
+        if restore is not None:
+            signal.signal(signal.SIGINT, restore)
 
 
 def consume_in_turn(

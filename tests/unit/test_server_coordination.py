@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import shutil
 import time
 
 import pytest
@@ -229,3 +230,36 @@ def test_wait_ready_keeps_waiting_when_the_dead_supervisors_state_is_from_an_ear
     (tmp_path / "server.json.exit").write_text(json.dumps({"reason": "old run", "at": time.time() - 3500}))
     with pytest.raises(ServerFailed, match="no running server"):
         wait_ready(state, timeout_s=4.5, poll_s=0.1)
+
+
+def _wait_in_turn(state, index, out):
+    try:
+        with turn(state, index, f"m{index}", poll_s=0.05, settle_s=0):
+            out.put("granted")
+    except Exception as e:  # noqa: BLE001 - the test reports what escaped
+        out.put(f"raised {type(e).__name__}: {e}")
+
+
+def test_a_consumer_waiting_when_the_supervisor_removes_the_queue_goes_on_instead_of_crashing(tmp_path):
+    # The supervisor removes the queue when it stops (its group torn down, a budget's end): a consumer waiting
+    # behind a live lower ticket must go on (wait_ready then reads the exit record), not die with a traceback.
+    state = tmp_path / "server.json"
+    qdir = tmp_path / "server.json.queue"
+    ctx = mp.get_context("fork")
+    holder = ctx.Process(target=time.sleep, args=(60,))
+    holder.start()
+    try:
+        qdir.mkdir()
+        (qdir / f"0000-{holder.pid}-m0").write_text("m0")  # a live earlier consumer, still waiting
+        out = ctx.Queue()
+        waiter = ctx.Process(target=_wait_in_turn, args=(state, 1, out))
+        waiter.start()
+        time.sleep(0.5)
+        assert out.empty(), "m1 overtook a live earlier ticket"
+        shutil.rmtree(qdir)
+        assert out.get(timeout=10) == "granted"
+        waiter.join(5)
+        assert waiter.exitcode == 0
+    finally:
+        holder.kill()
+        holder.join()

@@ -32,7 +32,7 @@ MEASURE = textwrap.dedent(
 )
 
 
-def _start(tmp_path: Path, marker: str, stop_file: Path | None) -> subprocess.Popen[str]:
+def _start(tmp_path: Path, marker: str, stop_file: Path | None, sigint_ignored: bool = False) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != stages.STOP_FILE_ENV} | {"MARKER": marker}
     if stop_file is not None:
         env[stages.STOP_FILE_ENV] = str(stop_file)
@@ -42,6 +42,8 @@ def _start(tmp_path: Path, marker: str, stop_file: Path | None) -> subprocess.Po
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # a job of `snakemake ... &` in a script (tools/device/run-study.sh) inherits SIGINT ignored
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
 
 
@@ -58,12 +60,20 @@ def _wait_for(cond, timeout_s: float = 20.0) -> bool:  # type: ignore[no-untyped
     return False
 
 
-def test_a_stop_request_ends_the_measurement_and_its_child_without_writing_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-inherited-ignored"])
+def test_a_stop_request_ends_the_measurement_and_its_child_without_writing_anything(
+    tmp_path: Path, sigint_ignored: bool
+) -> None:
     marker, stop = f"worthit-stop-{uuid.uuid4().hex}", tmp_path / "stop"
-    proc = _start(tmp_path, marker, stop)
+    proc = _start(tmp_path, marker, stop, sigint_ignored)
     assert _wait_for(lambda: _running(marker)), "the measurement's child never started"
     stop.touch()
-    out, _ = proc.communicate(timeout=30)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        subprocess.run(["pkill", "-f", marker])
+        pytest.fail("the stop request was not honoured within 30 s")
     assert proc.returncode == stages.STOPPED_EXIT, out
     assert "stopped on request" in out and not (tmp_path / "out.txt").exists()
     assert _wait_for(lambda: not _running(marker), 5), "lm-eval's process group outlived the stop"
