@@ -29,21 +29,36 @@ def hardware() -> dict[str, Any]:
     if shutil.which("nvidia-smi"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap,memory.total", "--format=csv,noheader"],
+                [
+                    "nvidia-smi",
+                    "--query-gpu=name,driver_version,compute_cap,memory.total,uuid",
+                    "--format=csv,noheader",
+                ],
                 capture_output=True,
                 text=True,
                 timeout=30,
             ).stdout.strip()
             if out:
-                first = [x.strip() for x in out.splitlines()[0].split(",")]
+                gpus = [[x.strip() for x in line.split(",")] for line in out.splitlines()]
+                first = gpus[0]
                 info.update(
                     gpu=first[0],
                     driver=first[1],
                     compute_capability=first[2],
                     gpu_memory=first[3],
-                    gpu_count=len(out.splitlines()),
+                    gpu_count=len(gpus),
+                    gpu_uuids=[g[4] for g in gpus if len(g) > 4],
                 )
     return info
+
+
+def machine(hw: Mapping[str, Any] | None) -> str | None:
+    """Which machine a result was measured on, from its ``hardware`` stamp: the host name, and the GPUs'
+    UUIDs where recorded (lent or cloud machines often share one host name). None without a stamp."""
+    if not hw:
+        return None
+    uuids = sorted(str(u).removeprefix("GPU-")[:8] for u in hw.get("gpu_uuids") or [])
+    return str(hw.get("host") or "unknown host") + (f" (GPU {', '.join(uuids)})" if uuids else "")
 
 
 def server_version(url: str) -> str | None:

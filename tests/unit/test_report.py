@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -834,3 +835,26 @@ def test_a_speculative_variant_s_mbu_counts_alpha_tokens_per_step(spec: Path, cf
         _spec_counters(spec / "variant~no_prefix_cache" / "load" / f"conc~{c}.parquet", 0.0, 0.0, 0.0)
     # a step that yields 2.5 tokens lasts 2.5 TPOTs: the bytes it reads took 2.5x as long
     assert with_alpha is not None and with_alpha * 2.5 == pytest.approx(mbu_pct(spec))
+
+
+def _restamp(folder: Path, host: str, uuids: list[str]) -> None:
+    """Every result of ``folder`` as if measured on ``host`` with GPUs ``uuids``."""
+    for f in folder.rglob("*.parquet"):
+        t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
+        res = schemas.read(f, t)
+        if res.ok:
+            hw = {**(res.metadata.get("hardware") or {}), "host": host, "gpu_uuids": uuids}
+            schemas.write(f, t, res.table.to_pylist(), metadata={**res.metadata, "hardware": hw})
+
+
+def test_a_verdict_says_when_its_sides_were_measured_on_different_machines(results: Path, cfg: dict) -> None:
+    cfg["variants"]["fast"] = {**cfg["variants"]["baseline"], "engine_args": {"max-num-batched-tokens": 4096}}
+    _faster_copy(results, "fast", 0.5)
+    _restamp(results / "variant~baseline", "node1", ["GPU-11111111-aaaa"])
+    _restamp(results / "variant~fast", "node1", ["GPU-11111111-aaaa"])
+    same = next(x for x in rows(report(results, cfg), schemas.REPORT_VERDICTS) if x["variant"] == "fast")
+    assert "more than one machine" not in same["reason"]
+    _restamp(results / "variant~fast", "node1", ["GPU-22222222-bbbb"])  # same host name, another GPU
+    other = next(x for x in rows(report(results, cfg), schemas.REPORT_VERDICTS) if x["variant"] == "fast")
+    assert "more than one machine (baseline: node1 (GPU 11111111); fast: node1 (GPU 22222222))" in other["reason"]
+    assert other["outcome"] == same["outcome"]  # said, not decided on: the figures are the same

@@ -76,6 +76,15 @@ def test_failing_consumer_stops_the_server(tmp_path, model_dir, monkeypatch):
     assert wait_gone(tmp_path) == [], "a vLLM server outlived its failed group"
 
 
+def start_snakemake(tmp_path, cfg, *args, **popen) -> subprocess.Popen:
+    """The workflow on ``cfg`` in the background, in its own process group (``popen``: more Popen arguments)."""
+    cfgfile = tmp_path / "study.yaml"
+    cfgfile.write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path)]
+    cmd += ["--configfile", str(cfgfile), "--cores", "1", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **popen)
+
+
 def start_and_wait_for_load(tmp_path, model_dir, num_requests):
     """Start snakemake in its own process group; return it once a load level is measuring."""
     cfg = study_config(
@@ -87,26 +96,7 @@ def start_and_wait_for_load(tmp_path, model_dir, num_requests):
             "num_requests": {"min": num_requests, "per_concurrency": 1},
         },
     )
-    cfgfile = tmp_path / "study.yaml"
-    cfgfile.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(ROOT / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--configfile",
-            str(cfgfile),
-            "--cores",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start_snakemake(tmp_path, cfg)
     log = tmp_path / "results/t/logs/loadtest/base/conc~1.log"
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and proc.poll() is None:
@@ -147,3 +137,48 @@ def test_sigkill_to_snakemake_still_stops_the_server(tmp_path, model_dir):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert not any("vllm" in p.lower() or "worthit.server" in p for p in left), left  # VLLM::EngineCore too
+
+
+def test_a_stop_request_ends_a_background_snakemake_and_keeps_what_finished(tmp_path, model_dir):
+    # tools/device/run-study.sh at the end of a call's budget: Snakemake runs in the background of a script
+    # (its jobs inherit SIGINT ignored), and the stop file asks every measurement to leave, writing nothing.
+    # Found on the H200: with SIGINT ignored the request was lost and each call ended in SIGKILL.
+    cfg = study_config(
+        model_dir,
+        loadtest={
+            "prompt_tokens": 32,
+            "output_tokens": 64,
+            "levels": [1, 8],
+            "num_requests": {"min": 4, "per_concurrency": 8},
+        },
+    )
+    stop = tmp_path / "stop"
+    proc = start_snakemake(
+        tmp_path,
+        cfg,
+        "--keep-going",
+        "--keep-incomplete",
+        env={**os.environ, "WORTHIT_STOP_FILE": str(stop)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `snakemake ... &` in a script
+    )
+    load = tmp_path / "results/t/variant~base/load"
+    try:
+        deadline = time.monotonic() + 400
+        while not (load / "conc~1.parquet").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (load / "conc~1.parquet").exists(), "level 1 was never written"
+        stop.touch()  # level 8 (48 requests) is starting or measuring now
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0, "the stop request was not honoured: every measurement finished"
+    assert not (load / "conc~8.parquet").exists()
+    assert "stopped on request" in (tmp_path / "results/t/logs/loadtest/base/conc~8.log").read_text()
+    assert schemas.read(load / "conc~1.parquet", schemas.LOAD_REQUESTS).ok  # kept: the next run measures the rest
+    assert wait_gone(tmp_path) == []
+    stop.unlink()
+    dry = run_snakemake(tmp_path, cfg, "-n", "--rerun-incomplete")
+    planned = dry.stdout + dry.stderr
+    assert "load/conc~8.parquet" in planned and "load/conc~1.parquet" not in planned

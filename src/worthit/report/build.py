@@ -59,6 +59,19 @@ def _measured(res: data.VariantResults) -> str:
     return ", ".join(kinds) or "nothing"
 
 
+def _machines_note(ctx: Context, pair: Pair) -> list[str]:
+    """Said when the two sides were not all measured on one machine: the intervals hold run-to-run variation
+    on a machine, not the difference between machines (another host, another GPU of the same model)."""
+    without, with_ = ctx.machines(pair.without), ctx.machines(pair.with_)
+    if not without or not with_ or len(without | with_) == 1:
+        return []
+    return [
+        f"measured on more than one machine ({pair.without}: {'; '.join(sorted(without))}; {pair.with_}: "
+        f"{'; '.join(sorted(with_))}): machine-to-machine variation is not in the intervals; measure both "
+        "on one machine to exclude it"
+    ]
+
+
 def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     """Everything the experiments say about one optimisation, with the variants' failures."""
     v = pair.variant
@@ -77,6 +90,7 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
             else:
                 acc.append(item)
         notes += list(exp.notes(ctx, a, pair)) if exp.notes else []
+    notes += _machines_note(ctx, pair)
     status, reason = res.status
     if not res.files:
         status, reason = "not run", "no results: the workflow has not run this variant"

@@ -14,6 +14,7 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit.config import Study
 from worthit.metrics import Slo
+from worthit.provenance import machine
 from worthit.report.data import StudyResults
 from worthit.report.decide import Rules
 from worthit.report.mbu import Bandwidth, peak_bandwidth
@@ -119,6 +120,11 @@ class Context:
                 for f in self.results.variant(variant).files
             )
         return self._random[variant]
+
+    def machines(self, variant: str) -> set[str]:
+        """The machines (worthit.provenance.machine) that measured the variant's results."""
+        found = (machine(f.metadata.get("hardware")) for f in self.results.variant(variant).files if f.ok)
+        return {m for m in found if m}
 
     def label(self, variant: str) -> str:
         """The variant's name as every table shows it: random weights said wherever its numbers appear."""
