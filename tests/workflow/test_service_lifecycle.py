@@ -180,5 +180,6 @@ def test_a_stop_request_ends_a_background_snakemake_and_keeps_what_finished(tmp_
     assert wait_gone(tmp_path) == []
     stop.unlink()
     dry = run_snakemake(tmp_path, cfg, "-n", "--rerun-incomplete")
-    planned = dry.stdout + dry.stderr
-    assert "load/conc~8.parquet" in planned and "load/conc~1.parquet" not in planned
+    out = dry.stdout + dry.stderr
+    made = {ln.split("/load/")[-1] for ln in out.splitlines() if ln.strip().startswith("output:") and "/load/" in ln}
+    assert made == {"conc~8.parquet"}, out[-3000:]  # level 1 and kv were kept, not planned again
