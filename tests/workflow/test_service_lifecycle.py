@@ -179,6 +179,8 @@ def test_a_stop_request_ends_a_background_snakemake_and_keeps_what_finished(tmp_
     assert schemas.read(load / "conc~1.parquet", schemas.LOAD_REQUESTS).ok  # kept: the next run measures the rest
     assert wait_gone(tmp_path) == []
     stop.unlink()
+    # run_snakemake writes the config with its keys in their own order, start_snakemake sorted them: the same
+    # study, which must not rerun what was measured (Snakemake compares the serve spec's params as text)
     dry = run_snakemake(tmp_path, cfg, "-n", "--rerun-incomplete")
     out = dry.stdout + dry.stderr
     made = {ln.split("/load/")[-1] for ln in out.splitlines() if ln.strip().startswith("output:") and "/load/" in ln}

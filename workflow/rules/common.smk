@@ -123,7 +123,8 @@ def get_serve_spec(wildcards):
                 v.env, STUDY.python("serve"), v.model, config["models"][v.model], v.engine_args, v.extra_args
             ),
             "gpus": v.gpus,
-        }
+        },
+        sort_keys=True,  # the same study with its config's keys in another order must not rerun the variant
     )
 
 
