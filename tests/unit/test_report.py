@@ -858,3 +858,32 @@ def test_a_verdict_says_when_its_sides_were_measured_on_different_machines(resul
     other = next(x for x in rows(report(results, cfg), schemas.REPORT_VERDICTS) if x["variant"] == "fast")
     assert "more than one machine (baseline: node1 (GPU 11111111); fast: node1 (GPU 22222222))" in other["reason"]
     assert other["outcome"] == same["outcome"]  # said, not decided on: the figures are the same
+
+
+def test_a_verdict_without_accuracy_says_whether_it_failed_is_not_measured_yet_or_is_not_configured(
+    results: Path, cfg: dict
+) -> None:
+    # a lossy optimisation (FP8 KV) whose accuracy the config asks for on both sides
+    cfg["variants"]["fp8"] = {**cfg["variants"]["baseline"], "engine_args": {"kv-cache-dtype": "fp8"}}
+    shutil.copytree(results / "variant~baseline", results / "variant~fp8")
+    for v in ("baseline", "fp8"):
+        cfg["variants"][v]["experiments"] = [*cfg["variants"][v].get("experiments", ["kv", "loadtest"]), "accuracy"]
+    _accuracy(results, "baseline", {"arc_easy": 0.75})
+
+    def verdict() -> dict[str, Any]:
+        return next(x for x in rows(report(results, cfg), schemas.REPORT_VERDICTS) if x["variant"] == "fp8")
+
+    v = verdict()  # fp8's accuracy has not run yet (a budget ended first)
+    assert v["accuracy_outcome"] == "not measured"
+    assert "the accuracy of fp8 is configured but not measured yet" in v["accuracy_detail"]
+    assert "run the workflow on, to measure the accuracy of fp8" in v["settle"]
+    schemas.write_failure(
+        results / "variant~fp8" / "accuracy.parquet", schemas.ACCURACY, "lm-eval exited with code 1: CUDA OOM"
+    )
+    v = verdict()
+    assert "the accuracy run of fp8 failed: lm-eval exited with code 1: CUDA OOM" in v["accuracy_detail"]
+    (results / "variant~fp8" / "accuracy.parquet").unlink()
+    cfg["variants"]["fp8"]["experiments"].remove("accuracy")
+    v = verdict()
+    assert "fp8 runs no accuracy experiment" in v["accuracy_detail"]
+    assert "variants.fp8.experiments: [accuracy]" in v["settle"]

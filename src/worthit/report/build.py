@@ -72,6 +72,29 @@ def _machines_note(ctx: Context, pair: Pair) -> list[str]:
     ]
 
 
+def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
+    """(why, what would settle it) when no task's accuracy compares the two sides: a side whose accuracy
+    failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
+    whys, settles = [], []
+    for v in (pair.without, pair.with_):
+        files = ctx.results.variant(v).of(schemas.ACCURACY.name)
+        failed = [f for f in files if not f.ok]
+        if any(f.ok for f in files):
+            continue
+        if failed:
+            whys.append(f"the accuracy run of {v} {failed[0].status}: {failed[0].cause}")
+            settles.append(f"fix what broke the accuracy run of {v} and run it again")
+        elif ctx.configured(v) and "accuracy" in ctx.study.variant(v).experiments:
+            whys.append(f"the accuracy of {v} is configured but not measured yet")
+            settles.append(f"run the workflow on, to measure the accuracy of {v}")
+        else:
+            whys.append(f"{v} runs no accuracy experiment")
+            settles.append(f"accuracy on {v} (variants.{v}.experiments: [accuracy])")
+    if not whys:
+        return "the two sides measured no accuracy task in common", "the same accuracy tasks on both variants"
+    return "; ".join(whys), "; ".join(settles)
+
+
 def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     """Everything the experiments say about one optimisation, with the variants' failures."""
     v = pair.variant
@@ -113,6 +136,7 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
         lossless=pair.lossless,
         random_weights=ctx.random_weights(pair.with_) or ctx.random_weights(pair.without),
         notes=notes,
+        **dict(zip(("accuracy_failure", "accuracy_settle"), _why_no_accuracy(ctx, pair), strict=True)),
     )
 
 

@@ -254,7 +254,8 @@ class Evidence:
     accuracy: Sequence[TaskAccuracy] = ()
     lossless: bool = False  # accuracy cannot change (prefix caching, speculative decoding's exact sampling)
     random_weights: bool = False  # a side serves random weights: accuracy means nothing
-    accuracy_failure: str = ""  # why accuracy was not measured although configured
+    accuracy_failure: str = ""  # why no task's accuracy compares the sides (failed, not run yet, not configured)
+    accuracy_settle: str = ""  # what would measure it
     notes: Sequence[str] = ()
 
 
@@ -567,7 +568,7 @@ def accuracy_outcome(e: Evidence) -> tuple[str, str, str]:
         if e.lossless:
             return NOT_NEEDED, "lossless by construction: the served outputs do not change", ""
         why = e.accuracy_failure or "no accuracy experiment on both sides"
-        return NOT_MEASURED, why, "accuracy on both variants (experiments: [accuracy])"
+        return NOT_MEASURED, why, e.accuracy_settle or "accuracy on both variants (experiments: [accuracy])"
     bad = [t for t in e.accuracy if t.decision == UNACCEPTABLE]
     unsure = [t for t in e.accuracy if t.decision == ACC_INCONCLUSIVE]
     if bad:
