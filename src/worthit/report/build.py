@@ -84,7 +84,7 @@ def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
         if failed:
             whys.append(f"the accuracy run of {v} {failed[0].status}: {failed[0].cause}")
             settles.append(f"fix what broke the accuracy run of {v} and run it again")
-        elif ctx.configured(v) and "accuracy" in ctx.study.variant(v).experiments:
+        elif v in ctx.study.variants_with("accuracy"):
             whys.append(f"the accuracy of {v} is configured but not measured yet")
             settles.append(f"run the workflow on, to measure the accuracy of {v}")
         else:
@@ -114,6 +114,7 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
                 acc.append(item)
         notes += list(exp.notes(ctx, a, pair)) if exp.notes else []
     notes += _machines_note(ctx, pair)
+    acc_why, acc_settle = _why_no_accuracy(ctx, pair) if not acc else ("", "")
     status, reason = res.status
     if not res.files:
         status, reason = "not run", "no results: the workflow has not run this variant"
@@ -136,7 +137,8 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
         lossless=pair.lossless,
         random_weights=ctx.random_weights(pair.with_) or ctx.random_weights(pair.without),
         notes=notes,
-        **dict(zip(("accuracy_failure", "accuracy_settle"), _why_no_accuracy(ctx, pair), strict=True)),
+        accuracy_failure=acc_why,
+        accuracy_settle=acc_settle,
     )
 
 

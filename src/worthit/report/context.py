@@ -164,9 +164,7 @@ class Context:
             else:
                 parts.append(f"--{key} {vb if vb is not None else '(unset)'} (vs {va if va is not None else 'unset'})")
         name = "; ".join(parts) or f"{variant} (same engine arguments as {base})"
-        drafted = [
-            s for s, d in (self.study.cfg.get("specdec") or {}).get("draft_variants", {}).items() if d == variant
-        ]
+        drafted = [s for s in self.study.cfg["specdec"]["draft_variants"] if self.study.draft_variant(s) == variant]
         if drafted:  # served for gamma: judged as what it also is, another model, but named for what it is for
             name += f" [the draft model of {', '.join(drafted)}, served alone for gamma]"
         without = variant if with_ == base else base
