@@ -6,9 +6,12 @@
 Starts: (1) torch.compile on, empty cache folder (cold); (2) the same again (warm: the compiled graphs load
 from the folder); (3) cold again in a fresh folder (what a second start gains without the cache: the page
 cache, vLLM's other caches); (4) --enforce-eager for reference (no compilation; the embedded study's
-setting). Each start is timed from the supervisor's launch to /health answering, and from the log
-(worthit.cost: supervisor start to vLLM listening); the log's compile lines say whether the cache was hit.
-The model is the embedded one (resources/models/smollm2-135m, fetched by the default study or the tests).
+setting); (5) eager in a fresh folder with an empty shared ``modelinfos`` (vLLM inspects the model class in
+a subprocess) and (6) eager in another fresh folder whose ``modelinfos`` link finds (5)'s inspection
+(worthit.compile_cache.share_model_info). ``--only NAME ...`` runs some of them. Each start is timed
+from the supervisor's launch to /health answering, and from the log (worthit.cost: supervisor start to vLLM
+listening); the log's compile lines say whether the cache was hit. The model is the embedded one
+(resources/models/smollm2-135m, fetched by the default study or the tests).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from worthit import compile_cache, cost  # noqa: E402
 from worthit.server import consumer_presence, wait_ready  # noqa: E402
 
+RUNS = ("cold", "warm", "cold_again", "eager", "eager_info_cold", "eager_info_shared")
 ARGS = {"dtype": "float32", "max-model-len": 2048, "kv-cache-memory-bytes": 1073741824}
 COMPILE_LINES = re.compile(
     r"(?:saved AOT compiled function|Directly load|Compiling model again|init engine|torch\.compile took).*"
@@ -38,7 +42,13 @@ COMPILE_LINES = re.compile(
 
 
 def start_once(
-    workdir: Path, model_dir: str, python: str, args: dict[str, Any], cache: Path, timeout_s: float
+    workdir: Path,
+    model_dir: str,
+    python: str,
+    args: dict[str, Any],
+    cache: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     state, log = workdir / "server.json", workdir / "server.log"
@@ -53,7 +63,7 @@ def start_once(
     }
     cmd = [sys.executable, "-m", "worthit.server", "--state", str(state), "--log", str(log), "--spec", json.dumps(spec)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=workdir, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    proc = subprocess.Popen(cmd, cwd=workdir, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})})
     try:
         with consumer_presence(state, "warm-start-benchmark"):
             wait_ready(state, timeout_s)
@@ -67,7 +77,26 @@ def start_once(
         "log_start_s": cost.parse_server_log(text).start_s,
         "compile_lines": [m.group(0)[:300] for m in COMPILE_LINES.finditer(text)],
         "cache_mib": round(sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()) / 2**20, 1),
+        "model_info_inspected_s": _inspection_s(text),
     }
+
+
+def _inspection_s(log_text: str) -> float | None:
+    """Seconds from vLLM's argument dump to 'Resolved architecture': the model-class inspection (a subprocess
+    when ``modelinfos`` has no entry for the class), at the log's one-second resolution."""
+    stamps = [
+        re.search(rf"(\d\d:\d\d:\d\d) \[[\w.]+:\d+\] {what}", log_text)
+        for what in ("non-default args", "Resolved architecture")
+    ]
+    if not all(stamps):
+        return None
+    a, b = (_seconds(m.group(1)) for m in stamps if m)
+    return float(b - a)
+
+
+def _seconds(clock: str) -> int:
+    h, m, s = (int(x) for x in clock.split(":"))
+    return 3600 * h + 60 * m + s
 
 
 def main() -> None:
@@ -76,6 +105,7 @@ def main() -> None:
     ap.add_argument("--python", default=str(ROOT / ".venvs" / "serve" / "bin" / "python"))
     ap.add_argument("--timeout-s", type=float, default=900)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--only", nargs="+", choices=RUNS, help="run these starts only (default: all, in order)")
     a = ap.parse_args()
     result: dict[str, Any] = {
         "vllm": compile_cache.vllm_version(a.python),
@@ -85,10 +115,19 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="warm-start-") as tmp:
         base, cache = Path(tmp), Path(tmp) / "vllm-cache"
-        runs = (("cold", cache), ("warm", cache), ("cold_again", base / "fresh-cache"), ("eager", base / "eager-cache"))
-        for name, run_cache in runs:
-            args = {**ARGS, "enforce-eager": True} if name == "eager" else ARGS
-            result[name] = start_once(base / name, a.model_dir, a.python, args, run_cache, a.timeout_s)
+        caches = {
+            "cold": cache,
+            "warm": cache,
+            "cold_again": base / "fresh-cache",
+            "eager": base / "eager-cache",
+            "eager_info_cold": base / "info-cold-cache",
+            "eager_info_shared": base / "info-shared-cache",
+        }
+        xdg = {"XDG_CACHE_HOME": str(base / "xdg")}  # an empty shared modelinfos folder, filled by the first start
+        for name in a.only or RUNS:
+            args = {**ARGS, "enforce-eager": True} if name.startswith("eager") else ARGS
+            env = xdg if name.startswith("eager_info") else None
+            result[name] = start_once(base / name, a.model_dir, a.python, args, caches[name], a.timeout_s, env)
             print(name, json.dumps(result[name], indent=1), flush=True)
         shutil.rmtree(cache, ignore_errors=True)
     result["load_after"] = os.getloadavg()

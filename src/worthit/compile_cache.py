@@ -9,6 +9,12 @@ level, a resumed study, the deployment validation serving the same command. The 
 models (``resources/vllm-cache/<model>/vllm-<version>-<key>``), outside any one study's results, so studies
 sharing a model and arguments share it too. A ``VLLM_CACHE_ROOT`` set in the study's env wins.
 CUDA graphs are captured at every start; vLLM keeps no cache of them.
+
+One part of vLLM's cache does not depend on the variant: ``modelinfos``, its inspection of each model
+class (done in a subprocess that imports the model's module; ~8 s of every cold start on two CPU cores),
+keyed by a hash of the module's source. :func:`share_model_info` points that sub-folder of a variant's
+cache at vLLM's default location, so every variant and study on the machine shares it, as every vLLM
+without worthit does (measured: ``benchmarks/warm_start/run.py``, README "Warm starts").
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -23,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ENV = "VLLM_CACHE_ROOT"
+MODEL_INFO = "modelinfos"  # vLLM's cache of model-class inspections under VLLM_CACHE_ROOT
 ROOT = "resources/vllm-cache"  # relative to the workflow's working directory, as resources/models is
 
 
@@ -71,3 +79,40 @@ def with_cache(
     if ENV in env:
         return dict(env)
     return {**env, ENV: cache_dir(model, model_config, engine_args, extra_args, vllm_version(python))}
+
+
+def default_root(env: Mapping[str, str]) -> Path:
+    """vLLM's own cache root when ``VLLM_CACHE_ROOT`` is unset: ``$XDG_CACHE_HOME/vllm`` or ``~/.cache/vllm``."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(env.get("XDG_CACHE_HOME") or Path(home) / ".cache") / "vllm"
+
+
+def share_model_info(env: Mapping[str, str], cwd: Path | None = None) -> Path | None:
+    """Link ``<VLLM_CACHE_ROOT>/modelinfos`` (relative roots resolved against ``cwd``) to vLLM's default
+    ``modelinfos`` folder, before vLLM starts with ``env``; return the link, or None when there is nothing to
+    share (no root set, the root is vLLM's default, the folder exists as a real one: kept as it is) or the
+    shared folder cannot be made (vLLM then inspects the model class itself: slower, the same result).
+    vLLM writes each entry atomically and checks its hash when reading it, so servers may share it at once."""
+    if not env.get(ENV):
+        return None
+    root = Path(env[ENV])
+    if not root.is_absolute():
+        root = (cwd or Path.cwd()) / root
+    shared = default_root(env) / MODEL_INFO
+    link = root / MODEL_INFO
+    try:
+        if root.resolve() == shared.parent.resolve():
+            return None
+        if link.is_symlink() and link.resolve() == shared.resolve():
+            return link
+        if link.exists() or link.is_symlink():
+            return None
+        shared.mkdir(parents=True, exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".{MODEL_INFO}.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(shared, target_is_directory=True)
+        os.replace(tmp, link)  # atomic: a server starting beside this one sees the link or nothing
+    except OSError:
+        return None
+    return link

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit import atomic, engine_args, gating
+from worthit import atomic, compile_cache, engine_args, gating
 from worthit.quantize import manifest_status
 
 TERM_GRACE_S = 20.0
@@ -380,6 +380,7 @@ def supervise(
     if refused:
         return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent)
     reap_leftover_group(state_path, log_path)
+    compile_cache.share_model_info(child_env)
     for done in _queue_dir(state_path).glob("done-*"):  # turns of a killed earlier server (see turn)
         done.unlink(missing_ok=True)
     with open(log_path, "ab") as log:

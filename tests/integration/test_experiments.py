@@ -132,6 +132,9 @@ def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):
     spec = json.loads((study / "variant~base" / "serve_spec.json").read_text())
     cache = spec["env"][compile_cache.ENV]
     assert cache.startswith("resources/vllm-cache/smol/vllm-0.32") and len(cache.rsplit("-", 1)[1]) == 12
+    # every variant's model-class inspection comes from (or goes to) the one shared folder
+    infos = study.parents[1] / cache / compile_cache.MODEL_INFO
+    assert infos.is_symlink() and any(p.name.endswith("LlamaForCausalLM.json") for p in infos.iterdir())
 
     rows = schemas.read(study / "cost.parquet", schemas.STUDY_COST).table.to_pylist()
     servers = {r["name"]: r for r in rows if r["scope"] == "server"}

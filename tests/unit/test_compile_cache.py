@@ -48,3 +48,39 @@ def test_the_server_env_gets_the_folder_unless_the_study_sets_one(tmp_path):
     assert env["OMP_NUM_THREADS"] == "2" and env[compile_cache.ENV].startswith("resources/vllm-cache/smol/vllm-0.32.0-")
     own = {compile_cache.ENV: "/scratch/vllm"}
     assert compile_cache.with_cache(own, python, "smol", {}, {}, []) == own
+
+
+def test_model_info_is_shared_through_vllms_default_folder(tmp_path):
+    env = {"VLLM_CACHE_ROOT": "resources/vllm-cache/smol/vllm-0.32-abc", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    link = compile_cache.share_model_info(env, cwd=tmp_path)
+    shared = tmp_path / "xdg" / "vllm" / "modelinfos"
+    assert link == tmp_path / "resources/vllm-cache/smol/vllm-0.32-abc/modelinfos"
+    assert link.is_symlink() and link.resolve() == shared.resolve() and shared.is_dir()
+    # what one variant's server caches, another variant's server reads
+    (link / "vllm-model_executor-models-llama-LlamaForCausalLM.json").write_text("{}")
+    other = {**env, "VLLM_CACHE_ROOT": str(tmp_path / "resources/vllm-cache/smol/vllm-0.32-def")}
+    again = compile_cache.share_model_info(other, cwd=tmp_path)
+    assert again is not None and [p.name for p in again.iterdir()] == [
+        "vllm-model_executor-models-llama-LlamaForCausalLM.json"
+    ]
+    assert compile_cache.share_model_info(env, cwd=tmp_path) == link  # a second start keeps the link
+
+
+def test_model_info_is_left_alone_without_a_root_at_the_default_or_with_a_real_folder(tmp_path):
+    xdg = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert compile_cache.share_model_info(xdg, cwd=tmp_path) is None
+    assert compile_cache.share_model_info({**xdg, "VLLM_CACHE_ROOT": str(tmp_path / "xdg/vllm")}) is None
+    assert not (tmp_path / "xdg/vllm/modelinfos").exists()
+    real = tmp_path / "root" / "modelinfos"
+    real.mkdir(parents=True)
+    (real / "kept.json").write_text("{}")
+    assert compile_cache.share_model_info({**xdg, "VLLM_CACHE_ROOT": str(tmp_path / "root")}) is None
+    assert not real.is_symlink() and (real / "kept.json").exists()
+
+
+def test_model_info_falls_back_to_vllms_own_inspection_when_the_shared_folder_cannot_be_made(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    env = {"VLLM_CACHE_ROOT": str(tmp_path / "root"), "XDG_CACHE_HOME": str(blocker)}
+    assert compile_cache.share_model_info(env) is None
+    assert not (tmp_path / "root" / "modelinfos").exists()
