@@ -144,7 +144,11 @@ def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(mode
             8,
             warmup=2,
             progress=False,
-            open_loop={"arrival": {"distribution": "poisson"}, "rate_tolerance": 0.02, "max_queue_delay_ms": 50},
+            # P99 of 400 is the 4th-latest start: one ~70 ms stall of a shared 2-core machine exceeded a 50 ms
+            # bound once in a full CI-style run (P99 66 ms) while quiet runs keep it near 2 ms. The bound here
+            # flags a client that cannot keep the schedule (the next test), not one stall; the median below
+            # holds the schedule's fidelity.
+            open_loop={"arrival": {"distribution": "poisson"}, "rate_tolerance": 0.02, "max_queue_delay_ms": 250},
         )
         with urllib.request.urlopen(f"{url}/stats/requests", timeout=30) as resp:
             served = json.loads(resp.read())["requests"]
@@ -153,6 +157,7 @@ def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(mode
     starts = sorted(r["start_s"] for r in rows)
     achieved = (len(starts) - 1) / (starts[-1] - starts[0])
     assert achieved == pytest.approx(40.0, rel=0.02) and run.meta["achieved_rate_per_s"] == pytest.approx(achieved)
+    assert run.meta["queue_delay_ms_p50"] < 5, run.meta
     assert run.meta["rate_delivered"] is True and run.meta["target_rate_per_s"] == pytest.approx(40.0, rel=1e-9)
     # what the server received (its own clock: the system's monotonic one), warm-up requests left out
     arrivals = sorted(r["arrival_s"] for r in served)[2:]
