@@ -104,6 +104,15 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
         raise ConfigError(
             f"{source}: key 'baseline_variant': unknown variant {base!r} (allowed: {', '.join(cfg['variants'])})"
         )
+    for name, v in cfg["variants"].items():
+        vb = v.get("baseline")
+        if vb is not None and (vb not in cfg["variants"] or vb == name):
+            others = [o for o in cfg["variants"] if o != name]
+            raise ConfigError(
+                f"{source}: key 'variants.{name}.baseline': "
+                + ("a variant cannot be its own baseline" if vb == name else f"unknown variant {vb!r}")
+                + f" (allowed: {', '.join(others)}, or leave it out for baseline_variant)"
+            )
     _check_specdec(cfg, source)
     _check_workloads(cfg, source)
     _check_sweet_spot(cfg, source)
@@ -256,6 +265,10 @@ class Study:
     @property
     def variants(self) -> list[str]:
         return list(self.cfg["variants"])
+
+    def baseline_of(self, name: str) -> str:
+        """The variant ``name`` is judged against: its own ``baseline:``, else ``baseline_variant``."""
+        return str(self.cfg["variants"][name].get("baseline") or self.cfg["baseline_variant"])
 
     def variants_with(self, experiment: str) -> list[str]:
         return [v for v in self.variants if experiment in self.variant(v).experiments]

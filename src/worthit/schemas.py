@@ -407,7 +407,12 @@ REPORT_VERDICTS = Table(
         _f("baseline", pa.string(), "the variant it is compared with"),
         _f("optimisation", pa.string(), "the optimisation as the user turns it on, e.g. prefix caching (on vs off)"),
         _f("description", pa.string(), "the variant's description from the config"),
-        _f("outcome", pa.string(), "adopt / reject / inconclusive / not applicable / failed / not run", False),
+        _f(
+            "outcome",
+            pa.string(),
+            "adopt / reject / inconclusive / not applicable / failed / not run / control (it repeats its baseline)",
+            False,
+        ),
         _f("condition", pa.string(), "where the outcome holds, e.g. latency-first, up to concurrency 4"),
         _f("latency_outcome", pa.string(), "the latency-first outcome"),
         _f("latency_detail", pa.string(), "per setting, e.g. adopt up to concurrency 4, reject from 16"),

@@ -36,6 +36,18 @@ def test_variant_naming_an_unknown_model_lists_known_models():
         validate({"models": MIN["models"], "variants": {"a": {"model": "x"}}})
 
 
+def test_a_variant_s_own_baseline_must_name_another_variant():
+    two = {**MIN, "variants": {"a": {"model": "m"}, "b": {"model": "m", "baseline": "zz"}}}
+    with pytest.raises(ConfigError, match=r"key 'variants\.b\.baseline': unknown variant 'zz' \(allowed: a,"):
+        validate(two)
+    two["variants"]["b"]["baseline"] = "b"
+    with pytest.raises(ConfigError, match=r"variants\.b\.baseline': a variant cannot be its own baseline"):
+        validate(two)
+    two["variants"]["b"]["baseline"] = "a"
+    s = Study(validate(two))
+    assert s.baseline_of("b") == "a" and s.baseline_of("a") == "a"
+
+
 def test_unknown_baseline_variant_is_refused():
     with pytest.raises(ConfigError, match="baseline_variant"):
         validate({**MIN, "baseline_variant": "zz"})

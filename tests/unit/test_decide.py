@@ -237,12 +237,13 @@ def test_a_crash_is_failed_with_its_cause_and_never_not_applicable() -> None:
     assert len({crash.outcome, gate.outcome, decide(Evidence("x", status=NOT_RUN), Rules()).outcome}) == 3
 
 
-def test_six_outcomes_each_with_its_own_wording() -> None:
+def test_every_outcome_has_its_own_wording_and_badge() -> None:
     from worthit.report.decide import WORDING
     from worthit.report.render import badge
 
-    assert set(WORDING) == set(OUTCOMES) and len(set(WORDING.values())) == 6
-    assert len({badge(o) for o in OUTCOMES}) == 6
+    assert len(OUTCOMES) == 7  # the six verdicts on an optimisation, and a control's
+    assert set(WORDING) == set(OUTCOMES) and len(set(WORDING.values())) == len(OUTCOMES)
+    assert len({badge(o) for o in OUTCOMES}) == len(OUTCOMES)
 
 
 def test_exact_counts_within_the_tolerance_are_no_difference_and_beyond_it_are_a_change() -> None:

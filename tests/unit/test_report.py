@@ -887,3 +887,108 @@ def test_a_verdict_without_accuracy_says_whether_it_failed_is_not_measured_yet_o
     v = verdict()
     assert "fp8 runs no accuracy experiment" in v["accuracy_detail"]
     assert "variants.fp8.experiments: [accuracy]" in v["settle"]
+
+
+# ------------------------------------------------------------------------------------------- controls
+def _gpu_stamp(folder: Path, host: str, uuids: list[str]) -> None:
+    """Every result of ``folder`` as if measured on a GPU machine ``host`` (``uuids``: [] = not recorded)."""
+    for f in folder.rglob("*.parquet"):
+        t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
+        res = schemas.read(f, t)
+        if res.ok:
+            hw = {**(res.metadata.get("hardware") or {}), "host": host, "gpu": "NVIDIA H200"}
+            hw.pop("gpu_uuids", None)
+            hw.update({"gpu_uuids": uuids} if uuids else {})
+            schemas.write(f, t, res.table.to_pylist(), metadata={**res.metadata, "hardware": hw})
+
+
+def _control_study(results: Path, cfg: dict, control_factor: float, fast_factor: float) -> None:
+    """baseline on machine A; on machine B a control (the baseline's configuration, every request taking
+    ``control_factor`` of the time) and ``fast`` (``fast_factor``); three runs of every level."""
+    cfg["variants"]["control"] = dict(cfg["variants"]["baseline"])
+    cfg["variants"]["fast"] = {**cfg["variants"]["baseline"], "engine_args": {"max-num-batched-tokens": 4096}}
+    _faster_copy(results, "control", control_factor)
+    _faster_copy(results, "fast", fast_factor)
+    _more_runs(results, cfg, ("baseline", "control", "fast"))
+    _gpu_stamp(results / "variant~baseline", "vm", ["GPU-aaaaaaaa-1"])
+    for v in ("control", "fast"):
+        _gpu_stamp(results / f"variant~{v}", "vm", ["GPU-bbbbbbbb-2"])
+
+
+def _verdicts(results: Path, cfg: dict) -> dict[str, dict[str, Any]]:
+    return {x["variant"]: x for x in rows(report(results, validate(cfg)), schemas.REPORT_VERDICTS)}
+
+
+def test_a_control_says_how_far_two_measurements_of_one_configuration_differ(results: Path, cfg: dict) -> None:
+    _control_study(results, cfg, 1.5, 0.5)
+    v = _verdicts(results, cfg)
+    c = v["control"]
+    assert c["outcome"] == "control" and c["optimisation"] == "control: baseline's configuration measured again"
+    assert "differ on" in c["reason"] and "at most x1.50 apart" in c["reason"]
+    # the machines' own difference is not an optimisation: nothing is adopted or deployed on it
+    assert c["latency_outcome"] is None and c["throughput_outcome"] is None
+
+
+def test_a_control_that_measured_no_difference_says_so(results: Path, cfg: dict) -> None:
+    _control_study(results, cfg, 1.0, 0.5)
+    c = _verdicts(results, cfg)["control"]
+    assert c["outcome"] == "control" and c["reason"].startswith("no difference demonstrated on")
+
+
+def test_a_cross_machine_verdict_carries_the_control_s_difference_and_one_machine_settles_it(
+    results: Path, cfg: dict
+) -> None:
+    # fast is 1.25x faster than the baseline, but measured on the machine where the control ran 1.5x slower
+    _control_study(results, cfg, 1.5, 0.8)
+    cross = _verdicts(results, cfg)["fast"]
+    assert cross["outcome"] == "inconclusive"
+    assert "the control control measured baseline's own configuration up to x1.50 apart" in cross["reason"]
+    assert "measure fast beside a control of baseline on one machine" in cross["settle"]
+    comps = [
+        x
+        for x in rows(report(results, validate(cfg)), schemas.REPORT_COMPARISON)
+        if x["variant"] == "fast" and x["quantity"] == "TPOT P50"
+    ]
+    assert comps and all("widened x1.50 for machines (control control)" in x["interval_basis"] for x in comps)
+    # judged against the control measured beside it: one machine, no widening, and 0.8 / 1.5 is decided
+    cfg["variants"]["fast"]["baseline"] = "control"
+    same = _verdicts(results, cfg)["fast"]
+    assert same["baseline"] == "control" and same["outcome"] == "adopt"
+    assert "widened" not in same["reason"] and "more than one machine" not in same["reason"]
+    # without the control, the same cross-machine figures are decided, and the reason names the machines
+    del cfg["variants"]["control"], cfg["variants"]["fast"]["baseline"]
+    shutil.rmtree(results / "variant~control")
+    alone = _verdicts(results, cfg)["fast"]
+    assert alone["outcome"] == "adopt" and "more than one machine" in alone["reason"]
+
+
+def test_a_large_effect_is_decided_across_machines_despite_the_control(results: Path, cfg: dict) -> None:
+    _control_study(results, cfg, 1.5, 0.3)  # 3.3x faster: more than the machines' 1.5x
+    fast = _verdicts(results, cfg)["fast"]
+    assert fast["outcome"] == "adopt" and "x1.50" in fast["reason"]
+
+
+def test_gpu_results_without_uuids_do_not_claim_one_machine(results: Path, cfg: dict) -> None:
+    _control_study(results, cfg, 1.5, 0.5)
+    for v in ("baseline", "control", "fast"):
+        _gpu_stamp(results / f"variant~{v}", "vm", [])  # a lent machine's host name, no GPU UUID recorded
+    v = _verdicts(results, cfg)
+    assert "whether one machine measured both sides is not recorded" in v["fast"]["reason"]
+    assert "widened" in str(v["fast"]["reason"]) or "x1.50" in v["fast"]["reason"]
+
+
+def test_a_control_without_accuracy_lends_its_baseline_s_accuracy(results: Path, cfg: dict) -> None:
+    cfg["variants"]["control"] = dict(cfg["variants"]["baseline"])
+    cfg["variants"]["fp8"] = {
+        **cfg["variants"]["baseline"],
+        "engine_args": {"kv-cache-dtype": "fp8"},
+        "baseline": "control",
+    }
+    _faster_copy(results, "control", 1.0)
+    _faster_copy(results, "fp8", 1.0)
+    base_docs = [1.0] * 300 + [0.0] * 100
+    _accuracy(results, "baseline", {"arc_easy": 0.75}, {"arc_easy": base_docs})
+    _accuracy(results, "fp8", {"arc_easy": 0.50}, {"arc_easy": [1.0] * 200 + [0.0] * 200})
+    fp8 = _verdicts(results, cfg)["fp8"]
+    assert fp8["accuracy_outcome"] == "unacceptable" and fp8["outcome"] == "reject"
+    assert "the accuracy of baseline stands for control" in fp8["reason"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.report import data, plots
 from worthit.report.context import Context, Pair
-from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, decide
+from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
 from worthit.report.deployments import deployments_view, validation_view
 from worthit.report.experiments import Figure as ExpFigure
 from worthit.report.experiments import registered
@@ -60,11 +60,19 @@ def _measured(res: data.VariantResults) -> str:
 
 
 def _machines_note(ctx: Context, pair: Pair) -> list[str]:
-    """Said when the two sides were not all measured on one machine: the intervals hold run-to-run variation
-    on a machine, not the difference between machines (another host, another GPU of the same model)."""
+    """Said when the two sides were not all measured on one machine, or the results cannot tell: the
+    intervals hold run-to-run variation on a machine, not the difference between machines (another host,
+    another GPU of the same model)."""
     without, with_ = ctx.machines(pair.without), ctx.machines(pair.with_)
-    if not without or not with_ or len(without | with_) == 1:
+    same = ctx.same_machine(pair.without, pair.with_)
+    if not without or not with_ or same:
         return []
+    if same is None:
+        return [
+            f"whether one machine measured both sides is not recorded ({'; '.join(sorted(without | with_))}: a "
+            "host name without GPU UUIDs): machine-to-machine variation may be in the difference, not in the "
+            "intervals"
+        ]
     return [
         f"measured on more than one machine ({pair.without}: {'; '.join(sorted(without))}; {pair.with_}: "
         f"{'; '.join(sorted(with_))}): machine-to-machine variation is not in the intervals; measure both "
@@ -72,11 +80,47 @@ def _machines_note(ctx: Context, pair: Pair) -> list[str]:
     ]
 
 
+Spread = tuple[float, str, str]  # (factor, control, the figure it rests on)
+
+
+def control_spreads(ctx: Context, pairs: Mapping[str, Pair], evidence: Mapping[str, Evidence]) -> dict[str, Spread]:
+    """Per baseline, the widest spread its controls measured (worthit.report.decide.control_spread)."""
+    out: dict[str, Spread] = {}
+    for v, p in pairs.items():
+        if not p.control or v not in evidence or evidence[v].status != schemas.STATUS_OK:
+            continue
+        g, what = control_spread(evidence[v])
+        if g > out.get(p.base, (1.0, "", ""))[0]:
+            out[p.base] = (g, v, what)
+    return out
+
+
+def _widen(
+    ctx: Context, pair: Pair, comps: list[Comparison], spread: Spread | None
+) -> tuple[list[Comparison], list[str], str]:
+    """A pair whose sides were not measured on one machine, against a baseline whose control moved: every
+    comparison carries the control's factor on top of its interval; says so, and what would settle it."""
+    if spread is None or pair.control or ctx.same_machine(pair.without, pair.with_):
+        return comps, [], ""
+    g, control, what = spread
+    widened = [c if c.improvement.is_exact else replace(c, spread=g, spread_source=f"control {control}") for c in comps]
+    note = (
+        f"the control {control} measured {pair.base}'s own configuration up to x{g:.2f} apart ({what}), and "
+        f"{pair.variant}'s two sides were not measured on one machine: each timing interval here is widened by "
+        "that factor, so only a difference larger than the machines' is decided"
+    )
+    settle = (
+        f"measure {pair.variant} beside a control of {pair.base} on one machine and judge it against that control "
+        f"(variants.{pair.variant}.baseline)"
+    )
+    return widened, [note], settle
+
+
 def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
     """(why, what would settle it) when no task's accuracy compares the two sides: a side whose accuracy
     failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
     whys, settles = [], []
-    for v in (pair.without, pair.with_):
+    for v in (ctx.accuracy_side(pair.without), ctx.accuracy_side(pair.with_)):
         files = ctx.results.variant(v).of(schemas.ACCURACY.name)
         failed = [f for f in files if not f.ok]
         if any(f.ok for f in files):
@@ -95,8 +139,9 @@ def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
     return "; ".join(whys), "; ".join(settles)
 
 
-def evidence_for(ctx: Context, pair: Pair) -> Evidence:
-    """Everything the experiments say about one optimisation, with the variants' failures."""
+def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evidence:
+    """Everything the experiments say about one optimisation, with the variants' failures; ``spread``: the
+    widest difference a control of its baseline measured (:func:`control_spreads`)."""
     v = pair.variant
     res = ctx.results.variant(v)
     comps: list[Comparison] = []
@@ -114,6 +159,8 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
                 acc.append(item)
         notes += list(exp.notes(ctx, a, pair)) if exp.notes else []
     notes += _machines_note(ctx, pair)
+    comps, widened_notes, perf_settle = _widen(ctx, pair, comps, spread)
+    notes += widened_notes
     acc_why, acc_settle = _why_no_accuracy(ctx, pair) if not acc else ("", "")
     status, reason = res.status
     if not res.files:
@@ -121,9 +168,9 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
     elif status == schemas.STATUS_OK and not any(c.judged for c in comps) and not checks and not acc and res.failures():
         first = res.failures()[0]  # what ran broke before it measured anything comparable
         status, reason = first.status, f"{first.experiment}: {first.cause}"
-    base = ctx.results.variant(ctx.baseline)
+    base = ctx.results.variant(pair.base or ctx.baseline)
     if status == schemas.STATUS_OK and base.files and base.status[0] != schemas.STATUS_OK:
-        reason = f"the baseline '{ctx.baseline}' {base.status[0]}: {base.status[1]}"
+        reason = f"the baseline '{pair.base or ctx.baseline}' {base.status[0]}: {base.status[1]}"
     elif status == schemas.STATUS_OK and not any(c.judged for c in comps) and not checks and not acc:
         reason = f"nothing to compare: {v} measured {_measured(res)}, the baseline {_measured(base)}"
     return Evidence(
@@ -139,6 +186,8 @@ def evidence_for(ctx: Context, pair: Pair) -> Evidence:
         notes=notes,
         accuracy_failure=acc_why,
         accuracy_settle=acc_settle,
+        control=pair.control,
+        perf_settle=perf_settle,
     )
 
 
@@ -155,7 +204,9 @@ def build(study: Study, results: data.StudyResults) -> Report:
     for exp in exps:
         ctx.analyses[exp.name] = exp.analyse(ctx)
     pairs = {v: ctx.pair(v) for v in ctx.others}
-    evidence = {v: evidence_for(ctx, p) for v, p in pairs.items()}
+    controls = {v: evidence_for(ctx, p) for v, p in pairs.items() if p.control}  # first: they widen the others
+    spreads = control_spreads(ctx, pairs, controls)
+    evidence = {v: controls.get(v) or evidence_for(ctx, p, spreads.get(p.base)) for v, p in pairs.items()}
     verdicts = {v: decide(e, ctx.rules) for v, e in evidence.items()}
     views = [verdicts_view(ctx, verdicts, pairs), deployments_view(ctx, verdicts, pairs)]
     views.append(validation_view(ctx, stored(views[1])))

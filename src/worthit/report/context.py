@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worthit import engine_args as eargs
+from worthit import schemas
 from worthit.config import Study
 from worthit.metrics import Slo
 from worthit.provenance import machine
@@ -36,6 +37,8 @@ class Pair:
     without: str
     with_: str
     lossless: bool
+    base: str = ""  # the variant it is judged against (variants.<v>.baseline, else baseline_variant)
+    control: bool = False  # the base's own configuration measured again: how far two measurements differ
 
     @property
     def inverted(self) -> bool:
@@ -121,10 +124,37 @@ class Context:
             )
         return self._random[variant]
 
+    def base_of(self, variant: str) -> str:
+        """The variant ``variant`` is judged against (its ``baseline:``, else the study's baseline)."""
+        return self.study.baseline_of(variant) if self.configured(variant) else self.baseline
+
+    def env(self, variant: str) -> dict[str, str]:
+        return dict(self.study.variant(variant).env) if self.configured(variant) else {}
+
     def machines(self, variant: str) -> set[str]:
         """The machines (worthit.provenance.machine) that measured the variant's results."""
         found = (machine(f.metadata.get("hardware")) for f in self.results.variant(variant).files if f.ok)
         return {m for m in found if m}
+
+    def same_machine(self, a: str, b: str) -> bool | None:
+        """Whether one machine measured every result of both variants: True, False, or None when the
+        results cannot tell (a GPU result without GPU UUIDs names only its host, which lent and cloud
+        machines share; results made before worthit recorded the UUIDs)."""
+        hws = [f.metadata.get("hardware") for v in (a, b) for f in self.results.variant(v).files if f.ok]
+        found = {machine(hw) for hw in hws if hw}
+        if not found or len(found) > 1:
+            return None if not found else False
+        weak = any(hw and hw.get("gpu") and not hw.get("gpu_uuids") for hw in hws)
+        return None if weak else True
+
+    def accuracy_side(self, variant: str, _seen: frozenset[str] = frozenset()) -> str:
+        """Whose accuracy stands for ``variant``: its own, or, for a control that measured none, that of the
+        configuration it repeats (accuracy belongs to the model and its flags, not to the machine's speed)."""
+        control = variant not in _seen and variant != self.baseline and self.configured(variant)
+        control = control and self.pair(variant).control
+        if control and not any(f.ok for f in self.results.variant(variant).of(schemas.ACCURACY.name)):
+            return self.accuracy_side(self.base_of(variant), _seen | {variant})
+        return variant
 
     def label(self, variant: str) -> str:
         """The variant's name as every table shows it: random weights said wherever its numbers appear."""
@@ -132,8 +162,10 @@ class Context:
 
     # --- optimisations ---------------------------------------------------------------------------
     def pair(self, variant: str) -> Pair:
-        """Name the optimisation ``variant`` applies to the baseline, and orient it (see module doc)."""
-        base = self.baseline
+        """Name the optimisation ``variant`` applies to its baseline, and orient it (see module doc). A
+        variant that changes nothing (same model, engine arguments, extra arguments and environment) is a
+        *control*: the baseline's configuration measured again, on another machine or another day."""
+        base = self.base_of(variant)
         a, b = self.engine_args(base), self.engine_args(variant)
         parts: list[str] = []
         with_ = variant
@@ -163,12 +195,21 @@ class Context:
                 parts.append(f"{str(vb or 'auto').upper()} KV cache (vs {va or 'auto'})")
             else:
                 parts.append(f"--{key} {vb if vb is not None else '(unset)'} (vs {va if va is not None else 'unset'})")
-        name = "; ".join(parts) or f"{variant} (same engine arguments as {base})"
+        control = (
+            ma == mb
+            and all(eargs.get(a, k) == eargs.get(b, k) for k in {eargs.flag(k) for k in (*a, *b)})
+            and self.extra_args(base) == self.extra_args(variant)
+            and self.env(base) == self.env(variant)
+        )
+        if control:
+            name = f"control: {base}'s configuration measured again"
+        else:
+            name = "; ".join(parts) or f"{variant} (same engine arguments as {base})"
         drafted = [s for s in self.study.cfg["specdec"]["draft_variants"] if self.study.draft_variant(s) == variant]
         if drafted:  # served for gamma: judged as what it also is, another model, but named for what it is for
             name += f" [the draft model of {', '.join(drafted)}, served alone for gamma]"
         without = variant if with_ == base else base
-        return Pair(variant, name, without, with_, lossless)
+        return Pair(variant, name, without, with_, lossless, base, control)
 
     # --- hardware --------------------------------------------------------------------------------
     @property

@@ -12,6 +12,12 @@ Outcomes, never conflated:
 - **failed**: it ran and broke (the root-cause line from its log);
 - **not run**: nothing was measured that could be compared with the baseline.
 
+A variant that changes nothing (the baseline's configuration measured again, on another machine or another
+day) is a **control**, not an optimisation: its verdict says how far two measurements of one configuration
+came apart. When a control shows they do, every comparison across those measurement conditions carries that
+factor on top of its own intervals (``Comparison.spread``): a performance difference is decided only where it
+exceeds what the machines alone moved.
+
 Every judged figure is an improvement factor with a 95% interval (:func:`worthit.report.measure.ratio`),
 set against the margins ``min_speedup`` and ``1 / min_speedup``: better when the whole interval lies
 above the first, worse when it lies below the second, no meaningful difference when it lies between
@@ -28,20 +34,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from worthit.report.measure import EXACT, SINGLE_RUN, Measure, ratio
 from worthit.stats import ACC_INCONCLUSIVE, ACCEPTABLE, NO_CHANGE, RULE_OF_THREE, UNACCEPTABLE, Z_95, noninferiority
 
-# --- the six outcomes ------------------------------------------------------------------------------
+# --- the six outcomes on an optimisation, and a control's ------------------------------------------
 ADOPT = "adopt"
 REJECT = "reject"
 INCONCLUSIVE = "inconclusive"
 NOT_APPLICABLE = "not applicable"
 FAILED = "failed"
 NOT_RUN = "not run"
-OUTCOMES = (ADOPT, REJECT, INCONCLUSIVE, NOT_APPLICABLE, FAILED, NOT_RUN)
+CONTROL = "control"
+OUTCOMES = (ADOPT, REJECT, INCONCLUSIVE, NOT_APPLICABLE, FAILED, NOT_RUN, CONTROL)
 WORDING = {
     ADOPT: "turn it on: the benefit is demonstrated and accuracy holds",
     REJECT: "leave it off: it is worse, its benefit is below the margin, or accuracy drops too far",
@@ -49,6 +56,8 @@ WORDING = {
     NOT_APPLICABLE: "this hardware or model lacks a prerequisite (known before serving)",
     FAILED: "it ran and broke; the reason is the root cause from its log",
     NOT_RUN: "nothing measured that compares with the baseline",
+    CONTROL: "not an optimisation: the baseline's configuration measured again; it says how far two "
+    "measurements of one configuration differ (another machine, another day)",
 }
 
 # --- findings on one figure -----------------------------------------------------------------------
@@ -135,6 +144,10 @@ class Comparison:
     regime: str = LATENCY
     setting: Setting = Setting("")
     judged: bool = True
+    # Measurement conditions the two sides do not share (two machines): the factor a control measured between
+    # two measurements of one configuration, and that control's name. The interval is widened by it.
+    spread: float = 1.0
+    spread_source: str = ""
 
     @property
     def change_pct(self) -> float | None:
@@ -146,7 +159,11 @@ class Comparison:
     @property
     def improvement(self) -> Measure:
         """Factor by which the optimisation is better (> 1) or worse (< 1), with its 95% interval."""
-        return ratio(self.with_, self.without) if self.higher_is_better else ratio(self.without, self.with_)
+        r = ratio(self.with_, self.without) if self.higher_is_better else ratio(self.without, self.with_)
+        if self.spread <= 1 or r.is_exact or r.low is None or r.high is None:
+            return r
+        g = self.spread
+        return replace(r, low=r.low / g, high=r.high * g)
 
     @property
     def basis(self) -> str:
@@ -257,6 +274,8 @@ class Evidence:
     accuracy_failure: str = ""  # why no task's accuracy compares the sides (failed, not run yet, not configured)
     accuracy_settle: str = ""  # what would measure it
     notes: Sequence[str] = ()
+    control: bool = False  # the base's configuration measured again (worthit.report.context.Pair.control)
+    perf_settle: str = ""  # what would settle performance beyond more runs (one machine for both sides)
 
 
 @dataclass(frozen=True)
@@ -330,6 +349,8 @@ def judge(c: Comparison, rules: Rules) -> tuple[str, str]:
         return EQUIVALENT, f"{c.describe()} (point estimate, within {m:g}x)"
     lo, hi = iv
     span = f"factor [{lo:.2f}, {hi:.2f}]"
+    if c.spread > 1:
+        span += f" with the machines' x{c.spread:.2f} ({c.spread_source})"
     if lo >= m:
         return BETTER, f"{c.describe()} ({span})"
     if hi <= 1 / m:
@@ -652,6 +673,8 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         return Verdict(**base, outcome=NOT_APPLICABLE, reason=e.reason or "not applicable")
     if e.status == NOT_RUN:
         return Verdict(**base, outcome=NOT_RUN, reason=e.reason or "not run", settle="run the workflow on it")
+    if e.control:
+        return _control_verdict(e, rules, base)
     acc, acc_detail, acc_settle = accuracy_outcome(e)
     cost, worst = _accuracy_cost(e)
     regimes = {r: regime_verdict(r, e.comparisons, e.checks, rules) for r in REGIMES}
@@ -688,6 +711,8 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
     reasons.append(f"accuracy {acc}: {acc_detail}")
     reasons += list(e.notes)
     settle = [regimes[r].settle for r, o in finals.items() if o == INCONCLUSIVE and regimes[r].settle]
+    if e.perf_settle and any(o == INCONCLUSIVE and regimes[r].outcome == INCONCLUSIVE for r, o in finals.items()):
+        settle.insert(0, e.perf_settle)
     if INCONCLUSIVE in finals.values() and acc in (ACC_INCONCLUSIVE, NOT_MEASURED):
         settle.append(acc_settle)
     return Verdict(
@@ -696,4 +721,49 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         condition=condition,
         reason="; ".join(reasons),
         settle="; ".join(dict.fromkeys(p for p in settle if p)),
+    )
+
+
+def control_spread(e: Evidence) -> tuple[float, str]:
+    """(factor, what it rests on): how far a control's two measurements of one configuration came apart,
+    the largest of its judged timing and throughput figures (point estimates, either direction; 1.0 when
+    it measured nothing comparable). Exact counts are left out: they do not move between machines."""
+    worst, what = 1.0, ""
+    for c in e.comparisons:
+        f = c.improvement.value if c.judged and not c.improvement.is_exact else None
+        if f is None or not f > 0 or math.isnan(f):
+            continue
+        g = max(f, 1 / f)
+        if g > worst:
+            worst, what = g, c.describe()
+    return worst, what
+
+
+def _control_verdict(e: Evidence, rules: Rules, base: Mapping[str, Any]) -> Verdict:
+    """A control is not adopted or rejected: it says which figures two measurements of one configuration
+    demonstrably differ on, and by how much at most."""
+    judged = [c for c in e.comparisons if c.judged]
+    found = [(c, *judge(c, rules)) for c in judged]
+    apart = [why for _, f, why in found if f in (BETTER, WORSE)]
+    g, what = control_spread(e)
+    basis = _verdict_basis(judged)
+    if not judged:
+        reason = e.reason or "nothing measured that compares with its baseline"
+        return Verdict(**base, outcome=CONTROL, reason=reason, settle="measure it on the experiments the baseline runs")
+    if apart:
+        head = (
+            f"two measurements of one configuration differ on {len(apart)} of {len(judged)} judged figures: "
+            + "; ".join(apart[:3])
+            + (f"; and {len(apart) - 3} more" if len(apart) > 3 else "")
+        )
+    else:
+        head = f"no difference demonstrated on {len(judged)} judged figures"
+    reason = f"{head}; at most x{g:.2f} apart ({what})" if what else head
+    return Verdict(
+        **base,
+        outcome=CONTROL,
+        reason="; ".join([reason, *e.notes]),
+        benefit="not an optimisation",
+        basis=basis,
+        accuracy_outcome=NOT_NEEDED,
     )

@@ -24,7 +24,7 @@ from worthit.report.decide import WORDING
 from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
-# badge colours by the first words of an outcome: positive, negative, open, out of scope, broken, absent
+# badge colours by the first words of an outcome: positive, negative, open, out of scope, broken, absent, a control
 BADGES = (
     (("adopt", "acceptable", "met", "better"), "good"),
     (("reject", "unacceptable", "miss", "worse"), "bad"),
@@ -32,6 +32,7 @@ BADGES = (
     (("not applicable", "no meaningful difference", "not needed", "information"), "scope"),
     (("failed",), "broken"),
     (("not run", "not measured", "not reported"), "absent"),
+    (("control",), "control"),
 )
 
 

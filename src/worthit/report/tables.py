@@ -22,7 +22,7 @@ def verdict_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[s
         rows.append(
             {
                 "variant": v,
-                "baseline": ctx.baseline,
+                "baseline": pairs[v].base or ctx.baseline,
                 "optimisation": x.optimisation,
                 "description": ctx.description(v) or None,
                 "outcome": x.outcome,
@@ -63,8 +63,11 @@ def verdicts_view(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[
         Column("settle", "what would settle it", LONG),
     ]
     by_task = "".join(f", {t} {b:g} pt" for t, b in r.max_accuracy_drop_pt_by_task.items())
+    own = [f"{v} against `{p.base}`" for v, p in pairs.items() if p.base and p.base != ctx.baseline]
     caption = (
-        f"Against the baseline `{ctx.baseline}`. Rules (decide:): a benefit is an improvement of at least "
+        f"Against the baseline `{ctx.baseline}`"
+        + (f" ({'; '.join(own)})" if own else "")
+        + ". Rules (decide:): a benefit is an improvement of at least "
         f"{r.min_speedup:g}x whose 95% interval lies clear of that margin"
         + ("" if r.require_significance else " (point estimates: require_significance is false)")
         + f"; accuracy may drop at most {r.max_accuracy_drop_pt:g} pt per task{by_task} (non-inferiority at 95%); "
@@ -95,7 +98,7 @@ def comparison_rows(ctx: Context, evidence: Mapping[str, Evidence], pairs: Mappi
             rows.append(
                 {
                     "variant": v,
-                    "baseline": ctx.baseline,
+                    "baseline": pair.base or ctx.baseline,
                     "optimisation": pair.optimisation,
                     "quantity": "all",
                     "status": e.status if e.status != NOT_RUN_STATUS else schemas.STATUS_FAILED,
@@ -113,7 +116,7 @@ def _comparison_row(ctx: Context, v: str, pair: Pair, c: Comparison) -> dict[str
     imp = c.improvement
     return {
         "variant": v,
-        "baseline": ctx.baseline,
+        "baseline": pair.base or ctx.baseline,
         "optimisation": pair.optimisation,
         "regime": c.regime,
         "setting": c.setting.label or None,
@@ -124,7 +127,11 @@ def _comparison_row(ctx: Context, v: str, pair: Pair, c: Comparison) -> dict[str
         "change_pct": c.change_pct,
         **measure_cols("improvement", imp),
         "finding": finding if c.judged else f"{finding} (shown, not judged)",
-        "interval_basis": imp.basis or imp.why_none or None,
+        "interval_basis": (
+            (imp.basis or imp.why_none or "")
+            + (f"; widened x{c.spread:.2f} for machines ({c.spread_source})" if c.spread > 1 else "")
+        )
+        or None,
         "status": schemas.STATUS_OK,
         "reason": why if not c.judged else None,
     }

@@ -94,7 +94,8 @@ def task_size(a: AccuracyAnalysis, task: str, n: int | None) -> int | None:
 
 def deltas(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[TaskAccuracy]:
     """Each task both sides scored: the change (with - without) and its standard error, one way everywhere."""
-    wo, w = a.scores.get(pair.without, {}), a.scores.get(pair.with_, {})
+    side_wo, side_w = ctx.accuracy_side(pair.without), ctx.accuracy_side(pair.with_)
+    wo, w = a.scores.get(side_wo, {}), a.scores.get(side_w, {})
     out = []
     for task, row in w.items():
         if task not in wo:
@@ -103,9 +104,7 @@ def deltas(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[TaskAccuracy]:
         if (base["metric"], base["filter"]) != (row["metric"], row["filter"]):
             continue
         key = (task, row["metric"], row["filter"])
-        found = task_delta(
-            a.samples.get(pair.with_, {}).get(key, {}), a.samples.get(pair.without, {}).get(key, {}), row, base
-        )
+        found = task_delta(a.samples.get(side_w, {}).get(key, {}), a.samples.get(side_wo, {}).get(key, {}), row, base)
         if found is None:
             continue
         d, se, n, method = found
@@ -146,7 +145,7 @@ def views(ctx: Context, a: AccuracyAnalysis) -> list[View]:
             rows.append(
                 {
                     "variant": v,
-                    "baseline": ctx.baseline,
+                    "baseline": pair.base or ctx.baseline,
                     "task": t.task,
                     "metric": t.metric,
                     "filter": t.filter,
@@ -214,8 +213,14 @@ def _figure(ctx: Context, a: AccuracyAnalysis) -> Any:
 
 
 def notes(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[str]:
-    fails = [a.failures[v] for v in (pair.without, pair.with_) if v in a.failures]
-    return fails
+    sides = [(v, ctx.accuracy_side(v)) for v in (pair.without, pair.with_)]
+    fails = [a.failures[s] for _, s in sides if s in a.failures]
+    stands = [
+        f"the accuracy of {s} stands for {v}, a control that repeats its configuration"
+        for v, s in sides
+        if s != v and deltas(ctx, a, pair)
+    ]
+    return fails + stands
 
 
 register(

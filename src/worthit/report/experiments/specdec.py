@@ -136,7 +136,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
     for v in spec_variants(ctx):
         sc = eargs.speculative_config(ctx.engine_args(v)) or {}
         method, k = method_of(sc), int(sc.get("num_speculative_tokens") or 0)
-        base = str(cfg_base or ctx.baseline)
+        base = str(cfg_base or ctx.base_of(v))
         base_levels = load.ok(base)
         low = base_levels[0].tpot_p50.value if base_levels else None
         notes: list[str] = []
