@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -248,6 +249,22 @@ def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
     return found
 
 
+# vLLM's API and engine processes talk over ZeroMQ IPC sockets it creates in VLLM_RPC_BASE_PATH (the system
+# temp folder by default) and leaves behind when stopped by a signal: about four socket files a server start,
+# thousands in /tmp after a day of studies. Each server gets a private folder instead, removed when it stops,
+# or by the variant's next start when its supervisor was killed. A folder the user set is left alone.
+IPC_ENV = "VLLM_RPC_BASE_PATH"
+
+
+def private_ipc_dir(env: dict[str, str]) -> str | None:
+    """Point ``env`` (a server's environment) at a new private IPC folder and return it; None when the
+    environment already names one."""
+    if env.get(IPC_ENV):
+        return None
+    env[IPC_ENV] = tempfile.mkdtemp(prefix="worthit-ipc-")
+    return env[IPC_ENV]
+
+
 def reap_leftover_group(
     state_path: str | os.PathLike[str], log_path: str | os.PathLike[str], grace_s: float = 10.0
 ) -> list[str]:
@@ -280,6 +297,8 @@ def reap_leftover_group(
                 f"[worthit] stopped {len(left)} process(es) an earlier, killed run of this server left "
                 f"behind (process group {pgid}): {'; '.join(left.values())}\n".encode()
             )
+    if info.get("ipc_dir"):
+        shutil.rmtree(str(info["ipc_dir"]), ignore_errors=True)
     side.unlink(missing_ok=True)
     return list(left.values())
 
@@ -329,6 +348,30 @@ def _claim_gpus(count: int, lock_dir: Path) -> tuple[str | None, list[Any]]:
         if time.monotonic() > deadline or total < count:
             raise ServerFailed(f"needs {count} GPU(s); this machine has {total} and none are free")
         time.sleep(5)
+
+
+def _start(cmd: list[str], log_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str | None]:
+    """Start the server in a process group of its own, its output appended to ``log_path``, with a private
+    IPC folder (:func:`private_ipc_dir`); return it and that folder."""
+    ipc_dir = private_ipc_dir(env)
+    with open(log_path, "ab") as log:
+        log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_set_pdeathsig,
+            )
+        except BaseException:
+            if ipc_dir:
+                shutil.rmtree(ipc_dir, ignore_errors=True)
+            raise
+    return proc, ipc_dir
 
 
 def supervise(
@@ -383,20 +426,9 @@ def supervise(
     compile_cache.share_model_info(child_env)
     for done in _queue_dir(state_path).glob("done-*"):  # turns of a killed earlier server (see turn)
         done.unlink(missing_ok=True)
-    with open(log_path, "ab") as log:
-        log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
-        log.flush()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=child_env,
-            start_new_session=True,
-            preexec_fn=_set_pdeathsig,
-        )
+    proc, ipc_dir = _start(cmd, log_path, child_env)
     _group_path(state_path).write_text(
-        json.dumps({"pgid": proc.pid, "supervisor_pid": os.getpid(), "started_at": time.time() - 1})
+        json.dumps({"pgid": proc.pid, "supervisor_pid": os.getpid(), "started_at": time.time() - 1, "ipc_dir": ipc_dir})
     )
     state = ServerState(
         variant=variant,
@@ -448,12 +480,20 @@ def supervise(
                 }
             )
         )
+    _stop_and_clean(proc, ipc_dir, state_path, locks)
+    return 0
+
+
+def _stop_and_clean(proc: subprocess.Popen[bytes], ipc_dir: str | None, state_path: Path, locks: list[Any]) -> None:
+    """Stop the server's process group, then remove what only it used: its IPC folder, the group sidecar,
+    the GPU claims and the turn queue."""
     stop_process_group(proc)
+    if ipc_dir:
+        shutil.rmtree(ipc_dir, ignore_errors=True)
     _group_path(state_path).unlink(missing_ok=True)
     for fh in locks:
         fh.close()
     shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
-    return 0
 
 
 def _refuse(

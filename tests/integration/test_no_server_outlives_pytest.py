@@ -7,6 +7,7 @@ vLLM's process group when its parent goes away; here a real pytest holding a rea
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, pids_in
+from worthit.server import reap_leftover_group
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -86,10 +88,17 @@ def test_killing_pytest_mid_suite_leaves_no_vllm_process(
     try:
         running = pids_in(work)
         assert any("vllm" in cmd.lower() for cmd in running.values()), running  # the server really runs
+        # vLLM's processes talk over sockets in the server's private IPC folder, not in the system temp folder
+        ipc = Path(json.loads((work / "server.json.group").read_text())["ipc_dir"])
+        assert any(p.is_socket() for p in ipc.iterdir()), list(ipc.iterdir())
         os.kill(proc.pid, sig)
         proc.wait(timeout=60)
         left = _left_after(work)
         assert not left, f"left running after pytest got {sig.name}: {left}"
+        deadline = time.monotonic() + 30  # the supervisor removes the folder once vLLM has stopped
+        while ipc.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not ipc.exists(), f"{ipc} left behind: {list(ipc.iterdir())}"
     finally:
         _stop(proc, work)
 
@@ -105,8 +114,13 @@ def test_a_supervisor_killed_outright_takes_vllm_and_its_engine_processes_with_i
         # vLLM runs its engine in processes of its own (VLLM::EngineCore): those are what could linger
         assert any("EngineCore" in cmd for cmd in running.values()), running
         (supervisor,) = [pid for pid, cmd in running.items() if "worthit.server" in cmd]
+        ipc = Path(json.loads((work / "server.json.group").read_text())["ipc_dir"])
         os.kill(supervisor, signal.SIGKILL)
         left = _left_after(work)
         assert not left, f"left running after the supervisor was killed: {left}"
+        # the sockets vLLM left in the server's private folder go with the variant's next start
+        assert ipc.is_dir()
+        reap_leftover_group(work / "server.json", work / "server.log")
+        assert not ipc.exists()
     finally:
         _stop(proc, work)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,8 +79,13 @@ def test_a_killed_runs_engine_is_stopped_before_the_next_start(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
     state, log = tmp_path / "server.json", tmp_path / "serve.log"
+    ipc = tmp_path / "ipc"  # the killed server's private IPC folder, with a socket its engine left there
+    ipc.mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(ipc / "ab12"))
+    sock.close()
     Path(str(state) + ".group").write_text(
-        json.dumps({"pgid": pgid, "supervisor_pid": dead.pid, "started_at": time.time() - 5})
+        json.dumps({"pgid": pgid, "supervisor_pid": dead.pid, "started_at": time.time() - 5, "ipc_dir": str(ipc)})
     )
     try:
         assert alive(orphan)
@@ -87,10 +94,22 @@ def test_a_killed_runs_engine_is_stopped_before_the_next_start(tmp_path):
         assert not alive(orphan)
         assert stopped and "VLLM::EngineCore" in stopped[0]
         assert f"process group {pgid}" in log.read_text()
-        assert not Path(str(state) + ".group").exists()
+        assert not Path(str(state) + ".group").exists() and not ipc.exists()
     finally:
         if alive(orphan):
             os.kill(orphan, signal.SIGKILL)
+
+
+def test_each_server_gets_a_private_ipc_folder_unless_its_environment_names_one(tmp_path):
+    env: dict[str, str] = {}
+    made = server.private_ipc_dir(env)
+    try:
+        assert made and env[server.IPC_ENV] == made and Path(made).is_dir()
+        assert Path(made).parent == Path(tempfile.gettempdir()) and len(made) < 60  # room for a socket name
+    finally:
+        Path(made or "").rmdir()
+    mine = {server.IPC_ENV: str(tmp_path)}
+    assert server.private_ipc_dir(mine) is None and mine == {server.IPC_ENV: str(tmp_path)}
 
 
 def test_a_group_whose_supervisor_lives_is_left_alone(tmp_path):
@@ -193,6 +212,11 @@ def test_consumers_fail_within_seconds_when_the_supervisor_is_killed(tmp_path):
                 break
             time.sleep(0.1)
         assert not server._alive(int(data["pid"]))
+        # its private IPC folder outlives a SIGKILLed supervisor; the variant's next start removes it
+        ipc = Path(json.loads(Path(str(state) + ".group").read_text())["ipc_dir"])
+        assert ipc.is_dir()
+        server.reap_leftover_group(state, tmp_path / "serve.log")
+        assert not ipc.exists()
     finally:
         for p in (sup, *consumers):
             if p.poll() is None:
