@@ -23,11 +23,14 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent import futures
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -314,11 +317,40 @@ class TaskRun:
     output_tail: str
 
 
+class _Running:
+    """The lm-eval processes running now, each in a session of its own: what a stop (Ctrl-C, SIGTERM, a stop
+    request) must kill. Tasks side by side run in worker threads, where no KeyboardInterrupt arrives: the
+    main thread kills them all (:func:`run_side_by_side`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.add(proc)
+
+    def discard(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+RUNNING = _Running()
+
+
 def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float, log_path: str | Path) -> TaskRun:
     """Run lm-eval with its output in ``log_path``; on timeout kill its whole process group."""
     t0 = time.monotonic()
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
+        RUNNING.add(proc)
         try:
             rc, timed_out = proc.wait(timeout=timeout_s), False
         except subprocess.TimeoutExpired:
@@ -330,6 +362,8 @@ def run_command(cmd: Sequence[str], env: Mapping[str, str], timeout_s: float, lo
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+        finally:
+            RUNNING.discard(proc)
     from worthit.server import log_tail
 
     return TaskRun(rc, timed_out, time.monotonic() - t0, log_tail(log_path, 30))
@@ -380,6 +414,28 @@ def evaluate_task(
     return rows, sample_rows(output_path, variant, task.name)
 
 
+def run_side_by_side(jobs: Sequence[Callable[[], Any]], parallel: int) -> list[Any]:
+    """Each job's result, in the order given, running at most ``parallel`` at once (one at a time: in this
+    thread). A stop (KeyboardInterrupt, SystemExit) reaches only the main thread: it cancels what has not
+    started, kills every running lm-eval's process group, waits for the workers and raises again."""
+    if parallel <= 1 or len(jobs) <= 1:
+        return [job() for job in jobs]
+    pool = futures.ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="lm-eval")
+    fs = [pool.submit(job) for job in jobs]
+    try:
+        pending = set(fs)
+        while pending:  # a timed wait: the main thread stays interruptible
+            _, pending = futures.wait(pending, timeout=0.5, return_when=futures.FIRST_COMPLETED)
+        return [f.result() for f in fs]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        RUNNING.kill_all()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        RUNNING.kill_all()  # nothing of a stopped run outlives it (a no-op after a normal finish)
+
+
 def evaluate(
     variant: str,
     url: str,
@@ -409,25 +465,21 @@ def evaluate(
             missing = missing_logprobs_reason(url, detail, [t.name for t in specs if t.needs_prompt_logprobs])
             log.error("%s", missing)
     env = lm_eval_env()
-    rows: list[dict[str, Any]] = []
-    samples: list[dict[str, Any]] = []
+    Found = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    found: list[Found] = []  # each task's (rows, per-document rows), in the config's order
+    jobs: list[tuple[int, Callable[[], Found]]] = []
     commands: dict[str, list[str]] = {}
     used: set[str] = set()
     for i, task in enumerate(specs):
         if task.chat and task.output_type not in (None, GENERATIVE):
-            rows.append(
-                failed_row(
-                    variant,
-                    task,
-                    (
-                        f"task {task.name} is {task.output_type}: chat (config key accuracy.tasks[].chat) is for "
-                        "generate-until tasks only; chat completions return no prompt logprobs"
-                    ),
-                )
+            why = (
+                f"task {task.name} is {task.output_type}: chat (config key accuracy.tasks[].chat) is for "
+                "generate-until tasks only; chat completions return no prompt logprobs"
             )
+            found.append(([failed_row(variant, task, why)], []))
             continue
         if missing and task.needs_prompt_logprobs:
-            rows.append(failed_row(variant, task, missing))
+            found.append(([failed_row(variant, task, missing)], []))
             continue
         out = raw / (task.name if task.name not in used else f"{task.name}-{i}")
         used.add(task.name)
@@ -446,9 +498,14 @@ def evaluate(
         )
         commands[task.name] = cmd
         timeout_s = float(task.timeout_s or acc_cfg["timeout_s"])
-        task_rows, task_samples = evaluate_task(task, variant, cmd, env, timeout_s, out, str(include), python)
-        rows += task_rows
-        samples += task_samples
+        slot = len(found)
+        found.append(([], []))
+        jobs.append((slot, partial(evaluate_task, task, variant, cmd, env, timeout_s, out, str(include), python)))
+    done = run_side_by_side([job for _, job in jobs], int(acc_cfg.get("parallel_tasks", 1)))
+    for (slot, _), result in zip(jobs, done, strict=True):
+        found[slot] = result
+    rows = [r for task_rows, _ in found for r in task_rows]  # in the config's order, however the tasks finished
+    samples = [r for _, task_samples in found for r in task_samples]
     return rows, samples, {"lm_eval_commands": commands, "raw_dir": str(raw), "tasks": [t.__dict__ for t in specs]}
 
 

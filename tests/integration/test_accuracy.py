@@ -14,7 +14,14 @@ from worthit.server import ServerState
 
 pytestmark = [pytest.mark.vllm, pytest.mark.lmeval, pytest.mark.slow]
 
-ACC_CFG = {"num_concurrent": 4, "max_retries": 3, "max_length": 2048, "timeout_s": 600, "seed": 1234}
+ACC_CFG = {
+    "num_concurrent": 4,
+    "max_retries": 3,
+    "max_length": 2048,
+    "timeout_s": 600,
+    "seed": 1234,
+    "parallel_tasks": 2,
+}
 
 
 def _serve(tmp: Path, model_dir: Path, serve_python: Path, extra_args: dict | None = None) -> Iterator[ServerState]:

@@ -459,3 +459,54 @@ def test_lm_eval_context_is_the_servers_max_model_len_in_any_spelling(key: str) 
 
 def test_lm_eval_context_falls_back_to_the_accuracy_max_length() -> None:
     assert acc.context_length({"dtype": "bfloat16"}, 2048) == 2048
+
+
+# ------------------------------------------------------------------------------------------ side by side
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_tasks_side_by_side_overlap_and_report_in_the_order_given(tmp_path: Path) -> None:
+    import os
+    import time
+    from functools import partial
+
+    def job(name: str, script: str) -> partial:
+        return partial(acc.run_command, ["sh", "-c", script], dict(os.environ), 60, tmp_path / f"{name}.log")
+
+    t0 = time.monotonic()
+    runs = acc.run_side_by_side([job("slow", "sleep 1.5; exit 3"), job("fast", "sleep 1.5; exit 4")], 2)
+    assert [r.returncode for r in runs] == [3, 4]  # the config's order
+    assert time.monotonic() - t0 < 2.9  # both ran at once (one after another takes 3 s)
+    one = acc.run_side_by_side([job("a", "exit 5"), job("b", "exit 6")], 1)
+    assert [r.returncode for r in one] == [5, 6]
+
+
+def test_a_stop_kills_every_task_running_side_by_side_and_starts_no_other(tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+    import time
+    from functools import partial
+
+    def holder(i: int) -> partial:
+        script = f"echo $$ > {tmp_path}/pid{i}; exec sleep 300"
+        return partial(acc.run_command, ["sh", "-c", script], dict(os.environ), 600, tmp_path / f"{i}.log")
+
+    def interrupt_when_both_run() -> None:
+        deadline = time.monotonic() + 20
+        while not all((tmp_path / f"pid{i}").exists() for i in (0, 1)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C, or stop_on_request's own signal, to the main thread
+
+    threading.Thread(target=interrupt_when_both_run, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        acc.run_side_by_side([holder(0), holder(1), holder(2)], 2)
+    assert time.monotonic() - t0 < 20
+    pids = [int((tmp_path / f"pid{i}").read_text()) for i in (0, 1)]
+    assert not any(_alive(p) for p in pids), pids
+    assert not (tmp_path / "pid2").exists()  # the third task, still queued, never started
