@@ -992,3 +992,30 @@ def test_a_control_without_accuracy_lends_its_baseline_s_accuracy(results: Path,
     fp8 = _verdicts(results, cfg)["fp8"]
     assert fp8["accuracy_outcome"] == "unacceptable" and fp8["outcome"] == "reject"
     assert "the accuracy of baseline stands for control" in fp8["reason"]
+
+
+def test_a_speculative_variant_judged_against_a_control_takes_c_whole_from_where_verify_was_timed(
+    spec: Path, cfg: dict
+) -> None:
+    # the speculative variant is judged against a slower control; verify steps were timed on the baseline only
+    cfg["variants"]["control"] = dict(cfg["variants"]["baseline"])
+    _faster_copy(spec, "control", 1.5)
+    shutil.rmtree(spec / "variant~control" / "specdec")  # the workflow times verify steps on the baseline only
+    cfg["variants"]["no_prefix_cache"]["baseline"] = "control"
+    r = report(spec, validate(cfg))
+    one = next(x for x in rows(r, schemas.REPORT_SPECDEC) if x["concurrency"] == 1)
+    base1 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
+    ctl1 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "control" and x["concurrency"] == 1)
+    # c = verify time / step time, both from the baseline's machine, not the control's slower steps
+    assert one["c"] == pytest.approx(1 + (40.0 - 20.0) / base1["tpot_ms_p50"], rel=1e-3)
+    assert "c from baseline's verify timing (control has none)" in one["note"]
+    # the measured speed-up is against the control beside it
+    assert one["measured_speedup"] == pytest.approx(
+        ctl1["tpot_ms_p50"]
+        / next(
+            x["tpot_ms_p50"]
+            for x in rows(r, schemas.REPORT_LEVELS)
+            if x["variant"] == "no_prefix_cache" and x["concurrency"] == 1
+        ),
+        rel=0.05,
+    )

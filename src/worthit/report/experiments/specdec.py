@@ -150,6 +150,13 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
             if gamma is None:
                 notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
         medians, why_none = verify_timing(ctx, base)
+        timed = str(cfg_base or ctx.baseline)  # where the workflow times verify steps (Study.specdec_base)
+        c_levels = base_levels
+        if why_none and timed != base:  # a variant judged against a control: c from the study's base, whole
+            medians, why_none = verify_timing(ctx, timed)
+            if not why_none:
+                c_levels = load.ok(timed)  # verify time and step time from one machine
+                notes.append(f"c from {timed}'s verify timing ({base} has none)")
         if why_none:
             notes.append(f"c not timed ({why_none})")
         rows = []
@@ -159,7 +166,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
                 d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS)
             )
             alpha = alpha_of(d)
-            c, src = c_at(base_levels, k, lv.concurrency, medians)
+            c, src = c_at(c_levels, k, lv.concurrency, medians)
             b = load.at(base, lv.concurrency)
             measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None)
             note = list(notes)
