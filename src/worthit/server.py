@@ -251,9 +251,23 @@ def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
 
 # vLLM's API and engine processes talk over ZeroMQ IPC sockets it creates in VLLM_RPC_BASE_PATH (the system
 # temp folder by default) and leaves behind when stopped by a signal: about four socket files a server start,
-# thousands in /tmp after a day of studies. Each server gets a private folder instead, removed when it stops,
-# or by the variant's next start when its supervisor was killed. A folder the user set is left alone.
+# thousands in /tmp after a day of studies. Each server gets a private folder instead, named after its
+# supervisor's PID and removed when it stops; a supervisor killed before it could (SIGKILL, a Ctrl-C that
+# Snakemake follows with a kill) leaves it to the next server start on the machine, which removes every such
+# folder whose supervisor is gone. A folder the user set is left alone.
 IPC_ENV = "VLLM_RPC_BASE_PATH"
+IPC_PREFIX = "worthit-ipc-"
+
+
+def sweep_stale_ipc_dirs(base: str | None = None) -> list[str]:
+    """Remove the private IPC folders whose supervisor is gone; return them."""
+    gone = []
+    for d in Path(base or tempfile.gettempdir()).glob(f"{IPC_PREFIX}*-*"):
+        pid = d.name.removeprefix(IPC_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(str(d))
+    return gone
 
 
 def private_ipc_dir(env: dict[str, str]) -> str | None:
@@ -261,7 +275,8 @@ def private_ipc_dir(env: dict[str, str]) -> str | None:
     environment already names one."""
     if env.get(IPC_ENV):
         return None
-    env[IPC_ENV] = tempfile.mkdtemp(prefix="worthit-ipc-")
+    sweep_stale_ipc_dirs()
+    env[IPC_ENV] = tempfile.mkdtemp(prefix=f"{IPC_PREFIX}{os.getpid()}-")
     return env[IPC_ENV]
 
 

@@ -112,6 +112,21 @@ def test_each_server_gets_a_private_ipc_folder_unless_its_environment_names_one(
     assert server.private_ipc_dir(mine) is None and mine == {server.IPC_ENV: str(tmp_path)}
 
 
+def test_the_ipc_folders_of_supervisors_that_are_gone_are_swept(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"{server.IPC_PREFIX}{dead.pid}-abc"  # a killed supervisor's, with a socket in it
+    live = tmp_path / f"{server.IPC_PREFIX}{os.getpid()}-def"  # a running supervisor's
+    other = tmp_path / "worthit-ipc-notapid"
+    for d in (stale, live, other):
+        d.mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(stale / "ab12"))
+    sock.close()
+    assert server.sweep_stale_ipc_dirs(str(tmp_path)) == [str(stale)]
+    assert not stale.exists() and live.is_dir() and other.is_dir()
+
+
 def test_a_group_whose_supervisor_lives_is_left_alone(tmp_path):
     pgid, orphan = orphaned_group()
     state, log = tmp_path / "server.json", tmp_path / "serve.log"
