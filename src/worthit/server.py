@@ -253,17 +253,26 @@ def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
 # temp folder by default) and leaves behind when stopped by a signal: about four socket files a server start,
 # thousands in /tmp after a day of studies. Each server gets a private folder instead, named after its
 # supervisor's PID and removed when it stops; a supervisor killed before it could (SIGKILL, a Ctrl-C that
-# Snakemake follows with a kill) leaves it to the next server start on the machine, which removes every such
-# folder whose supervisor is gone. A folder the user set is left alone.
+# Snakemake follows with a kill) leaves it to a later server start on the machine, which removes every such
+# folder whose supervisor is gone (sweep_stale_ipc_dirs). A folder the user set is left alone.
 IPC_ENV = "VLLM_RPC_BASE_PATH"
 IPC_PREFIX = "worthit-ipc-"
 
 
-def sweep_stale_ipc_dirs(base: str | None = None) -> list[str]:
-    """Remove the private IPC folders whose supervisor is gone; return them."""
+IPC_STALE_AFTER_S = 900.0
+
+
+def sweep_stale_ipc_dirs(base: str | None = None, min_age_s: float = IPC_STALE_AFTER_S) -> list[str]:
+    """Remove the private IPC folders whose supervisor is gone; return them. Only folders untouched for
+    ``min_age_s``: a supervisor in another PID namespace sharing this temp folder (a container) looks gone
+    from here, and its server's sockets are made and connected in its first minutes."""
     gone = []
+    now = time.time()
     for d in Path(base or tempfile.gettempdir()).glob(f"{IPC_PREFIX}*-*"):
         pid = d.name.removeprefix(IPC_PREFIX).split("-", 1)[0]
+        with contextlib.suppress(OSError):
+            if now - d.stat().st_mtime < min_age_s:
+                continue
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(d, ignore_errors=True)
             gone.append(str(d))

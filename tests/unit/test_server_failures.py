@@ -123,6 +123,10 @@ def test_the_ipc_folders_of_supervisors_that_are_gone_are_swept(tmp_path):
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(stale / "ab12"))
     sock.close()
+    assert server.sweep_stale_ipc_dirs(str(tmp_path)) == []  # too recent: it may belong to another namespace
+    old = time.time() - server.IPC_STALE_AFTER_S - 60
+    for d in (stale, live, other):
+        os.utime(d, (old, old))
     assert server.sweep_stale_ipc_dirs(str(tmp_path)) == [str(stale)]
     assert not stale.exists() and live.is_dir() and other.is_dir()
 
