@@ -257,8 +257,6 @@ def _proc_group_members(pgid: int, not_before: float) -> dict[int, str]:
 # folder whose supervisor is gone (sweep_stale_ipc_dirs). A folder the user set is left alone.
 IPC_ENV = "VLLM_RPC_BASE_PATH"
 IPC_PREFIX = "worthit-ipc-"
-
-
 IPC_STALE_AFTER_S = 900.0
 
 

@@ -150,7 +150,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
             if gamma is None:
                 notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
         medians, why_none = verify_timing(ctx, base)
-        timed = str(cfg_base or ctx.baseline)  # where the workflow times verify steps (Study.specdec_base)
+        timed = ctx.study.specdec_base  # where the workflow times verify steps
         c_levels = base_levels
         if why_none and timed != base:  # a variant judged against a control: c from the study's base, whole
             medians, why_none = verify_timing(ctx, timed)
