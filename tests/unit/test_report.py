@@ -977,6 +977,79 @@ def test_gpu_results_without_uuids_do_not_claim_one_machine(results: Path, cfg: 
     assert "widened" in str(v["fast"]["reason"]) or "x1.50" in v["fast"]["reason"]
 
 
+def _stamp_files(files: list[Path], host: str, uuids: list[str]) -> None:
+    for f in files:
+        t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
+        res = schemas.read(f, t)
+        hw = {**(res.metadata.get("hardware") or {}), "host": host, "gpu": "NVIDIA H200", "gpu_uuids": uuids}
+        schemas.write(f, t, res.table.to_pylist(), metadata={**res.metadata, "hardware": hw})
+
+
+def test_runs_resumed_on_another_machine_stay_one_machine_when_both_sides_moved_together(
+    results: Path, cfg: dict
+) -> None:
+    _control_study(results, cfg, 1.5, 0.8)
+    cfg["variants"]["fast"]["baseline"] = "control"  # fast beside its control on machine B
+    # run 3 of every level of both sides measured later, on machine C (a study resumed elsewhere)
+    for v in ("control", "fast"):
+        _stamp_files(sorted((results / f"variant~{v}" / "load").glob("*.rep~3.parquet")), "vm", ["GPU-cccccccc-3"])
+    fast = _verdicts(results, cfg)["fast"]
+    assert fast["outcome"] == "adopt" and "widened" not in fast["reason"]
+    assert "each result of both sides on one of them (runs matched machine by machine)" in fast["reason"]
+    assert "more than one machine" not in fast["reason"]
+    # only fast's run 3 of one level on machine D: that run has no partner on its machine
+    _stamp_files([results / "variant~fast" / "load" / "conc~4.rep~3.parquet"], "vm", ["GPU-dddddddd-4"])
+    fast = _verdicts(results, cfg)["fast"]
+    assert "more than one machine" in fast["reason"] and "matched machine by machine" not in fast["reason"]
+
+
+def test_accuracy_measured_on_another_machine_leaves_the_timings_on_one_machine(results: Path, cfg: dict) -> None:
+    _control_study(results, cfg, 1.5, 0.8)
+    cfg["variants"]["fast"]["baseline"] = "control"
+    for v in ("control", "fast"):
+        cfg["variants"][v]["experiments"] = [*cfg["variants"][v].get("experiments", ["kv", "loadtest"]), "accuracy"]
+        _accuracy(results, v, {"arc_easy": 0.75}, {"arc_easy": [1.0] * 300 + [0.0] * 100})
+    _stamp_files([results / "variant~fast" / "accuracy.parquet"], "vm", ["GPU-dddddddd-4"])  # a later sitting
+    fast = _verdicts(results, cfg)["fast"]
+    assert fast["outcome"] == "adopt" and "more than one machine" not in fast["reason"]
+    _stamp_files([results / "variant~fast" / "load" / "conc~4.parquet"], "vm", ["GPU-dddddddd-4"])  # a timing
+    assert "more than one machine" in _verdicts(results, cfg)["fast"]["reason"]
+
+
+def test_a_lossless_variant_s_configured_accuracy_check_is_said_until_it_runs_then_judged(
+    results: Path, cfg: dict
+) -> None:
+    cfg["variants"]["no_cache"] = {**cfg["variants"]["baseline"], "engine_args": {"no-enable-prefix-caching": True}}
+    _faster_copy(results, "no_cache", 1.0)
+    v = _verdicts(results, cfg)["no_cache"]
+    assert v["accuracy_outcome"] == "not needed (lossless)" and "check its config asks for" not in v["accuracy_detail"]
+    cfg["variants"]["baseline"]["experiments"] = [*cfg["variants"]["baseline"].get("experiments", []), "accuracy"]
+    cfg["variants"]["no_cache"]["experiments"] = [*cfg["variants"]["no_cache"].get("experiments", []), "accuracy"]
+    base_docs = [1.0] * 300 + [0.0] * 100
+    _accuracy(results, "baseline", {"arc_easy": 0.75}, {"arc_easy": base_docs})
+    v = _verdicts(results, cfg)["no_cache"]
+    assert v["accuracy_outcome"] == "not needed (lossless)"
+    assert (
+        "the accuracy check its config asks for: the accuracy of no_cache is configured but not measured yet"
+        in (v["accuracy_detail"])
+    )
+    failures = rows(report(results, validate(cfg)), schemas.REPORT_FAILURES)
+    assert {(r["variant"], r["experiment"], r["status"]) for r in failures} == {("no_cache", "accuracy", "not run")}
+    # measured: judged like any other (here prefix caching, the baseline's side, scores 20 points lower)
+    _accuracy(results, "no_cache", {"arc_easy": 0.95}, {"arc_easy": [1.0] * 380 + [0.0] * 20})
+    v = _verdicts(results, cfg)["no_cache"]
+    assert v["accuracy_outcome"] == "unacceptable" and v["outcome"] == "reject"
+    assert not rows(report(results, validate(cfg)), schemas.REPORT_FAILURES)
+
+
+def test_the_failures_table_lists_each_configured_result_not_made_yet(results: Path, cfg: dict) -> None:
+    _more_runs(results, cfg, ("baseline", "no_prefix_cache"))
+    (results / "variant~baseline" / "load" / "conc~16.rep~3.parquet").unlink()  # a call's budget ended first
+    (results / "variant~baseline" / "kv.parquet").unlink()
+    got = [(r["variant"], r["experiment"], r["status"]) for r in rows(report(results, cfg), schemas.REPORT_FAILURES)]
+    assert sorted(got) == [("baseline", "kv", "not run"), ("baseline", "load/conc~16.rep~3", "not run")]
+
+
 def test_a_control_without_accuracy_lends_its_baseline_s_accuracy(results: Path, cfg: dict) -> None:
     cfg["variants"]["control"] = dict(cfg["variants"]["baseline"])
     cfg["variants"]["fp8"] = {

@@ -65,6 +65,13 @@ def _machines_note(ctx: Context, pair: Pair) -> list[str]:
     another GPU of the same model)."""
     without, with_ = ctx.machines(pair.without), ctx.machines(pair.with_)
     same = ctx.same_machine(pair.without, pair.with_)
+    matched = ctx.matched_machines(pair.without, pair.with_)
+    if same and matched:
+        return [
+            f"measured on {len(matched)} machines ({'; '.join(sorted(matched))}), each result of both sides on "
+            "one of them (runs matched machine by machine): the machines' difference is inside both sides' "
+            "intervals, not between them"
+        ]
     if not without or not with_ or same:
         return []
     if same is None:
@@ -186,6 +193,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         notes=notes,
         accuracy_failure=acc_why,
         accuracy_settle=acc_settle,
+        accuracy_asked=v in ctx.study.variants_with("accuracy") or bool(res.of(schemas.ACCURACY.name)),
         control=pair.control,
         perf_settle=perf_settle,
     )

@@ -26,6 +26,8 @@ from worthit.report.mbu import Bandwidth, peak_bandwidth
 LOSSY_FLAGS = ("kv-cache-dtype", "quantization", "dtype", "calculate-kv-scales")
 # Flags whose difference the name of an optimisation leaves out (how the engine runs, not what it is).
 _QUIET_FLAGS = ("enforce-eager", "gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes")
+# Results a machine does not set: which machine measured them never enters "one machine measured both sides".
+MACHINE_FREE_TABLES = (schemas.ACCURACY.name, schemas.ACCURACY_SAMPLES.name)
 
 
 @dataclass(frozen=True)
@@ -131,21 +133,48 @@ class Context:
     def env(self, variant: str) -> dict[str, str]:
         return dict(self.study.variant(variant).env) if self.configured(variant) else {}
 
+    def _timed(self, variant: str) -> dict[str, dict[str, Any] | None]:
+        """The variant's results whose figures a machine sets (every table but accuracy: item scores do not
+        depend on the machine's speed), by result (``load/conc~64.rep~3``), with their ``hardware`` stamp."""
+        return {
+            f.experiment: f.metadata.get("hardware")
+            for f in self.results.variant(variant).files
+            if f.ok and f.table not in MACHINE_FREE_TABLES
+        }
+
     def machines(self, variant: str) -> set[str]:
-        """The machines (worthit.provenance.machine) that measured the variant's results."""
-        found = (machine(f.metadata.get("hardware")) for f in self.results.variant(variant).files if f.ok)
-        return {m for m in found if m}
+        """The machines (worthit.provenance.machine) that measured the variant's timed results."""
+        return {m for m in map(machine, self._timed(variant).values()) if m}
 
     def same_machine(self, a: str, b: str) -> bool | None:
-        """Whether one machine measured every result of both variants: True, False, or None when the
-        results cannot tell (a GPU result without GPU UUIDs names only its host, which lent and cloud
-        machines share; results made before worthit recorded the UUIDs)."""
-        hws = [f.metadata.get("hardware") for v in (a, b) for f in self.results.variant(v).files if f.ok]
-        found = {machine(hw) for hw in hws if hw}
-        if not found or len(found) > 1:
-            return None if not found else False
-        weak = any(hw and hw.get("gpu") and not hw.get("gpu_uuids") for hw in hws)
+        """Whether one machine measured both variants' timed results: True, False, or None when the results
+        cannot tell (a GPU result without GPU UUIDs names only its host, which lent and cloud machines share;
+        results made before worthit recorded the UUIDs).
+
+        True also when the sides span machines but every result they share was measured on one machine for
+        both (a study resumed elsewhere: run 3 of a level of both sides on the second machine): each level
+        then pools the same machines on both sides, so the machines' difference is inside both intervals,
+        not between them (:meth:`matched_machines` says so in the report)."""
+        ta, tb = self._timed(a), self._timed(b)
+        hws = [hw for hw in (*ta.values(), *tb.values()) if hw]
+        found = {machine(hw) for hw in hws}
+        if not found:
+            return None
+        weak = any(hw.get("gpu") and not hw.get("gpu_uuids") for hw in hws)
+        if len(found) > 1 and not self.matched_machines(a, b):
+            return False
         return None if weak else True
+
+    def matched_machines(self, a: str, b: str) -> set[str]:
+        """The machines of the results ``a`` and ``b`` share, when each shared result of both sides was
+        measured on one machine and they span more than one (else the empty set)."""
+        ta, tb = self._timed(a), self._timed(b)
+        shared = ta.keys() & tb.keys()
+        pairs = [(machine(ta[k]), machine(tb[k])) for k in shared]
+        if not pairs or any(x is None or x != y for x, y in pairs):
+            return set()
+        ms = {x for x, _ in pairs if x}
+        return ms if len(ms) > 1 else set()
 
     def accuracy_side(self, variant: str, _seen: frozenset[str] = frozenset()) -> str:
         """Whose accuracy stands for ``variant``: its own, or, for a control that measured none, that of the

@@ -273,6 +273,7 @@ class Evidence:
     random_weights: bool = False  # a side serves random weights: accuracy means nothing
     accuracy_failure: str = ""  # why no task's accuracy compares the sides (failed, not run yet, not configured)
     accuracy_settle: str = ""  # what would measure it
+    accuracy_asked: bool = False  # the variant's config runs accuracy (or it ran): a lossless one's check
     notes: Sequence[str] = ()
     control: bool = False  # the base's configuration measured again (worthit.report.context.Pair.control)
     perf_settle: str = ""  # what would settle performance beyond more runs (one machine for both sides)
@@ -587,7 +588,9 @@ def accuracy_outcome(e: Evidence) -> tuple[str, str, str]:
         return NOT_REPORTED, "a side serves random weights: its accuracy means nothing", ""
     if not e.accuracy:
         if e.lossless:
-            return NOT_NEEDED, "lossless by construction: the served outputs do not change", ""
+            # a check the config asks for that has not run (or broke) is said, not waited for
+            asked = f" (the accuracy check its config asks for: {e.accuracy_failure})" if e.accuracy_asked else ""
+            return NOT_NEEDED, f"lossless by construction: the served outputs do not change{asked}", ""
         why = e.accuracy_failure or "no accuracy experiment on both sides"
         return NOT_MEASURED, why, e.accuracy_settle or "accuracy on both variants (experiments: [accuracy])"
     bad = [t for t in e.accuracy if t.decision == UNACCEPTABLE]

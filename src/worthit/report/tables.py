@@ -13,6 +13,10 @@ from worthit.report.decide import WORDING, Comparison, Evidence, Verdict, judge
 from worthit.report.views import LONG, MEASURE, OUTCOME, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NOT_RUN_STATUS = "not run"
+NOT_MADE_YET = (
+    "configured, not measured yet: the workflow has not made this result (a run stopped before it, or the "
+    "results were carried from a run without it); run the workflow again to measure it"
+)
 
 
 def verdict_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[str, Pair]) -> list[dict[str, Any]]:
@@ -193,6 +197,10 @@ def failure_rows(ctx: Context) -> list[dict[str, Any]]:
                     "reason": "no results: the workflow has not run this variant",
                 }
             )
+        if res.files and ctx.configured(v):  # what the config asks of a variant that has results, not there
+            have = {f.experiment for f in res.files}
+            for exp in (c for c in ctx.study.consumers(v) if c not in have):
+                rows.append({"variant": v, "experiment": exp, "status": NOT_RUN_STATUS, "reason": NOT_MADE_YET})
         for f in res.failures():
             rows.append(
                 {
