@@ -6,6 +6,10 @@
 # model manifests as resources/models/ (not those of quantised models: made again there); the rendered
 # report stays behind (the workflow rebuilds it). lm-eval's raw folders, left out of the sample, come back
 # empty: the accuracy rule's directory output, whose scores are in accuracy_samples.parquet. run-study.sh unpacks it on a machine with no results of the study.
+#   REMEASURE="variant~bf16_control/load/conc~64.rep~3 ..." tools/device/pack-sample.sh
+# leaves those results (paths below the sample's results/, .parquet optional) out of the tarball, so the
+# sitting measures them again on its machine: a control's runs beside a candidate's missing ones, so that
+# each run of both sides is measured on one machine (the report counts them as one machine).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 SAMPLE=${1:-examples/h200-qwen}
@@ -18,6 +22,11 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/results/$study" "$tmp/resources/models"
 cp -a "$SAMPLE/results/." "$tmp/results/$study/"
 rm -rf "$tmp/results/$study/report" "$tmp/results/$study/report.html"
+for r in ${REMEASURE:-}; do
+  f="$tmp/results/$study/${r%.parquet}.parquet"
+  [ -f "$f" ] || { echo "REMEASURE: $SAMPLE/results/${r%.parquet}.parquet: no such result" >&2; exit 1; }
+  rm -f "$f" && echo "left out (measured again): ${r%.parquet}"
+done
 for f in "$tmp/results/$study"/variant~*/accuracy.parquet; do
   [ -e "$f" ] && mkdir -p "$(dirname "$f")/accuracy"
 done
