@@ -892,7 +892,12 @@ def test_a_verdict_without_accuracy_says_whether_it_failed_is_not_measured_yet_o
 # ------------------------------------------------------------------------------------------- controls
 def _gpu_stamp(folder: Path, host: str, uuids: list[str]) -> None:
     """Every result of ``folder`` as if measured on a GPU machine ``host`` (``uuids``: [] = not recorded)."""
-    for f in folder.rglob("*.parquet"):
+    _stamp_files(sorted(folder.rglob("*.parquet")), host, uuids)
+
+
+def _stamp_files(files: list[Path], host: str, uuids: list[str]) -> None:
+    """These results as if measured on a GPU machine ``host`` (``uuids``: [] = not recorded)."""
+    for f in files:
         t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
         res = schemas.read(f, t)
         if res.ok:
@@ -975,14 +980,6 @@ def test_gpu_results_without_uuids_do_not_claim_one_machine(results: Path, cfg: 
     v = _verdicts(results, cfg)
     assert "whether one machine measured both sides is not recorded" in v["fast"]["reason"]
     assert "widened" in str(v["fast"]["reason"]) or "x1.50" in v["fast"]["reason"]
-
-
-def _stamp_files(files: list[Path], host: str, uuids: list[str]) -> None:
-    for f in files:
-        t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
-        res = schemas.read(f, t)
-        hw = {**(res.metadata.get("hardware") or {}), "host": host, "gpu": "NVIDIA H200", "gpu_uuids": uuids}
-        schemas.write(f, t, res.table.to_pylist(), metadata={**res.metadata, "hardware": hw})
 
 
 def test_runs_resumed_on_another_machine_stay_one_machine_when_both_sides_moved_together(
