@@ -994,6 +994,11 @@ def test_runs_resumed_on_another_machine_stay_one_machine_when_both_sides_moved_
     assert fast["outcome"] == "adopt" and "widened" not in fast["reason"]
     assert "each result of both sides on one of them (runs matched machine by machine)" in fast["reason"]
     assert "more than one machine" not in fast["reason"]
+    # a result only one side has (nothing compares it) may come from anywhere
+    (results / "variant~fast" / "kv.parquet").unlink()
+    _stamp_files([results / "variant~control" / "kv.parquet"], "vm", ["GPU-eeeeeeee-5"])
+    fast = _verdicts(results, cfg)["fast"]
+    assert fast["outcome"] == "adopt" and "more than one machine" not in fast["reason"]
     # only fast's run 3 of one level on machine D: that run has no partner on its machine
     _stamp_files([results / "variant~fast" / "load" / "conc~4.rep~3.parquet"], "vm", ["GPU-dddddddd-4"])
     fast = _verdicts(results, cfg)["fast"]

@@ -66,7 +66,7 @@ def _machines_note(ctx: Context, pair: Pair) -> list[str]:
     without, with_ = ctx.machines(pair.without), ctx.machines(pair.with_)
     same = ctx.same_machine(pair.without, pair.with_)
     matched = ctx.matched_machines(pair.without, pair.with_)
-    if same and matched:
+    if same and len(matched) > 1:
         return [
             f"measured on {len(matched)} machines ({'; '.join(sorted(matched))}), each result of both sides on "
             "one of them (runs matched machine by machine): the machines' difference is inside both sides' "

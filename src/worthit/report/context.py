@@ -166,15 +166,13 @@ class Context:
         return None if weak else True
 
     def matched_machines(self, a: str, b: str) -> set[str]:
-        """The machines of the results ``a`` and ``b`` share, when each shared result of both sides was
-        measured on one machine and they span more than one (else the empty set)."""
+        """The machines of the timed results ``a`` and ``b`` share, when each of them was measured on one
+        machine for both sides (else the empty set)."""
         ta, tb = self._timed(a), self._timed(b)
-        shared = ta.keys() & tb.keys()
-        pairs = [(machine(ta[k]), machine(tb[k])) for k in shared]
+        pairs = [(machine(ta[k]), machine(tb[k])) for k in ta.keys() & tb.keys()]
         if not pairs or any(x is None or x != y for x, y in pairs):
             return set()
-        ms = {x for x, _ in pairs if x}
-        return ms if len(ms) > 1 else set()
+        return {x for x, _ in pairs if x}
 
     def accuracy_side(self, variant: str, _seen: frozenset[str] = frozenset()) -> str:
         """Whose accuracy stands for ``variant``: its own, or, for a control that measured none, that of the
