@@ -586,10 +586,26 @@ def test_worthit_report_re_decides_a_results_folder_with_an_edited_decide_sectio
     assert (results / "report.html").stat().st_size > 10_000 and (
         results / "report" / "figures" / "latency.svg"
     ).exists()
-    assert "prefix caching (on vs off)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "prefix caching (on vs off)" in out and "results missing or failed" not in out
     # the config it used is kept: a second call without --configfile re-renders the same
     assert main(["report", "--results", str(results)]) == 0
     assert schemas.read(results / "report" / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist() == v
+
+
+def test_worthit_report_says_how_many_results_are_missing_or_failed(
+    results: Path, cfg: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from worthit.cli import main
+
+    (results / "variant~baseline" / "kv.parquet").unlink()  # configured, not made yet
+    schemas.write_failure(results / "variant~no_prefix_cache" / "kv.parquet", schemas.KV_CACHE, "server OOM")
+    conf = tmp_path / "study.yaml"
+    conf.write_text(yaml.safe_dump(cfg))
+    assert main(["report", "--results", str(results), "--configfile", str(conf)]) == 0
+    assert "results missing or failed: 1 failed, 1 not run (the report's 'Failed, not applicable" in (
+        capsys.readouterr().out
+    )
 
 
 def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path) -> None:

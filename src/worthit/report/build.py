@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -339,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
     save_config(cfg, out)
     for v in report.verdicts.values():
         print(f"{v.optimisation}: {v.outcome}" + (f" ({v.condition})" if v.condition else ""))
+    gaps = Counter(r["status"] for r in report.rows(schemas.REPORT_FAILURES))
+    if gaps:  # an incomplete or partly failed study says so where the verdicts are read
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(gaps.items()))
+        print(f"results missing or failed: {counts} (the report's 'Failed, not applicable or not run' lists them)")
     print(page)
     return 0
 
