@@ -49,7 +49,7 @@ def main() -> None:
     model.save_pretrained(out, save_compressed=True)
     tok.save_pretrained(out)
     with safe_open(str(out / "model.safetensors"), "pt") as f:
-        scales = [k for k in f.keys() if k.endswith(("k_scale", "v_scale"))]
+        scales = [k for k in f.keys() if k.endswith(("k_scale", "v_scale"))]  # noqa: SIM118 (not a dict)
     reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)  # as the gate loads it
     qc = json.loads((out / "config.json").read_text())["quantization_config"]
     print(
