@@ -241,6 +241,8 @@ def _quant(qc: Mapping[str, Any] | None) -> Quant | None:
                     _int_or_none(w.get("group_size")) if w.get("strategy") in (None, "group") else None,
                     zero_point=not w.get("symmetric", True),
                 )
+        if qc.get("kv_cache_scheme"):  # KV-cache scales only: the weights are not quantised
+            return None
         return Quant(method, None, None)
     if method in ("fp8", "fbgemm_fp8", "modelopt"):
         return Quant(method, 8, None)
@@ -1091,6 +1093,8 @@ def _planned_quant(spec: Mapping[str, Any]) -> Quant | None:
     if not q:
         return None
     scheme = str(q.get("scheme", "W4A16_ASYM"))
+    if scheme == "NONE":  # weights as the base's (a checkpoint of KV-cache scales only)
+        return None
     bits = 4 if scheme.startswith("W4") else 8
     group = q.get("group_size", 64) if scheme.startswith("W4") else None
     return Quant("compressed-tensors", bits, group, zero_point=scheme.endswith("ASYM"))

@@ -46,13 +46,19 @@ DATA = Path(__file__).resolve().parent / "data"
 CALIBRATION_FILE = DATA / "calibration.jsonl"
 HELDOUT_FILE = DATA / "heldout.jsonl"
 
-SCHEMES = ("W4A16_ASYM", "W4A16", "W8A8", "FP8_DYNAMIC")
+NO_WEIGHTS = "NONE"  # weights left as they are: a checkpoint carrying KV-cache scales only
+SCHEMES = ("W4A16_ASYM", "W4A16", "W8A8", "FP8_DYNAMIC", NO_WEIGHTS)
+# KV-cache schemes (models.<m>.quantize.kv_cache): llm-compressor's kv_cache_scheme, static per-tensor
+# scales calibrated on the calibration text; vLLM uses them when the variant serves kv-cache-dtype fp8.
+KV_CACHE_SCHEMES: dict[str, dict[str, Any]] = {
+    "fp8": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor", "dynamic": False},
+}
 METHODS = ("awq", "rtn", "autoawq")
 # What each method can produce; W8A8/FP8 are per-channel weights with dynamic activations (no
 # calibration data), and AWQ's scale search only pays off for low-bit weight-only schemes.
 METHOD_SCHEMES = {
     "awq": ("W4A16_ASYM", "W4A16"),
-    "rtn": SCHEMES,
+    "rtn": SCHEMES,  # NONE: nothing to round; the KV scales are calibrated
     "autoawq": ("W4A16_ASYM", "W4A16"),
 }
 GROUPED_SCHEMES = ("W4A16_ASYM", "W4A16")
@@ -107,6 +113,7 @@ class Plan:
     calibration_dtype: str = "float32"
     n_grid: int = 20
     duo_scaling: bool = True
+    kv_cache: str | None = None
 
     @classmethod
     def from_config(cls, name: str, spec: Mapping[str, Any]) -> Plan:
@@ -125,11 +132,12 @@ class Plan:
             calibration_dtype=str(spec.get("calibration_dtype", "float32")),
             n_grid=int(spec.get("n_grid", 20)),
             duo_scaling=bool(spec.get("duo_scaling", True)),
+            kv_cache=None if spec.get("kv_cache") is None else str(spec["kv_cache"]),
         )
 
     @property
     def needs_calibration(self) -> bool:
-        return self.method in ("awq", "autoawq")
+        return self.method in ("awq", "autoawq") or self.kv_cache is not None
 
     def key(self, sub: str) -> str:
         return f"models.{self.name}.quantize.{sub}"
@@ -180,6 +188,26 @@ def architecture(model_dir: Path) -> str:
     return str(archs[0])
 
 
+def _validate_kv_cache(plan: Plan) -> None:
+    """The KV-cache scales of a plan (``kv_cache``), and a plan that leaves the weights alone (``NONE``)."""
+    if plan.kv_cache is not None and plan.kv_cache not in KV_CACHE_SCHEMES:
+        raise QuantizeError(
+            f"key '{plan.key('kv_cache')}': unknown KV-cache scheme {plan.kv_cache!r} "
+            f"(allowed: {', '.join(KV_CACHE_SCHEMES)}, or null)"
+        )
+    if plan.scheme == NO_WEIGHTS and plan.kv_cache is None:
+        raise QuantizeError(
+            f"key '{plan.key('scheme')}': {NO_WEIGHTS} leaves the weights as they are, so the plan needs "
+            f"'{plan.key('kv_cache')}' (allowed: {', '.join(KV_CACHE_SCHEMES)}), or a weight scheme "
+            f"(allowed: {', '.join(x for x in SCHEMES if x != NO_WEIGHTS)})"
+        )
+    if plan.kv_cache is not None and plan.method == "autoawq":
+        raise QuantizeError(
+            f"key '{plan.key('kv_cache')}': method autoawq cannot calibrate KV-cache scales "
+            "(allowed with kv_cache: awq, rtn)"
+        )
+
+
 def validate_plan(
     plan: Plan, base_dir: Path | None = None, supported_architectures: Sequence[str] | None = None
 ) -> None:
@@ -202,6 +230,7 @@ def validate_plan(
             f"{plan.scheme} (allowed with {plan.method}: "
             f"{', '.join(METHOD_SCHEMES[plan.method])}; use method rtn for the others)"
         )
+    _validate_kv_cache(plan)
     grouped = plan.scheme in GROUPED_SCHEMES
     if grouped and plan.group_size not in GROUP_SIZES:
         raise QuantizeError(
@@ -234,7 +263,7 @@ def validate_plan(
             "model made of Linear layers)"
         )
     linears = quantised_linears(base_dir, plan.ignore)
-    if not linears:
+    if not linears and plan.scheme != NO_WEIGHTS:
         raise QuantizeError(
             f"key '{plan.key('base')}': base model {plan.base!r} has no safetensors "
             f"Linear weights to quantise in {base_dir}"
@@ -363,16 +392,19 @@ def llmcompressor_awq_architectures() -> list[str]:
 def llmcompressor_recipe(plan: Plan) -> list[Any]:
     """The current llm-compressor form: the AWQ transform (scale search only) followed by a separate
     QuantizationModifier that owns the scheme and the ignore list."""
-    from compressed_tensors.quantization import QuantizationScheme, preset_name_to_scheme
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme, preset_name_to_scheme
     from llmcompressor.modifiers.quantization import QuantizationModifier
 
+    kv = None if plan.kv_cache is None else QuantizationArgs(**KV_CACHE_SCHEMES[plan.kv_cache])
+    if plan.scheme == NO_WEIGHTS:  # the KV-cache scales alone (llm-compressor's e2e test kv_cache_fp8)
+        return [QuantizationModifier(kv_cache_scheme=kv, ignore=list(plan.ignore))]
     scheme = preset_name_to_scheme(plan.scheme, ["Linear"])
     if plan.scheme in GROUPED_SCHEMES:
         assert scheme.weights is not None
         scheme = QuantizationScheme(
             targets=["Linear"], weights=scheme.weights.model_copy(update={"group_size": plan.group_size})
         )
-    quant = QuantizationModifier(config_groups={"group_0": scheme}, ignore=list(plan.ignore))
+    quant = QuantizationModifier(config_groups={"group_0": scheme}, kv_cache_scheme=kv, ignore=list(plan.ignore))
     if plan.method != "awq":
         return [quant]
     from llmcompressor.modifiers.transform.awq import AWQModifier
@@ -633,7 +665,7 @@ def write_result_manifest(
 ) -> Manifest:
     """The quantised model's manifest: the usual model manifest (files, hashes, bytes) plus, in
     ``extra``, the quantisation record, the gate's numbers and the status the serve stage obeys."""
-    source = f"quantize:{plan.base}:{plan.method}:{plan.scheme}"
+    source = f"quantize:{plan.base}:{plan.method}:{plan.scheme}" + (f"+kv_{plan.kv_cache}" if plan.kv_cache else "")
     if (model_dir / "config.json").exists():
         m = build_manifest(plan.name, source, base.hash, model_dir)
     else:
@@ -669,6 +701,7 @@ def quantize(plan: Plan, base_manifest: Path, out_dir: Path) -> Manifest:
         "base": plan.base,
         "base_hash": base.hash,
         "scheme": plan.scheme,
+        "kv_cache": plan.kv_cache,
         "method": plan.method,
         "group_size": plan.group_size if plan.scheme in GROUPED_SCHEMES else None,
         "ignore": list(plan.ignore),
@@ -742,6 +775,13 @@ def manifest_status(manifest: Mapping[str, Any]) -> tuple[str, str]:
     return str(extra.get("status") or STATUS_OK), str(extra.get("reason") or "")
 
 
+def _scheme_label(q: Mapping[str, Any]) -> str | None:
+    """The weights' scheme, and the KV-cache scales beside it: "W4A16_ASYM", "NONE + KV fp8"."""
+    if not q.get("scheme"):
+        return None
+    return str(q["scheme"]) + (f" + KV {q['kv_cache']}" if q.get("kv_cache") else "")
+
+
 def weights_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The comparison table's "weights" facts of one model: scheme, bytes, cost and the gate's numbers."""
     extra = manifest.get("extra") or {}
@@ -753,7 +793,7 @@ def weights_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "model": manifest.get("name"),
         "status": status,
         "reason": reason or None,
-        "scheme": q.get("scheme"),
+        "scheme": _scheme_label(q),
         "method": q.get("method"),
         "group_size": q.get("group_size"),
         "calibration_samples": cal.get("samples"),

