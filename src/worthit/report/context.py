@@ -16,6 +16,7 @@ from worthit import schemas
 from worthit.config import Study
 from worthit.metrics import Slo
 from worthit.provenance import machine
+from worthit.quantize import NO_WEIGHTS
 from worthit.report.data import StudyResults
 from worthit.report.decide import Rules
 from worthit.report.mbu import Bandwidth, peak_bandwidth
@@ -57,12 +58,21 @@ def _model_name(cfg: Mapping[str, Any], model: str) -> str:
     q = spec.get("quantize")
     if q:
         kv = f"{str(q['kv_cache']).upper()} KV-cache scales" if q.get("kv_cache") else ""
-        if str(q.get("scheme")) == "NONE":
+        if str(q.get("scheme")) == NO_WEIGHTS:
             return f"{kv} ({model})"
         scheme = str(q.get("scheme") or "").replace("_", " ")
         weights = f"{str(q.get('method') or '').upper()} {scheme} weights".strip()
         return f"{weights}{' + ' + kv if kv else ''} ({model})"
     return model
+
+
+def _matched(ta: Mapping[str, Any], tb: Mapping[str, Any]) -> set[str]:
+    """The machines of the results two sides share (result -> hardware stamp), when each shared result was
+    measured on one machine for both (else the empty set)."""
+    pairs = [(machine(ta[k]), machine(tb[k])) for k in ta.keys() & tb.keys()]
+    if not pairs or any(x is None or x != y for x, y in pairs):
+        return set()
+    return {x for x, _ in pairs if x}
 
 
 @dataclass
@@ -165,18 +175,14 @@ class Context:
         if not found:
             return None
         weak = any(hw.get("gpu") and not hw.get("gpu_uuids") for hw in hws)
-        if len(found) > 1 and not self.matched_machines(a, b):
+        if len(found) > 1 and not _matched(ta, tb):
             return False
         return None if weak else True
 
     def matched_machines(self, a: str, b: str) -> set[str]:
         """The machines of the timed results ``a`` and ``b`` share, when each of them was measured on one
         machine for both sides (else the empty set)."""
-        ta, tb = self._timed(a), self._timed(b)
-        pairs = [(machine(ta[k]), machine(tb[k])) for k in ta.keys() & tb.keys()]
-        if not pairs or any(x is None or x != y for x, y in pairs):
-            return set()
-        return {x for x, _ in pairs if x}
+        return _matched(self._timed(a), self._timed(b))
 
     def accuracy_side(self, variant: str, _seen: frozenset[str] = frozenset()) -> str:
         """Whose accuracy stands for ``variant``: its own, or, for a control that measured none, that of the
