@@ -802,9 +802,14 @@ def turn(
             if not _earlier_waiting(qdir, ticket, index) and not _late_member_expected(qdir, index, settle, measured):
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
                 except OSError:
                     pass
+                else:
+                    # A lower index's ticket may have appeared between the two checks above (a late member
+                    # asking just then): with the lock held, no turn can start, so look once more.
+                    if not _earlier_waiting(qdir, ticket, index):
+                        break
+                    fcntl.flock(lock, fcntl.LOCK_UN)
             time.sleep(poll_s)
         try:
             yield

@@ -107,6 +107,9 @@ else
 fi
 grep -vE "^\s*$" /tmp/run-study.log | tail -60
 el "snakemake exit $rc"
+# What a first server start on a fresh machine may have built (kernels compiled on first use): their sizes
+# say whether carrying them to the next sitting could save that start's extra minutes.
+el "caches: $(du -sh ~/.cache/vllm ~/.triton ~/.cache/flashinfer ~/.cache/torch ~/.nv 2>/dev/null | tr '\t\n' ': ')"
 tar czf /tmp/results.tgz "results/$study" resources/models/*/manifest.json 2>/dev/null
 if [ "$(stat -c %s /tmp/results.tgz)" -le $((15 * 1024 * 1024)) ]; then
   cp /tmp/results.tgz "$OUT/results.tgz"
