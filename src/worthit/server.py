@@ -336,11 +336,19 @@ def _set_pdeathsig(sig: int = signal.SIGTERM) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
 
 
-def _claim_gpus(count: int, lock_dir: Path) -> tuple[str | None, list[Any]]:
+class ClaimAbandoned(Exception):
+    """The wait for a free GPU ended because the supervisor was told to stop (:func:`_claim_gpus`)."""
+
+
+def _claim_gpus(
+    count: int, lock_dir: Path, give_up: Callable[[], str] = lambda: "", poll_s: float = 1.0
+) -> tuple[str | None, list[Any]]:
     """Pick ``count`` free GPUs by holding one lock file per device (Snakemake hands out no device ids).
 
     Returns (CUDA_VISIBLE_DEVICES value, open lock handles). Leaves things alone where a scheduler
-    (SLURM) or the user already set CUDA_VISIBLE_DEVICES, or where there is no NVIDIA GPU.
+    (SLURM) or the user already set CUDA_VISIBLE_DEVICES, or where there is no NVIDIA GPU. While every
+    device is held (the previous variant's server still stopping), it polls every ``poll_s``; ``give_up``
+    returning a reason (a signal, Snakemake gone) ends the wait with :class:`ClaimAbandoned`.
     """
     if count <= 0 or "CUDA_VISIBLE_DEVICES" in os.environ or not shutil.which("nvidia-smi"):
         return os.environ.get("CUDA_VISIBLE_DEVICES"), []
@@ -369,7 +377,9 @@ def _claim_gpus(count: int, lock_dir: Path) -> tuple[str | None, list[Any]]:
             fh.close()
         if time.monotonic() > deadline or total < count:
             raise ServerFailed(f"needs {count} GPU(s); this machine has {total} and none are free")
-        time.sleep(5)
+        if why := give_up():
+            raise ClaimAbandoned(f"{why} while it waited for {count} free GPU(s)")
+        time.sleep(poll_s)
 
 
 def _start(cmd: list[str], log_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str | None]:
@@ -419,6 +429,12 @@ def supervise(
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     _exit_path(state_path).unlink(missing_ok=True)
+    if not state_path.exists():
+        # Snakemake removes a service's output as its job starts, and its group's consumers fail unless
+        # the file is back within --latency-wait (5 s): a placeholder goes there at once, before whatever
+        # may take longer (a GPU the previous variant's stopping server still holds, nvidia-smi). Consumers
+        # wait on a placeholder for the supervisor's own state (wait_ready).
+        atomic.write_text(state_path, "{}")
     stopping = False
     stopping_signal: list[int] = []
 
@@ -431,7 +447,24 @@ def supervise(
         signal.signal(sig, on_signal)
 
     parent = os.getppid()
-    cuda, locks = _claim_gpus(gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")))
+
+    def told_to_stop() -> str:
+        if stopping:
+            return f"it received {signal.Signals(stopping_signal[0]).name}" if stopping_signal else "it was stopped"
+        return "its parent process (Snakemake, or the test run) went away" if os.getppid() != parent else ""
+
+    try:
+        cuda, locks = _claim_gpus(
+            gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")), give_up=told_to_stop
+        )
+    except ClaimAbandoned as e:
+        reason = f"the server for variant '{variant}' was not started: its supervisor {e}"
+        with open(log_path, "ab") as log:
+            log.write(f"[worthit] {time.strftime('%F %T')} {reason}\n".encode())
+        _exit_path(state_path).write_text(
+            json.dumps({"returncode": None, "status": "failed", "at": time.time(), "reason": reason})
+        )
+        return 0
     port = free_port()
     served_name = variant
     if argv:
@@ -469,7 +502,6 @@ def supervise(
 
     returncode: int | None = None
     watch = ConsumerWatch(state_path)
-    why_stopped = ""
     while not stopping:
         if watch.orphaned():
             with open(log_path, "ab") as log:
@@ -484,11 +516,9 @@ def supervise(
                 with open(log_path, "ab") as log:
                     log.write(f"[worthit] server exited with code {returncode}\n".encode())
         if os.getppid() != parent:  # Snakemake went away without telling us
-            why_stopped = "its parent process (Snakemake, or the test run) went away"
             break
         time.sleep(0.25)
-    if stopping:
-        why_stopped = f"it received {signal.Signals(stopping_signal[0]).name}" if stopping_signal else "it was stopped"
+    why_stopped = told_to_stop()
     if why_stopped and returncode is None:
         # A consumer still waiting for this server learns at once why it will never answer.
         _exit_path(state_path).write_text(

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 from worthit.config import ConfigError, Study, check_gpu_budget, validate
-from worthit.server import ServerFailed, _claim_gpus
+from worthit.server import ClaimAbandoned, ServerFailed, _claim_gpus
 
 CLAIM = (
     "import json, sys, time\n"
@@ -176,3 +176,53 @@ def test_a_quantisation_takes_the_whole_host_and_a_server_a_share(tmp_path: Path
     whole = f"host_load={profile['resources']['host_load']}"
     assert jobs["quantize_model"] == {whole} and jobs["fetch_model"] == {whole}
     assert jobs["serve_variant"] == {"host_load=1"}
+
+
+def test_a_claim_waiting_for_a_device_gives_up_when_told_to_stop(two_gpus: Path) -> None:
+    holder = _claimant(2, two_gpus, 30)
+    assert json.loads(holder.stdout.readline()) == "0,1"
+    asked: list[int] = []
+
+    def give_up() -> str:
+        asked.append(1)
+        return "it received SIGTERM" if len(asked) >= 3 else ""
+
+    with pytest.raises(ClaimAbandoned, match="it received SIGTERM while it waited for 1 free GPU"):
+        _claim_gpus(1, two_gpus, give_up=give_up, poll_s=0.01)
+    assert len(asked) == 3  # asked on every poll, not only at the end of the day-long wait
+    holder.kill()
+    holder.wait(10)
+
+
+def test_a_supervisor_waiting_for_a_gpu_has_its_state_file_at_once_and_stops_on_sigterm(
+    two_gpus: Path, tmp_path: Path
+) -> None:
+    """Snakemake removes the service output as the serve job starts and fails the group's consumers unless it
+    is back within --latency-wait (5 s): with the GPU still held by the previous variant's stopping server,
+    the placeholder must be there before the claim ends. A SIGTERM during that wait ends it with a record."""
+    holder = _claimant(2, two_gpus, 60)
+    assert json.loads(holder.stdout.readline()) == "0,1"
+    state, log = tmp_path / "v" / "server.json", tmp_path / "serve.log"
+    spec = {"variant": "v", "model_dir": str(tmp_path), "python": sys.executable, "args": {}, "gpus": 1}
+    env = {**os.environ, "WORTHIT_GPU_LOCK_DIR": str(two_gpus), "PYTHONPATH": str(ROOT / "src")}
+    sup = subprocess.Popen(
+        [sys.executable, "-m", "worthit.server", "--state", str(state), "--log", str(log), "--spec", json.dumps(spec)],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 4
+        while not state.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state.read_text() == "{}"  # the placeholder consumers wait on, while the GPUs are held
+        time.sleep(1.0)
+        assert sup.poll() is None and state.read_text() == "{}"  # still waiting for a GPU: no server started
+        sup.send_signal(signal.SIGTERM)
+        assert sup.wait(10) == 0
+    finally:
+        sup.kill()
+        holder.kill()
+        holder.wait(10)
+    record = json.loads(Path(str(state) + ".exit").read_text())
+    assert record["status"] == "failed"
+    assert "was not started: its supervisor it received SIGTERM while it waited for 1 free GPU" in record["reason"]
+    assert "was not started" in log.read_text()
