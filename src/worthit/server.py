@@ -429,12 +429,7 @@ def supervise(
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     _exit_path(state_path).unlink(missing_ok=True)
-    if not state_path.exists():
-        # Snakemake removes a service's output as its job starts, and its group's consumers fail unless
-        # the file is back within --latency-wait (5 s): a placeholder goes there at once, before whatever
-        # may take longer (a GPU the previous variant's stopping server still holds, nvidia-smi). Consumers
-        # wait on a placeholder for the supervisor's own state (wait_ready).
-        atomic.write_text(state_path, "{}")
+    _placeholder(state_path)
     stopping = False
     stopping_signal: list[int] = []
 
@@ -449,22 +444,12 @@ def supervise(
     parent = os.getppid()
 
     def told_to_stop() -> str:
-        if stopping:
-            return f"it received {signal.Signals(stopping_signal[0]).name}" if stopping_signal else "it was stopped"
-        return "its parent process (Snakemake, or the test run) went away" if os.getppid() != parent else ""
+        return _stop_reason(stopping, stopping_signal, parent)
 
-    try:
-        cuda, locks = _claim_gpus(
-            gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")), give_up=told_to_stop
-        )
-    except ClaimAbandoned as e:
-        reason = f"the server for variant '{variant}' was not started: its supervisor {e}"
-        with open(log_path, "ab") as log:
-            log.write(f"[worthit] {time.strftime('%F %T')} {reason}\n".encode())
-        _exit_path(state_path).write_text(
-            json.dumps({"returncode": None, "status": "failed", "at": time.time(), "reason": reason})
-        )
+    claimed = _claim_or_record(state_path, log_path, variant, gpus, told_to_stop)
+    if claimed is None:  # told to stop while every GPU was held: nothing was started
         return 0
+    cuda, locks = claimed
     port = free_port()
     served_name = variant
     if argv:
@@ -534,6 +519,41 @@ def supervise(
         )
     _stop_and_clean(proc, ipc_dir, state_path, locks)
     return 0
+
+
+def _placeholder(state_path: Path) -> None:
+    """Snakemake removes a service's output as its job starts, and its group's consumers fail unless the
+    file is back within --latency-wait (5 s): a placeholder goes there at once, before whatever may take
+    longer (a GPU the previous variant's stopping server still holds, nvidia-smi). Consumers wait on a
+    placeholder for the supervisor's own state (:func:`wait_ready`)."""
+    if not state_path.exists():
+        atomic.write_text(state_path, "{}")
+
+
+def _stop_reason(stopping: bool, stopping_signal: Sequence[int], parent: int) -> str:
+    """Why the supervisor stops ('' while nothing tells it to): a signal, or its parent gone."""
+    if stopping:
+        return f"it received {signal.Signals(stopping_signal[0]).name}" if stopping_signal else "it was stopped"
+    return "its parent process (Snakemake, or the test run) went away" if os.getppid() != parent else ""
+
+
+def _claim_or_record(
+    state_path: Path, log_path: Path, variant: str, gpus: int, told_to_stop: Callable[[], str]
+) -> tuple[str | None, list[Any]] | None:
+    """The GPUs the server gets (:func:`_claim_gpus`), or None after recording (log, exit file) that the
+    supervisor was told to stop while it waited for them."""
+    try:
+        return _claim_gpus(
+            gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")), give_up=told_to_stop
+        )
+    except ClaimAbandoned as e:
+        reason = f"the server for variant '{variant}' was not started: its supervisor {e}"
+        with open(log_path, "ab") as log:
+            log.write(f"[worthit] {time.strftime('%F %T')} {reason}\n".encode())
+        _exit_path(state_path).write_text(
+            json.dumps({"returncode": None, "status": "failed", "at": time.time(), "reason": reason})
+        )
+        return None
 
 
 def _stop_and_clean(proc: subprocess.Popen[bytes], ipc_dir: str | None, state_path: Path, locks: list[Any]) -> None:
