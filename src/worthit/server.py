@@ -378,7 +378,7 @@ def _claim_gpus(
         if time.monotonic() > deadline or total < count:
             raise ServerFailed(f"needs {count} GPU(s); this machine has {total} and none are free")
         if why := give_up():
-            raise ClaimAbandoned(f"{why} while it waited for {count} free GPU(s)")
+            raise ClaimAbandoned(f"while its supervisor waited for {count} free GPU(s), {why}")
         time.sleep(poll_s)
 
 
@@ -547,7 +547,7 @@ def _claim_or_record(
             gpus, Path(os.environ.get("WORTHIT_GPU_LOCK_DIR", "/tmp/worthit-gpu-locks")), give_up=told_to_stop
         )
     except ClaimAbandoned as e:
-        reason = f"the server for variant '{variant}' was not started: its supervisor {e}"
+        reason = f"the server for variant '{variant}' was not started: {e}"
         with open(log_path, "ab") as log:
             log.write(f"[worthit] {time.strftime('%F %T')} {reason}\n".encode())
         _exit_path(state_path).write_text(

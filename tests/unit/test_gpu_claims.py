@@ -187,7 +187,7 @@ def test_a_claim_waiting_for_a_device_gives_up_when_told_to_stop(two_gpus: Path)
         asked.append(1)
         return "it received SIGTERM" if len(asked) >= 3 else ""
 
-    with pytest.raises(ClaimAbandoned, match="it received SIGTERM while it waited for 1 free GPU"):
+    with pytest.raises(ClaimAbandoned, match="while its supervisor waited for 1 free GPU.s., it received SIGTERM"):
         _claim_gpus(1, two_gpus, give_up=give_up, poll_s=0.01)
     assert len(asked) == 3  # asked on every poll, not only at the end of the day-long wait
     holder.kill()
@@ -224,5 +224,5 @@ def test_a_supervisor_waiting_for_a_gpu_has_its_state_file_at_once_and_stops_on_
         holder.wait(10)
     record = json.loads(Path(str(state) + ".exit").read_text())
     assert record["status"] == "failed"
-    assert "was not started: its supervisor it received SIGTERM while it waited for 1 free GPU" in record["reason"]
+    assert "was not started: while its supervisor waited for 1 free GPU(s), it received SIGTERM" in record["reason"]
     assert "was not started" in log.read_text()
