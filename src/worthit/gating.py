@@ -78,7 +78,7 @@ def detect_gpus(visible: str | None = None) -> list[Gpu]:
 def kv_cache_dtype_gate(kv_cache_dtype: str | None, gpus: Sequence[Gpu]) -> str | None:
     """Why this KV-cache dtype cannot run on these devices, or None when it can.
 
-    No GPUs means a CPU server: vLLM's CPU backend stores fp8 KV itself, so nothing is gated there.
+    No GPUs means a CPU server: its rule (x86 with AVX-512 or AMX) is :func:`worthit.plan.rule_fp8_kv`'s.
     """
     if not kv_cache_dtype or str(kv_cache_dtype) not in FP8_KV_DTYPES:
         return None

@@ -38,6 +38,7 @@ import contextlib
 import json
 import math
 import os
+import platform
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -88,7 +89,8 @@ DEFAULT_TOLERANCES = {"kv_blocks": 0.10, "tpot": 0.25, "throughput": 0.30, "knee
 SERVER_START_S = 180.0  # a cold vLLM start with CUDA graphs (examples/h200: about 3 minutes)
 
 RULE_SOURCES = {
-    "fp8_kv_cache": "vLLM quantized KV cache: FP8 (E4M3/E5M2) needs compute capability >= 8.9 (Ada, Hopper)",
+    "fp8_kv_cache": "vLLM quantized KV cache: FP8 (E4M3/E5M2) needs compute capability >= 8.9 (Ada, Hopper); "
+    "on CPU, x86 with AVX-512 or AMX",
     "marlin_kernels": "vLLM quantization kernels: Marlin needs compute capability >= 8.0, AWQ GEMM >= 7.5",
     "gpu_count": "vLLM parallelism: tensor x pipeline x data parallel size GPUs, one engine process each",
     "parallel_divisibility": "vLLM tensor parallelism: attention heads, KV heads (or their replicas) and "
@@ -296,6 +298,8 @@ class Hardware:
     tensor_tflops: float | None = None
     source: str = ""
     cpu: bool = False
+    # a CPU server's x86 AVX-512 or AMX (vLLM's CPU backend needs one for an fp8 KV cache); None: unknown
+    cpu_avx512_or_amx: bool | None = None
 
     @classmethod
     def named(cls, name: str, count: int = 1) -> Hardware:
@@ -327,8 +331,10 @@ class Hardware:
         return replace(base, compute_capability=min(d.capability for d in devices), source=base.source or "nvidia-smi")
 
     @classmethod
-    def host_cpu(cls) -> Hardware:
-        return cls("CPU", 0, source="no GPU: vLLM's CPU backend", cpu=True)
+    def host_cpu(cls, avx512_or_amx: bool | None = None) -> Hardware:
+        """This machine's CPU (``avx512_or_amx`` None: read off ``/proc/cpuinfo``)."""
+        has = host_cpu_has_avx512_or_amx() if avx512_or_amx is None else avx512_or_amx
+        return cls("CPU", 0, source="no GPU: vLLM's CPU backend", cpu=True, cpu_avx512_or_amx=has)
 
     def override(self, hw_cfg: Mapping[str, Any]) -> Hardware:
         """The study config's ``hardware`` figures, where it gives them, win over the table's."""
@@ -415,6 +421,22 @@ def parallel_sizes(args: Mapping[str, Any] | None) -> tuple[int, int, int]:
     return tp, pp, dp
 
 
+def host_cpu_has_avx512_or_amx(cpuinfo: str | None = None, machine: str | None = None) -> bool | None:
+    """Whether this CPU is x86 with AVX-512 (``avx512f``) or AMX (``amx_tile``); None when its flags cannot
+    be read. Not x86: False (vLLM's CPU backend: "FP8 KV cache on CPU requires x86 with AVX-512 or AMX")."""
+    if (machine if machine is not None else platform.machine()).lower() not in ("x86_64", "amd64"):
+        return False
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return bool({"avx512f", "amx_tile"} & set(line.partition(":")[2].split()))
+    return None
+
+
 def _check(rule: str, status: str, detail: str) -> Check:
     return Check(rule, status, detail, RULE_SOURCES[rule])
 
@@ -424,7 +446,16 @@ def rule_fp8_kv(s: Subject, hw: Hardware) -> Check | None:
     if not dt or str(dt) not in gating.FP8_KV_DTYPES:
         return None
     if hw.cpu:
-        return _check("fp8_kv_cache", MET, "CPU backend stores fp8 KV itself (no compute-capability rule)")
+        if hw.cpu_avx512_or_amx is None:
+            return _check("fp8_kv_cache", UNKNOWN, "CPU: whether it has AVX-512 or AMX is unknown")
+        if not hw.cpu_avx512_or_amx:
+            return _check(
+                "fp8_kv_cache",
+                NOT_MET,
+                f"not applicable: this CPU has neither AVX-512 nor AMX; --kv-cache-dtype {dt} on vLLM's CPU "
+                'backend needs one of them ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX")',
+            )
+        return _check("fp8_kv_cache", MET, "CPU with AVX-512 or AMX: vLLM's CPU backend stores fp8 KV itself")
     if hw.compute_capability is None:
         return _check("fp8_kv_cache", UNKNOWN, f"{hw.name}: compute capability unknown")
     refused = gating.kv_cache_dtype_gate(str(dt), hw.devices())

@@ -122,7 +122,7 @@ def test_fp8_kv_is_not_applicable_on_sm86_with_the_gate_s_reason_and_runs_on_sm8
     assert c.status == P.NOT_MET
     assert c.reason == gating.kv_cache_dtype_gate("fp8", [gating.Gpu("0", "NVIDIA GeForce RTX 3090", "8.6")])
     assert rules(subject({"kv-cache-dtype": "fp8"}), P.Hardware.named("L4"))["fp8_kv_cache"].status == P.MET
-    assert rules(subject({"kv-cache-dtype": "fp8"}), P.Hardware.host_cpu())["fp8_kv_cache"].status == P.MET
+    assert rules(subject({"kv-cache-dtype": "fp8"}), P.Hardware.host_cpu(True))["fp8_kv_cache"].status == P.MET
     assert "fp8_kv_cache" not in rules(subject({}), RTX3090)
 
 
@@ -485,3 +485,20 @@ def test_a_checkpoint_of_kv_cache_scales_only_plans_with_unquantised_weights() -
     assert P._quant(kv_only) is None
     with_weights = {**kv_only, "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 128}}}}
     assert P._quant(with_weights) == P.Quant("compressed-tensors", 4, 128, zero_point=False)
+
+
+def test_fp8_kv_on_a_cpu_without_avx512_or_amx_is_not_applicable_with_vllms_reason():
+    c = rules(subject({"kv-cache-dtype": "fp8"}), P.Hardware.host_cpu(False))["fp8_kv_cache"]
+    assert c.status == P.NOT_MET and "neither AVX-512 nor AMX" in c.reason and "requires x86" in c.reason
+    unknown = rules(subject({"kv-cache-dtype": "fp8"}), P.Hardware("CPU", 0, cpu=True))["fp8_kv_cache"]
+    assert unknown.status == P.UNKNOWN  # flags unread: never refused
+    assert "fp8_kv_cache" not in rules(subject({}), P.Hardware.host_cpu(False))
+
+
+def test_the_cpu_flags_that_allow_an_fp8_kv_cache():
+    avx2 = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"
+    assert P.host_cpu_has_avx512_or_amx(avx2, "x86_64") is False
+    assert P.host_cpu_has_avx512_or_amx(avx2.replace("avx2", "avx2 avx512f avx512bw"), "x86_64") is True
+    assert P.host_cpu_has_avx512_or_amx(avx2.replace("avx2", "avx2 amx_tile"), "x86_64") is True
+    assert P.host_cpu_has_avx512_or_amx("Features\t: fp asimd\n", "aarch64") is False  # not x86
+    assert P.host_cpu_has_avx512_or_amx("processor\t: 0\n", "x86_64") is None  # no flags line
