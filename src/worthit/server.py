@@ -461,7 +461,9 @@ def supervise(
         child_env["CUDA_VISIBLE_DEVICES"] = cuda
     refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices, model_dir)
     if refused:
-        return _refuse(state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent)
+        return _refuse(
+            state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent, gpus=cuda
+        )
     reap_leftover_group(state_path, log_path)
     compile_cache.share_model_info(child_env)
     for done in _queue_dir(state_path).glob("done-*"):  # turns of a killed earlier server (see turn)
@@ -580,12 +582,14 @@ def _refuse(
     stopping: Callable[[], bool],
     parent: int,
     status: str = "not_applicable",
+    gpus: str | None = None,
 ) -> int:
-    """Do not start the server; tell consumers why (exit file, then state) and wait for the group's end."""
+    """Do not start the server; tell consumers why (exit file, then state) and wait for the group's end.
+    ``gpus``: the devices claimed for it (CUDA_VISIBLE_DEVICES; None: none), recorded for worthit.cost."""
     with open(log_path, "ab") as log:
         log.write(f"[worthit] {time.strftime('%F %T')} not starting the server: {reason}\n".encode())
     _exit_path(state_path).write_text(
-        json.dumps({"returncode": None, "status": status, "reason": reason, "at": time.time()})
+        json.dumps({"returncode": None, "status": status, "reason": reason, "at": time.time(), "gpu_devices": gpus})
     )
     state = ServerState(
         variant=variant,
