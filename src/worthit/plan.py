@@ -35,6 +35,7 @@ environment); writing Parquet, reading results and printing cards import their l
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -421,15 +422,23 @@ def parallel_sizes(args: Mapping[str, Any] | None) -> tuple[int, int, int]:
     return tp, pp, dp
 
 
+@functools.cache
+def _host_cpuinfo() -> str | None:
+    """``/proc/cpuinfo``, read once per process (every plan check of a CPU server asks)."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+
+
 def host_cpu_has_avx512_or_amx(cpuinfo: str | None = None, machine: str | None = None) -> bool | None:
     """Whether this CPU is x86 with AVX-512 (``avx512f``) or AMX (``amx_tile``); None when its flags cannot
     be read. Not x86: False (vLLM's CPU backend: "FP8 KV cache on CPU requires x86 with AVX-512 or AMX")."""
     if (machine if machine is not None else platform.machine()).lower() not in ("x86_64", "amd64"):
         return False
     if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
+        cpuinfo = _host_cpuinfo()
+        if cpuinfo is None:
             return None
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):

@@ -550,12 +550,15 @@ def _claim_or_record(
         )
     except ClaimAbandoned as e:
         reason = f"the server for variant '{variant}' was not started: {e}"
-        with open(log_path, "ab") as log:
-            log.write(f"[worthit] {time.strftime('%F %T')} {reason}\n".encode())
-        _exit_path(state_path).write_text(
-            json.dumps({"returncode": None, "status": "failed", "at": time.time(), "reason": reason})
-        )
+        _record_not_started(state_path, log_path, reason, {"status": "failed", "reason": reason})
         return None
+
+
+def _record_not_started(state_path: Path, log_path: Path, log_line: str, record: Mapping[str, Any]) -> None:
+    """Say in the server log and the exit record (what consumers and worthit.cost read) why no server runs."""
+    with open(log_path, "ab") as log:
+        log.write(f"[worthit] {time.strftime('%F %T')} {log_line}\n".encode())
+    _exit_path(state_path).write_text(json.dumps({"returncode": None, **record, "at": time.time()}))
 
 
 def _stop_and_clean(proc: subprocess.Popen[bytes], ipc_dir: str | None, state_path: Path, locks: list[Any]) -> None:
@@ -586,10 +589,11 @@ def _refuse(
 ) -> int:
     """Do not start the server; tell consumers why (exit file, then state) and wait for the group's end.
     ``gpus``: the devices claimed for it (CUDA_VISIBLE_DEVICES; None: none), recorded for worthit.cost."""
-    with open(log_path, "ab") as log:
-        log.write(f"[worthit] {time.strftime('%F %T')} not starting the server: {reason}\n".encode())
-    _exit_path(state_path).write_text(
-        json.dumps({"returncode": None, "status": status, "reason": reason, "at": time.time(), "gpu_devices": gpus})
+    _record_not_started(
+        state_path,
+        log_path,
+        f"not starting the server: {reason}",
+        {"status": status, "reason": reason, "gpu_devices": gpus},
     )
     state = ServerState(
         variant=variant,
