@@ -14,8 +14,12 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,32 @@ def require_env(stage: str) -> Path:
     if not py.exists():
         missing(f"the {stage} environment is not built: run bin/setup {stage}")
     return py
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker (pyproject.toml runs the suite on two)
+        _end_with_the_controller()
+
+
+def _end_with_the_controller(poll_s: float = 1.0) -> None:
+    """An xdist worker ends when the pytest that started it is gone (SIGKILL, a CI timeout's SIGTERM): its
+    servers' supervisors then see their parent gone and stop vLLM, as they do for a plain pytest."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="end-with-the-controller", daemon=True).start()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with the most slow tests first (a stable sort: each module's own order is kept). xdist hands out
+    whole modules (``--dist loadfile``) in this order, so the long ones start first and the two workers end
+    together, instead of one starting the longest module last."""
+    slow = Counter(item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.nodeid.split("::")[0]])
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -98,9 +98,10 @@ def not_applicable(
     model_dir: str | os.PathLike[str] | None = None,
 ) -> str | None:
     """The first reason a variant cannot run on these devices, or None: every prerequisite rule of
-    :mod:`worthit.plan` (FP8 KV and Marlin compute capability, GPU count, head divisibility, the draft's
-    tokenizer, quantisation group size, memory) over the engine arguments and, when ``model_dir`` is
-    given, the model's config.json. A rule that cannot be checked (shapes or GPU unknown) never refuses."""
+    :mod:`worthit.plan` (FP8 KV and Marlin compute capability, int4 kernels on a CPU, GPU count, head
+    divisibility, the draft's tokenizer, quantisation group size, memory) over the engine arguments and,
+    when ``model_dir`` is given, the model's config.json. A rule that cannot be checked (shapes or GPU
+    unknown) never refuses."""
     from worthit import plan  # plan builds on this module's Gpu and FP8 gate
 
     try:

@@ -93,6 +93,8 @@ RULE_SOURCES = {
     "fp8_kv_cache": "vLLM quantized KV cache: FP8 (E4M3/E5M2) needs compute capability >= 8.9 (Ada, Hopper); "
     "on CPU, x86 with AVX-512 or AMX",
     "marlin_kernels": "vLLM quantization kernels: Marlin needs compute capability >= 8.0, AWQ GEMM >= 7.5",
+    "cpu_int4_kernels": "vLLM's CPU backend: int4 weights (AWQ, GPTQ, compressed-tensors W4A16) run on its "
+    "cpu_gemm_wna16 kernel, built into its AVX-512 kernels only (an x86 CPU without AVX-512 loads the AVX2 build)",
     "gpu_count": "vLLM parallelism: tensor x pipeline x data parallel size GPUs, one engine process each",
     "parallel_divisibility": "vLLM tensor parallelism: attention heads, KV heads (or their replicas) and "
     "the MLP width split evenly across GPUs",
@@ -497,6 +499,23 @@ def rule_marlin(s: Subject, hw: Hardware) -> Check | None:
     return _check("marlin_kernels", MET, f"{hw.name} is {hw.sm}: no Marlin, vLLM falls back to {ckpt} GEMM kernels")
 
 
+def rule_cpu_int4(s: Subject, hw: Hardware) -> Check | None:
+    q = s.quant
+    if not hw.cpu or q is None or q.bits != 4:
+        return None
+    if hw.cpu_avx512_or_amx is None:
+        return _check("cpu_int4_kernels", UNKNOWN, "CPU: whether it has AVX-512 is unknown")
+    if not hw.cpu_avx512_or_amx:
+        return _check(
+            "cpu_int4_kernels",
+            NOT_MET,
+            f"not applicable: this CPU has no AVX-512; {q.method} int4 weights on vLLM's CPU backend need its "
+            "cpu_gemm_wna16 kernel, which only its AVX-512 build has (the AVX2 build fails the first request: "
+            "\"'_C' object has no attribute 'cpu_gemm_wna16'\")",
+        )
+    return _check("cpu_int4_kernels", MET, f"CPU with AVX-512: vLLM's cpu_gemm_wna16 serves {q.method} int4 weights")
+
+
 def rule_gpu_count(s: Subject, hw: Hardware) -> Check | None:
     tp, pp, dp = s.parallel
     need = tp * pp * dp
@@ -661,6 +680,7 @@ def rule_memory_fit(s: Subject, hw: Hardware, overhead_gib: float | None = None)
 RULES = (
     rule_fp8_kv,
     rule_marlin,
+    rule_cpu_int4,
     rule_gpu_count,
     rule_parallel_divisibility,
     rule_draft_tokenizer,

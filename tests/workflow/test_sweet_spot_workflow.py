@@ -1,6 +1,11 @@
 """The sweet-spot search through the real workflow on real vLLM (CPU): a server that runs one sequence at a
 time (--max-num-seqs 1) makes TTFT grow with concurrency, so the grid [1, 8] has a crossover under a TTFT
-SLO; the search bisects it on the same server and the report shows the bracket."""
+SLO; the search bisects it on the same server and the report shows the bracket.
+
+The SLO sits far from both ends of the grid on any CPU: one request at a time took 312 ms P99 TTFT on a
+two-core AVX2 AMD EPYC, eight queued behind one sequence 9.7 s (about 7 x 8 tokens' decode), so 1.5 s leaves a
+factor of ~5 on each side (a 300 ms SLO failed there, by 12 ms).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import pytest
 
 from tests.conftest import run_snakemake, study_config
 from worthit import schemas
+
+TTFT_SLO_MS = 1500
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -25,7 +32,7 @@ def test_the_search_converges_to_a_bracket_inside_the_grids_crossover(tmp_path, 
     cfg = study_config(
         model_dir,
         loadtest=loadtest,
-        slo={"ttft_ms": 300},
+        slo={"ttft_ms": TTFT_SLO_MS},
         sweet_spot={"variants": ["base"], "width": 1},
         validate_deployments=False,
     )
@@ -37,10 +44,10 @@ def test_the_search_converges_to_a_bracket_inside_the_grids_crossover(tmp_path, 
     rows = res.table.to_pylist()
     grid = {r["concurrency"]: r for r in rows if r["source"] == "grid"}
     probes = [r for r in rows if r["source"] == "search"]
-    # the grid: one request at a time meets 300 ms; eight queued behind one sequence do not
+    # the grid: one request at a time meets the SLO; eight queued behind one sequence do not
     assert set(grid) == {1, 8} and grid[1]["meets_slo"] and not grid[8]["meets_slo"], grid
     for r in rows:  # each row judged by the one rule: P99 TTFT within the SLO (no TPOT bound set)
-        assert r["meets_slo"] == (r["ttft_ms_p99"] <= 300), r
+        assert r["meets_slo"] == (r["ttft_ms_p99"] <= TTFT_SLO_MS), r
     lo, hi = res.metadata["lo"], res.metadata["hi"]
     assert res.metadata["outcome"] == "bracketed" and 1 <= lo < hi <= 8 and hi - lo <= 1
     # probes lie inside the crossover, in bisection order, and the bracket's ends are measured ones

@@ -64,23 +64,25 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
 def test_a_kv_cap_that_forces_preemption_shows_it_in_the_timeline_and_the_report_checks_it(tmp_path, model_dir):
     """The product's path end to end: the loadtest rule samples /metrics, loadgen.timeline summarises and checks
     each level against the KV critical concurrency, the report shows it."""
-    # six KV blocks of 128 tokens (fp32 SmolLM2: 46,080 bytes a token): requests of 200 + 200 tokens fit 1.9 at
-    # once, so four in flight outgrow the cache while decoding and the scheduler preempts
+    # four KV blocks of 128 tokens (fp32 SmolLM2: 46,080 bytes a token), one of them vLLM's reserved null block:
+    # a request of 100 + 60 tokens starts in one block and needs a second at its 28th output token, so one
+    # alone fills two of the three usable blocks, and with four in flight the three admitted outgrow the cache
+    # while decoding and the scheduler preempts (critical concurrency 512 / 160 = 3.2)
     loadtest = {
-        "prompt_tokens": 200,
-        "output_tokens": 200,
+        "prompt_tokens": 100,
+        "output_tokens": 60,
         "levels": [1, 4],
         "num_requests": {"min": 2, "per_concurrency": 1},
         "warmup_requests": 1,
         "timeline_interval_s": 0.1,
     }
     cfg = study_config(model_dir, loadtest=loadtest, validate_deployments=False)
-    cfg["serve"]["engine_args"].update({"max-model-len": 512, "kv-cache-memory-bytes": 6 * 128 * 46080})
+    cfg["serve"]["engine_args"].update({"max-model-len": 256, "kv-cache-memory-bytes": 4 * 128 * 46080})
     cfg["variants"]["base"]["experiments"] = ["kv", "loadtest"]
     run_snakemake(tmp_path, cfg, "results/t/report.html")
 
     kv = schemas.read(tmp_path / "results/t/variant~base/kv.parquet", schemas.KV_CACHE).table.to_pylist()[0]
-    assert kv["kv_tokens"] == 768 and 1 < kv["critical_concurrency"] < 4
+    assert kv["kv_tokens"] == 512 and 1 < kv["critical_concurrency"] < 4
     timeline = schemas.read(tmp_path / "results/t/variant~base/load/conc~4.timeline.parquet", schemas.SERVER_TIMELINE)
     measured = [r for r in timeline.table.to_pylist() if r["phase"] == "measure" and not r["error"]]
     assert measured[-1]["preemptions_total"] > measured[0]["preemptions_total"]  # preempted during the level
