@@ -452,21 +452,29 @@ def _check(rule: str, status: str, detail: str) -> Check:
     return Check(rule, status, detail, RULE_SOURCES[rule])
 
 
+def _cpu_isa_check(rule: str, hw: Hardware, isa: str, refused: str, served: str) -> Check:
+    """A CPU rule on ``Hardware.cpu_avx512_or_amx``: unknown flags never refuse, a CPU without ``isa`` gets
+    ``refused``, one with it ``served``."""
+    if hw.cpu_avx512_or_amx is None:
+        return _check(rule, UNKNOWN, f"CPU: whether it has {isa} is unknown")
+    if not hw.cpu_avx512_or_amx:
+        return _check(rule, NOT_MET, refused)
+    return _check(rule, MET, f"CPU with {isa}: {served}")
+
+
 def rule_fp8_kv(s: Subject, hw: Hardware) -> Check | None:
     dt = eargs.get(s.args, "kv-cache-dtype")
     if not dt or str(dt) not in gating.FP8_KV_DTYPES:
         return None
     if hw.cpu:
-        if hw.cpu_avx512_or_amx is None:
-            return _check("fp8_kv_cache", UNKNOWN, "CPU: whether it has AVX-512 or AMX is unknown")
-        if not hw.cpu_avx512_or_amx:
-            return _check(
-                "fp8_kv_cache",
-                NOT_MET,
-                f"not applicable: this CPU has neither AVX-512 nor AMX; --kv-cache-dtype {dt} on vLLM's CPU "
-                'backend needs one of them ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX")',
-            )
-        return _check("fp8_kv_cache", MET, "CPU with AVX-512 or AMX: vLLM's CPU backend stores fp8 KV itself")
+        return _cpu_isa_check(
+            "fp8_kv_cache",
+            hw,
+            "AVX-512 or AMX",
+            f"not applicable: this CPU has neither AVX-512 nor AMX; --kv-cache-dtype {dt} on vLLM's CPU "
+            'backend needs one of them ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX")',
+            "vLLM's CPU backend stores fp8 KV itself",
+        )
     if hw.compute_capability is None:
         return _check("fp8_kv_cache", UNKNOWN, f"{hw.name}: compute capability unknown")
     refused = gating.kv_cache_dtype_gate(str(dt), hw.devices())
@@ -503,17 +511,15 @@ def rule_cpu_int4(s: Subject, hw: Hardware) -> Check | None:
     q = s.quant
     if not hw.cpu or q is None or q.bits != 4:
         return None
-    if hw.cpu_avx512_or_amx is None:
-        return _check("cpu_int4_kernels", UNKNOWN, "CPU: whether it has AVX-512 is unknown")
-    if not hw.cpu_avx512_or_amx:
-        return _check(
-            "cpu_int4_kernels",
-            NOT_MET,
-            f"not applicable: this CPU has no AVX-512; {q.method} int4 weights on vLLM's CPU backend need its "
-            "cpu_gemm_wna16 kernel, which only its AVX-512 build has (the AVX2 build fails the first request: "
-            "\"'_C' object has no attribute 'cpu_gemm_wna16'\")",
-        )
-    return _check("cpu_int4_kernels", MET, f"CPU with AVX-512: vLLM's cpu_gemm_wna16 serves {q.method} int4 weights")
+    return _cpu_isa_check(
+        "cpu_int4_kernels",
+        hw,
+        "AVX-512",
+        f"not applicable: this CPU has no AVX-512; {q.method} int4 weights on vLLM's CPU backend need its "
+        "cpu_gemm_wna16 kernel, which only its AVX-512 build has (the AVX2 build fails the first request: "
+        "\"'_C' object has no attribute 'cpu_gemm_wna16'\")",
+        f"vLLM's cpu_gemm_wna16 serves {q.method} int4 weights",
+    )
 
 
 def rule_gpu_count(s: Subject, hw: Hardware) -> Check | None:
