@@ -7,6 +7,7 @@ model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes per 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,57 @@ def cache_config(text: str) -> dict[str, str]:
     )
 
 
-def weight_bytes(model_dir: str | Path) -> int:
+SAFETENSORS_FLOATS = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
+
+
+def _safetensors_header(path: Path) -> dict[str, Any] | None:
+    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON), or None."""
+    try:
+        with path.open("rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if not 0 < n < 100 * 2**20:
+                return None
+            head = json.loads(f.read(n))
+    except (OSError, ValueError):
+        return None
+    return head if isinstance(head, dict) else None
+
+
+def served_weight_bytes(model_dir: str | Path, dtype: str) -> int:
+    """Bytes of the weights as vLLM holds them when it serves in ``dtype``: each floating tensor at that
+    dtype (a checkpoint saved in fp32 and served in bf16 counts half its file), other tensors (packed
+    integers, FP8) and quantisation scales and zero points as stored, and a tied ``lm_head.weight``
+    (``tie_word_embeddings``) not at all: vLLM loads one table for both. Files whose header cannot be read
+    (``.bin``, ``.gguf``) count their size. examples/h200-qwen/README.md, "Sitting 8", says why: a checkpoint
+    written in fp32 by a GPU calibration doubled the weights and MBU figures of a variant served in bf16."""
     d = Path(model_dir)
-    return sum(p.stat().st_size for pat in ("*.safetensors", "*.bin", "*.gguf") for p in d.glob(pat))
+    served = plan.dtype_bytes(dtype)
+    try:
+        tied = bool(json.loads((d / "config.json").read_text()).get("tie_word_embeddings"))
+    except (OSError, ValueError):
+        tied = False
+    total = 0
+    for f in sorted(d.glob("*.safetensors")):
+        head = _safetensors_header(f)
+        if head is None or served is None:
+            total += f.stat().st_size
+            continue
+        names = {k for k in head if k != "__metadata__"}
+        for name, t in head.items():
+            if name == "__metadata__" or not isinstance(t, dict):
+                continue
+            if tied and name.endswith("lm_head.weight") and any(n.endswith("embed_tokens.weight") for n in names):
+                continue
+            begin, end = t.get("data_offsets", (0, 0))
+            stored = int(end) - int(begin)
+            leaf = name.rsplit(".", 1)[-1]
+            size = SAFETENSORS_FLOATS.get(str(t.get("dtype")))
+            if size and "scale" not in leaf and "zero_point" not in leaf:
+                total += stored // size * served
+            else:
+                total += stored
+    total += sum(p.stat().st_size for pat in ("*.bin", "*.gguf") for p in d.glob(pat))
+    return total
 
 
 def kv_row(
@@ -69,7 +118,9 @@ def kv_row(
     cache_dtype = info.get("cache_dtype", "auto")
     try:  # the plan's one rule for a KV element's bytes, with the cache dtype the engine reports
         shape = plan.ModelShape.from_file(Path(model_dir))
-        per_token = plan.kv_bytes_per_token(shape, {"dtype": configured_dtype, "kv-cache-dtype": cache_dtype}, cpu)
+        args = {"dtype": configured_dtype, "kv-cache-dtype": cache_dtype}
+        per_token = plan.kv_bytes_per_token(shape, args, cpu)
+        served = plan.served_dtype(shape, args, cpu)
     except plan.PlanError as e:
         raise MetricsError(str(e)) from None
     kv_tokens = blocks * block_size
@@ -84,5 +135,5 @@ def kv_row(
         "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
         "tokens_per_request": tokens_per_request,
         "critical_concurrency": kv_tokens / tokens_per_request if tokens_per_request else None,
-        "weight_bytes": weight_bytes(model_dir),
+        "weight_bytes": served_weight_bytes(model_dir, served),
     }

