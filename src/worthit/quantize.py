@@ -448,6 +448,8 @@ def run_llmcompressor(plan: Plan, base_dir: Path, out: Path) -> dict[str, Any]:
         # as the base checkpoint so "bytes after" compares like with like.
         model.to(_torch_dtype(base_dtype))
     model.save_pretrained(str(out), save_compressed=True)
+    if base_dtype:
+        info["recast_tensors"] = recast_saved_floats(out, base_dtype)
     tok.save_pretrained(str(out))
     with contextlib.suppress(Exception):
         model.generation_config.save_pretrained(str(out))
@@ -536,6 +538,47 @@ def _version(dist: str) -> str | None:
         return md.version(dist)
     except md.PackageNotFoundError:
         return None
+
+
+def recast_saved_floats(out: Path, dtype: str) -> int:
+    """Rewrite the saved checkpoint's floating tensors in ``dtype`` (the base's), quantisation scales and
+    zero points excepted, and make config.json say so; returns how many tensors were cast. ``model.to``
+    before the save is not enough on a GPU: the sitting-8 KV-only checkpoint came out in fp32 (twice the
+    bf16 base) although the model had been cast (examples/h200-qwen/README.md, "Sitting 8")."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from worthit.models import record_dtype
+
+    target = _torch_dtype(dtype)
+    floats = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+    cast = 0
+    for f in sorted(Path(out).glob("*.safetensors")):
+        tensors = load_file(str(f))
+        todo = [
+            k
+            for k, v in tensors.items()
+            if v.dtype in floats and v.dtype != target and not re.search(r"(scale|zero_point)[^.]*$", k)
+        ]
+        if not todo:
+            continue
+        for k in todo:
+            tensors[k] = tensors[k].to(target).contiguous()
+        with safe_open(str(f), "pt") as h:
+            meta = h.metadata() or {"format": "pt"}
+        tmp = f.with_name(f.name + ".tmp")
+        save_file(tensors, str(tmp), metadata=meta)
+        tmp.replace(f)
+        cast += len(todo)
+    index = Path(out) / "model.safetensors.index.json"
+    if cast and index.exists():
+        idx = json.loads(index.read_text())
+        idx.setdefault("metadata", {})["total_size"] = sum(p.stat().st_size for p in Path(out).glob("*.safetensors"))
+        index.write_text(json.dumps(idx, indent=2) + "\n")
+    if (Path(out) / "config.json").exists():
+        record_dtype(Path(out) / "config.json", dtype)
+    return cast
 
 
 def _base_dtype(model_dir: Path) -> str | None:

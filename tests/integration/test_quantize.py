@@ -265,3 +265,28 @@ def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_
         r = schemas.read(f, table)
         assert r.status == "failed" and "quality gate failed" in r.reason and r.table.num_rows == 0
     assert "not starting" in (res_dir / "logs" / "serve" / "strict.log").read_text()
+
+
+def test_a_checkpoint_saved_in_fp32_is_rewritten_in_the_base_dtype(quantize_python: Path, tmp_path: Path) -> None:
+    """The sitting-8 KV-only checkpoint came out of a GPU calibration in fp32 (examples/h200-qwen/README.md):
+    the stage rewrites the floating tensors in the base's dtype, scales and packed integers as they are."""
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "float32", "torch_dtype": "float32"}))
+    code = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from safetensors.torch import save_file, load_file\n"
+        "from worthit.quantize import recast_saved_floats\n"
+        "d = Path(sys.argv[1]); f = str(d / 'model.safetensors')\n"
+        "save_file({'embed.weight': torch.ones(8, 4), 'a.k_scale': torch.tensor([0.5]),\n"
+        "           'a.weight_packed': torch.zeros(2, 2, dtype=torch.int32)}, f, metadata={'format': 'pt', 'x': 'y'})\n"
+        "print(recast_saved_floats(d, 'bfloat16'))\n"
+        "sd = load_file(f); print(sd['embed.weight'].dtype, sd['a.k_scale'].dtype, sd['a.weight_packed'].dtype)\n"
+        "print(float(sd['embed.weight'].sum()))\n"
+    )
+    proc = subprocess.run(
+        [str(quantize_python), "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:3] == ["1", "torch.bfloat16 torch.float32 torch.int32", "32.0"]
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["dtype"] == cfg["torch_dtype"] == "bfloat16"
