@@ -8,12 +8,13 @@ model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes per 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from worthit import plan, prom
+from worthit import models, plan, prom
 
 
 class MetricsError(RuntimeError):
@@ -47,22 +48,6 @@ def cache_config(text: str) -> dict[str, str]:
     )
 
 
-SAFETENSORS_FLOATS = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
-
-
-def _safetensors_header(path: Path) -> dict[str, Any] | None:
-    """The JSON header of a .safetensors file (8-byte little-endian length, then JSON), or None."""
-    try:
-        with path.open("rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            if not 0 < n < 100 * 2**20:
-                return None
-            head = json.loads(f.read(n))
-    except (OSError, ValueError):
-        return None
-    return head if isinstance(head, dict) else None
-
-
 def served_weight_bytes(model_dir: str | Path, dtype: str) -> int:
     """Bytes of the weights as vLLM holds them when it serves in ``dtype``: each floating tensor at that
     dtype (a checkpoint saved in fp32 and served in bf16 counts half its file), other tensors (packed
@@ -78,24 +63,22 @@ def served_weight_bytes(model_dir: str | Path, dtype: str) -> int:
         tied = False
     total = 0
     for f in sorted(d.glob("*.safetensors")):
-        head = _safetensors_header(f)
+        try:
+            head = models.safetensors_header(f)
+        except (OSError, ValueError):
+            head = None
         if head is None or served is None:
             total += f.stat().st_size
             continue
-        names = {k for k in head if k != "__metadata__"}
+        embed = any(n.endswith("embed_tokens.weight") for n in head)
         for name, t in head.items():
-            if name == "__metadata__" or not isinstance(t, dict):
+            if tied and embed and name.endswith("lm_head.weight"):
                 continue
-            if tied and name.endswith("lm_head.weight") and any(n.endswith("embed_tokens.weight") for n in names):
-                continue
-            begin, end = t.get("data_offsets", (0, 0))
-            stored = int(end) - int(begin)
-            leaf = name.rsplit(".", 1)[-1]
-            size = SAFETENSORS_FLOATS.get(str(t.get("dtype")))
-            if size and "scale" not in leaf and "zero_point" not in leaf:
-                total += stored // size * served
+            if t["dtype"] in models.SAFETENSORS_FLOATS and not models.is_quantization_param(name):
+                total += math.prod(t["shape"]) * served
             else:
-                total += stored
+                begin, end = t["data_offsets"]
+                total += int(end) - int(begin)
     total += sum(p.stat().st_size for pat in ("*.bin", "*.gguf") for p in d.glob(pat))
     return total
 

@@ -36,20 +36,6 @@ WEIGHTS = ("random", "real")
 # The config.json key a random-weight model carries (speed, throughput and KV capacity are real; accuracy is not).
 RANDOM_WEIGHTS_KEY = "worthit_weights"
 _GGUF_RE = re.compile(r"^(?P<pkg>[A-Za-z0-9_.\-]+)==(?P<ver>[A-Za-z0-9_.+\-]+):(?P<file>[^:]+\.gguf)$")
-SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8,
-    "F32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "I64": 8,
-    "I32": 4,
-    "I16": 2,
-    "I8": 1,
-    "U8": 1,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-    "BOOL": 1,
-}
 
 
 class SourceError(ValueError):
@@ -122,15 +108,35 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
+SAFETENSORS_FLOATS = ("F64", "F32", "F16", "BF16")  # floating dtypes a served dtype replaces (FP8 is quantised)
+SAFETENSORS_HEADER_MAX_BYTES = 100 * 2**20  # the format's own limit
+
+
+def safetensors_header(path: Path) -> dict[str, dict[str, Any]]:
+    """Tensor name -> its header entry (``dtype``, ``shape``, ``data_offsets``) of a safetensors file, without
+    loading tensors (``__metadata__`` left out). ValueError when the file does not start with one."""
+    with open(path, "rb") as fh:
+        raw = fh.read(8)
+        n = struct.unpack("<Q", raw)[0] if len(raw) == 8 else 0
+        if not 0 < n <= SAFETENSORS_HEADER_MAX_BYTES:
+            raise ValueError(f"{path}: not a safetensors file (header length {n})")
+        header = json.loads(fh.read(n))
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: not a safetensors header")
+    return {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+def is_quantization_param(name: str) -> bool:
+    """A quantisation scale or zero point (``weight_scale``, ``k_scale``, ``weight_zero_point``, ...): kept in
+    the dtype it was saved in, where the weights follow the served dtype."""
+    leaf = name.rsplit(".", 1)[-1]
+    return "scale" in leaf or "zero_point" in leaf
+
+
 def safetensors_params(path: Path) -> tuple[int, set[str]]:
     """Parameter count and dtypes from a safetensors header, without loading tensors."""
-    with open(path, "rb") as fh:
-        (n,) = struct.unpack("<Q", fh.read(8))
-        header = json.loads(fh.read(n))
     count, dtypes = 0, set()
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
+    for info in safetensors_header(path).values():
         numel = 1
         for d in info["shape"]:
             numel *= d

@@ -29,7 +29,6 @@ import os
 import re
 import resource
 import shutil
-import struct
 import sys
 import time
 import traceback
@@ -38,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worthit.models import Manifest, build_manifest
+from worthit.models import Manifest, build_manifest, is_quantization_param, safetensors_header
 
 log = logging.getLogger("worthit.quantize")
 
@@ -151,10 +150,7 @@ def safetensors_shapes(model_dir: Path) -> dict[str, list[int]]:
     """Tensor name -> shape from every safetensors header of a model folder, without loading tensors."""
     shapes: dict[str, list[int]] = {}
     for path in sorted(Path(model_dir).glob("*.safetensors")):
-        with open(path, "rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            header = json.loads(fh.read(n))
-        shapes.update({k: list(v["shape"]) for k, v in header.items() if k != "__metadata__"})
+        shapes.update({k: list(v["shape"]) for k, v in safetensors_header(path).items()})
     return shapes
 
 
@@ -445,7 +441,8 @@ def run_llmcompressor(plan: Plan, base_dir: Path, out: Path) -> dict[str, Any]:
     base_dtype = _base_dtype(base_dir)
     if base_dtype and base_dtype != plan.calibration_dtype:
         # Serve-side dtype is the variant's; keep the unquantised parts (embeddings, norms) as compact
-        # as the base checkpoint so "bytes after" compares like with like.
+        # as the base checkpoint so "bytes after" compares like with like. This casts what the model holds
+        # (its scales too); recast_saved_floats below rewrites what the save still wrote in another dtype.
         model.to(_torch_dtype(base_dtype))
     model.save_pretrained(str(out), save_compressed=True)
     if base_dtype:
@@ -557,9 +554,7 @@ def recast_saved_floats(out: Path, dtype: str) -> int:
     for f in sorted(Path(out).glob("*.safetensors")):
         tensors = load_file(str(f))
         todo = [
-            k
-            for k, v in tensors.items()
-            if v.dtype in floats and v.dtype != target and not re.search(r"(scale|zero_point)[^.]*$", k)
+            k for k, v in tensors.items() if v.dtype in floats and v.dtype != target and not is_quantization_param(k)
         ]
         if not todo:
             continue
