@@ -80,47 +80,97 @@ def test_watch_ignores_markers_of_dead_consumers(tmp_path):
     assert watch.orphaned()
 
 
-def _measure(state, index, name, log_path, hold_s):
+# Real processes, started with "spawn": a fork from pytest-xdist's worker (a process with threads) can leave the
+# child stuck on a lock another thread held (CI: m0 never wrote its ticket). The tests wait on queue files, never
+# on sleeps; the deadlines below only bound a broken run, they measure nothing.
+_CTX = mp.get_context("spawn")
+_START_S = 120.0  # how long a child may take to start on a loaded two-core machine
+
+
+@pytest.fixture
+def proc():
+    """``proc(target, *args)``: a child process (not yet started), killed at teardown if it is still running."""
+    made: list[mp.process.BaseProcess] = []
+
+    def make(target, *args):
+        p = _CTX.Process(target=target, args=args, daemon=True)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+
+
+def _wait_for(qdir, *globs, timeout_s=_START_S):
+    """Until a file matching one of ``globs`` is in the queue folder."""
+    deadline = time.monotonic() + timeout_s
+    while not any(list(qdir.glob(g)) for g in globs if qdir.exists()):
+        assert time.monotonic() < deadline, f"none of {globs} in {qdir}"
+        time.sleep(0.01)
+
+
+def _wait_all(qdir, *globs, timeout_s=_START_S):
+    for g in globs:
+        _wait_for(qdir, g, timeout_s=timeout_s)
+
+
+def _measure(state, index, name, log_path, hold_until=()):
+    """One turn: log its start and end; hold the server until every glob in ``hold_until`` is in the queue."""
     with turn(state, index, name, poll_s=0.02):
         with open(log_path, "a") as fh:
             fh.write(f"start {name} {time.monotonic()}\n")
-        time.sleep(hold_s)
+        _wait_all(state.parent / (state.name + ".queue"), *hold_until)
+        time.sleep(0.05)
         with open(log_path, "a") as fh:
             fh.write(f"end {name} {time.monotonic()}\n")
 
 
-def test_turns_never_overlap_and_waiting_consumers_go_in_index_order(tmp_path):
+def _log_has(log_path, line_start, timeout_s=_START_S):
+    deadline = time.monotonic() + timeout_s
+    while not (log_path.exists() and any(ln.startswith(line_start) for ln in log_path.read_text().splitlines())):
+        assert time.monotonic() < deadline, f"no {line_start!r} in {log_path}"
+        time.sleep(0.01)
+
+
+def test_turns_never_overlap_and_waiting_consumers_go_in_index_order(tmp_path, proc):
     state = tmp_path / "server.json"
     log = tmp_path / "order.log"
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_measure, args=(state, i, f"m{i}", log, 0.2)) for i in (2, 0, 1)]
+    # m2 holds the server alone until m0 and m1 both queue up behind it
+    m2 = proc(_measure, state, 2, "m2", log, ("0000-*", "0001-*"))
+    m2.start()
+    _log_has(log, "start m2")
+    procs = [proc(_measure, state, i, f"m{i}", log) for i in (1, 0)]
     for p in procs:
         p.start()
-        time.sleep(0.05)  # m2 holds the server alone; m0 and m1 queue up while it measures
-    for p in procs:
-        p.join(10)
+    for p in (m2, *procs):
+        p.join(_START_S)
     events = [line.split() for line in log.read_text().splitlines()]
     assert [e[1] for e in events if e[0] == "start"] == ["m2", "m0", "m1"]
     for a, b in zip(events[1::2], events[2::2], strict=False):  # each end precedes the next start
         assert a[0] == "end" and b[0] == "start" and float(a[2]) <= float(b[2])
 
 
-def _present_then_measure(state, index, name, log_path, ready_at):
+def _present_then_measure(state, index, name, log_path, ready_file):
     with consumer_presence(state, name, index):
-        time.sleep(max(0.0, ready_at - time.time()))  # "waiting for the server"
-        _measure(state, index, name, log_path, 0.05)
+        while not ready_file.exists():  # "waiting for the server"
+            time.sleep(0.01)
+        _measure(state, index, name, log_path)
 
 
-def test_consumers_present_before_the_server_is_ready_take_turns_in_index_order(tmp_path):
+def test_consumers_present_before_the_server_is_ready_take_turns_in_index_order(tmp_path, proc):
     state = tmp_path / "server.json"
     log = tmp_path / "order.log"
-    ready_at = time.time() + 0.5
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=_present_then_measure, args=(state, i, f"m{i}", log, ready_at)) for i in (2, 0, 1)]
+    ready = tmp_path / "ready"
+    procs = [proc(_present_then_measure, state, i, f"m{i}", log, ready) for i in (2, 0, 1)]
     for p in procs:
         p.start()
+    _wait_all(tmp_path / "server.json.queue", "0000-*", "0001-*", "0002-*")  # all present, the server not ready
+    ready.touch()
     for p in procs:
-        p.join(10)
+        p.join(_START_S)
     starts = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")]
     assert starts == ["m0", "m1", "m2"]
 
@@ -132,56 +182,48 @@ def _turn_logged(state, index, name, log_path, settle_s, measured=()):
         time.sleep(0.1)
 
 
-def _wait_for(qdir, *globs, timeout_s=20.0):
-    """Until a file matching one of ``globs`` is in the queue folder."""
-    deadline = time.monotonic() + timeout_s
-    while not any(list(qdir.glob(g)) for g in globs if qdir.exists()):
-        assert time.monotonic() < deadline, f"none of {globs} in {qdir}"
-        time.sleep(0.01)
-
-
-def _late_member_run(tmp_path, settle_s, late_by_s=0.0):
+def _late_member_run(tmp_path, proc, settle_s, late_by_s=0.0):
     """m0 measures first; m2 waits from the start; m1 starts only once m0's turn has ended (Snakemake's late
     group member), ``late_by_s`` after that."""
     state = tmp_path / "server.json"
     qdir = tmp_path / "server.json.queue"
     log = tmp_path / "order.log"
-    ctx = mp.get_context("fork")
-    m0 = ctx.Process(target=_turn_logged, args=(state, 0, "m0", log, settle_s))
-    m2 = ctx.Process(target=_turn_logged, args=(state, 2, "m2", log, settle_s))
-    m1 = ctx.Process(target=_turn_logged, args=(state, 1, "m1", log, settle_s))
+    m0 = proc(_turn_logged, state, 0, "m0", log, settle_s)
+    m2 = proc(_turn_logged, state, 2, "m2", log, settle_s)
+    m1 = proc(_turn_logged, state, 1, "m1", log, settle_s)
     m0.start()
     _wait_for(qdir, "0000-*", "done-0000")  # m0 holds its ticket (or is done) before m2 asks for a turn
     m2.start()
+    _wait_for(qdir, "0002-*", "done-0002")  # m2 asks (or has had its turn) before the late member starts
     _wait_for(qdir, "done-0000")
     time.sleep(late_by_s)
     m1.start()
     for p in (m0, m1, m2):
-        p.join(30)
+        p.join(_START_S)
     return [line.split()[1] for line in log.read_text().splitlines()]
 
 
-def test_a_member_that_starts_after_the_first_turn_still_goes_before_higher_indices(tmp_path):
-    assert _late_member_run(tmp_path, settle_s=20.0) == ["m0", "m1", "m2"]
+def test_a_member_that_starts_after_the_first_turn_still_goes_before_higher_indices(tmp_path, proc):
+    assert _late_member_run(tmp_path, proc, settle_s=_START_S) == ["m0", "m1", "m2"]
 
 
-def test_without_the_settle_wait_the_late_member_is_overtaken(tmp_path):
+def test_without_the_settle_wait_the_late_member_is_overtaken(tmp_path, proc):
     # the control: what Snakemake's one-short pool did to the order before the settle wait
-    assert _late_member_run(tmp_path, settle_s=0.0, late_by_s=2.0) == ["m0", "m2", "m1"]
+    assert _late_member_run(tmp_path, proc, settle_s=0.0, late_by_s=5.0) == ["m0", "m2", "m1"]
 
 
-def test_an_earlier_index_already_measured_is_not_waited_for(tmp_path):
+def test_an_earlier_index_already_measured_is_not_waited_for(tmp_path, proc):
     state = tmp_path / "server.json"
     qdir = tmp_path / "server.json.queue"
     log = tmp_path / "order.log"
-    ctx = mp.get_context("fork")
+    settle_s = 3 * _START_S
     # index 1's result exists: m2 follows m0 at once although 1 holds no ticket and the settle wait is long
-    m0 = ctx.Process(target=_turn_logged, args=(state, 0, "m0", log, 60.0, {1}))
-    m2 = ctx.Process(target=_turn_logged, args=(state, 2, "m2", log, 60.0, {1}))
+    m0 = proc(_turn_logged, state, 0, "m0", log, settle_s, {1})
+    m2 = proc(_turn_logged, state, 2, "m2", log, settle_s, {1})
     m0.start()
     _wait_for(qdir, "0000-*", "done-0000")
     m2.start()
-    m2.join(30)  # far less than the 60 s settle wait it would otherwise sit out
+    m2.join(_START_S)  # a third of the settle wait it would otherwise sit out
     m0.join(5)
     assert not m2.is_alive() and [line.split()[1] for line in log.read_text().splitlines()] == ["m0", "m2"]
 
@@ -240,26 +282,22 @@ def _wait_in_turn(state, index, out):
         out.put(f"raised {type(e).__name__}: {e}")
 
 
-def test_a_consumer_waiting_when_the_supervisor_removes_the_queue_goes_on_instead_of_crashing(tmp_path):
+def test_a_consumer_waiting_when_the_supervisor_removes_the_queue_goes_on_instead_of_crashing(tmp_path, proc):
     # The supervisor removes the queue when it stops (its group torn down, a budget's end): a consumer waiting
     # behind a live lower ticket must go on (wait_ready then reads the exit record), not die with a traceback.
     state = tmp_path / "server.json"
     qdir = tmp_path / "server.json.queue"
-    ctx = mp.get_context("fork")
-    holder = ctx.Process(target=time.sleep, args=(60,))
+    holder = proc(time.sleep, 600)
     holder.start()
-    try:
-        qdir.mkdir()
-        (qdir / f"0000-{holder.pid}-m0").write_text("m0")  # a live earlier consumer, still waiting
-        out = ctx.Queue()
-        waiter = ctx.Process(target=_wait_in_turn, args=(state, 1, out))
-        waiter.start()
-        time.sleep(0.5)
-        assert out.empty(), "m1 overtook a live earlier ticket"
-        shutil.rmtree(qdir)
-        assert out.get(timeout=10) == "granted"
-        waiter.join(5)
-        assert waiter.exitcode == 0
-    finally:
-        holder.kill()
-        holder.join()
+    qdir.mkdir()
+    (qdir / f"0000-{holder.pid}-m0").write_text("m0")  # a live earlier consumer, still waiting
+    out = _CTX.Queue()
+    waiter = proc(_wait_in_turn, state, 1, out)
+    waiter.start()
+    _wait_for(qdir, "0001-*")
+    time.sleep(0.5)
+    assert out.empty(), "m1 overtook a live earlier ticket"
+    shutil.rmtree(qdir)
+    assert out.get(timeout=_START_S) == "granted"
+    waiter.join(_START_S)
+    assert waiter.exitcode == 0
