@@ -983,6 +983,27 @@ def test_a_cross_machine_verdict_carries_the_control_s_difference_and_one_machin
     assert alone["outcome"] == "adopt" and "more than one machine" in alone["reason"]
 
 
+def test_a_candidate_judged_against_another_candidate_across_machines_carries_the_study_s_control(
+    results: Path, cfg: dict
+) -> None:
+    # fast (machine B) is the baseline of faster (machine A): no control of fast exists, but the control of
+    # baseline measured the two machines x1.50 apart, and faster's 1.25x over fast crosses them
+    _control_study(results, cfg, 1.5, 0.8)
+    cfg["variants"]["faster"] = {**cfg["variants"]["fast"], "engine_args": {"max-num-batched-tokens": 8192}}
+    cfg["variants"]["faster"]["baseline"] = "fast"
+    _faster_copy(results, "faster", 0.64)
+    _more_runs(results, cfg, ("faster",))
+    _gpu_stamp(results / "variant~faster", "vm", ["GPU-aaaaaaaa-1"])
+    faster = _verdicts(results, cfg)["faster"]
+    assert faster["baseline"] == "fast" and faster["outcome"] == "inconclusive"
+    assert "the control control measured baseline's own configuration up to x1.50 apart" in faster["reason"]
+    assert "measure faster and fast on one machine" in faster["settle"]
+    # measured on fast's machine, the same 1.25x is decided: nothing crosses machines
+    _gpu_stamp(results / "variant~faster", "vm", ["GPU-bbbbbbbb-2"])
+    same = _verdicts(results, cfg)["faster"]
+    assert same["outcome"] == "adopt" and "widened" not in same["reason"] and "x1.50" not in same["reason"]
+
+
 def test_a_large_effect_is_decided_across_machines_despite_the_control(results: Path, cfg: dict) -> None:
     _control_study(results, cfg, 1.5, 0.3)  # 3.3x faster: more than the machines' 1.5x
     fast = _verdicts(results, cfg)["fast"]

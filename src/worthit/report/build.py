@@ -88,39 +88,52 @@ def _machines_note(ctx: Context, pair: Pair) -> list[str]:
     ]
 
 
-Spread = tuple[float, str, str]  # (factor, control, the figure it rests on)
+@dataclass(frozen=True)
+class Spread:
+    """How far two measurements of one configuration came apart on different machines: the widest a control
+    of the study measured (worthit.report.decide.control_spread)."""
+
+    factor: float
+    control: str  # the control variant
+    base: str  # the configuration it measured again
+    what: str  # the figure the factor rests on
 
 
-def control_spreads(ctx: Context, pairs: Mapping[str, Pair], evidence: Mapping[str, Evidence]) -> dict[str, Spread]:
-    """Per baseline, the widest spread its controls measured (worthit.report.decide.control_spread)."""
-    out: dict[str, Spread] = {}
+def machine_spread(pairs: Mapping[str, Pair], evidence: Mapping[str, Evidence]) -> Spread | None:
+    """The widest spread any control of the study measured, or None when none measured one. It is the
+    machines' difference, not the baseline's: it widens every pair whose sides were measured apart, whatever
+    its baseline (a candidate judged against another candidate crosses the same machines)."""
+    out: Spread | None = None
     for v, p in pairs.items():
         if not p.control or v not in evidence or evidence[v].status != schemas.STATUS_OK:
             continue
         g, what = control_spread(evidence[v])
-        if g > out.get(p.base, (1.0, "", ""))[0]:
-            out[p.base] = (g, v, what)
+        if g > (out.factor if out else 1.0):
+            out = Spread(g, v, p.base, what)
     return out
 
 
 def _widen(
     ctx: Context, pair: Pair, comps: list[Comparison], spread: Spread | None
 ) -> tuple[list[Comparison], list[str], str]:
-    """A pair whose sides were not measured on one machine, against a baseline whose control moved: every
-    comparison carries the control's factor on top of its interval; says so, and what would settle it."""
+    """A pair whose sides were not measured on one machine, in a study whose control moved: every comparison
+    carries the control's factor on top of its interval; says so, and what would settle it."""
     if spread is None or pair.control or ctx.same_machine(pair.without, pair.with_):
         return comps, [], ""
-    g, control, what = spread
+    g, control = spread.factor, spread.control
     widened = [c if c.improvement.is_exact else replace(c, spread=g, spread_source=f"control {control}") for c in comps]
     note = (
-        f"the control {control} measured {pair.base}'s own configuration up to x{g:.2f} apart ({what}), and "
-        f"{pair.variant}'s two sides were not measured on one machine: each timing interval here is widened by "
-        "that factor, so only a difference larger than the machines' is decided"
+        f"the control {control} measured {spread.base}'s own configuration up to x{g:.2f} apart ({spread.what}), "
+        f"and {pair.variant}'s two sides were not measured on one machine: each timing interval here is widened "
+        "by that factor, so only a difference larger than the machines' is decided"
     )
-    settle = (
-        f"measure {pair.variant} beside a control of {pair.base} on one machine and judge it against that control "
-        f"(variants.{pair.variant}.baseline)"
-    )
+    if pair.base == spread.base:
+        settle = (
+            f"measure {pair.variant} beside a control of {pair.base} on one machine and judge it against that "
+            f"control (variants.{pair.variant}.baseline)"
+        )
+    else:
+        settle = f"measure {pair.variant} and {pair.base} on one machine"
     return widened, [note], settle
 
 
@@ -149,7 +162,7 @@ def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
 
 def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evidence:
     """Everything the experiments say about one optimisation, with the variants' failures; ``spread``: the
-    widest difference a control of its baseline measured (:func:`control_spreads`)."""
+    widest difference a control of the study measured (:func:`machine_spread`)."""
     v = pair.variant
     res = ctx.results.variant(v)
     comps: list[Comparison] = []
@@ -214,8 +227,8 @@ def build(study: Study, results: data.StudyResults) -> Report:
         ctx.analyses[exp.name] = exp.analyse(ctx)
     pairs = {v: ctx.pair(v) for v in ctx.others}
     controls = {v: evidence_for(ctx, p) for v, p in pairs.items() if p.control}  # first: they widen the others
-    spreads = control_spreads(ctx, pairs, controls)
-    evidence = {v: controls.get(v) or evidence_for(ctx, p, spreads.get(p.base)) for v, p in pairs.items()}
+    spread = machine_spread(pairs, controls)
+    evidence = {v: controls.get(v) or evidence_for(ctx, p, spread) for v, p in pairs.items()}
     verdicts = {v: decide(e, ctx.rules) for v, e in evidence.items()}
     views = [verdicts_view(ctx, verdicts, pairs), deployments_view(ctx, verdicts, pairs)]
     views.append(validation_view(ctx, stored(views[1])))
