@@ -7,14 +7,12 @@ model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes per 
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from worthit import models, plan, prom
+from worthit import plan, prom
 
 
 class MetricsError(RuntimeError):
@@ -46,41 +44,6 @@ def cache_config(text: str) -> dict[str, str]:
         "the server's /metrics has no vllm:cache_config_info; worthit reads the KV block count from it "
         "(vLLM >= 0.6 exposes it; is this a vLLM server with metrics enabled?)"
     )
-
-
-def served_weight_bytes(model_dir: str | Path, dtype: str) -> int:
-    """Bytes of the weights as vLLM holds them when it serves in ``dtype``: each floating tensor at that
-    dtype (a checkpoint saved in fp32 and served in bf16 counts half its file), other tensors (packed
-    integers, FP8) and quantisation scales and zero points as stored, and a tied ``lm_head.weight``
-    (``tie_word_embeddings``) not at all: vLLM loads one table for both. Files whose header cannot be read
-    (``.bin``, ``.gguf``) count their size. examples/h200-qwen/README.md, "Sitting 8", says why: a checkpoint
-    written in fp32 by a GPU calibration doubled the weights and MBU figures of a variant served in bf16."""
-    d = Path(model_dir)
-    served = plan.dtype_bytes(dtype)
-    try:
-        tied = bool(json.loads((d / "config.json").read_text()).get("tie_word_embeddings"))
-    except (OSError, ValueError):
-        tied = False
-    total = 0
-    for f in sorted(d.glob("*.safetensors")):
-        try:
-            head = models.safetensors_header(f)
-        except (OSError, ValueError):
-            head = None
-        if head is None or served is None:
-            total += f.stat().st_size
-            continue
-        embed = any(n.endswith("embed_tokens.weight") for n in head)
-        for name, t in head.items():
-            if tied and embed and name.endswith("lm_head.weight"):
-                continue
-            if t["dtype"] in models.SAFETENSORS_FLOATS and not models.is_quantization_param(name):
-                total += math.prod(t["shape"]) * served
-            else:
-                begin, end = t["data_offsets"]
-                total += int(end) - int(begin)
-    total += sum(p.stat().st_size for pat in ("*.bin", "*.gguf") for p in d.glob(pat))
-    return total
 
 
 def kv_row(
@@ -118,5 +81,5 @@ def kv_row(
         "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
         "tokens_per_request": tokens_per_request,
         "critical_concurrency": kv_tokens / tokens_per_request if tokens_per_request else None,
-        "weight_bytes": served_weight_bytes(model_dir, served),
+        "weight_bytes": plan.served_weight_bytes(model_dir, served),
     }

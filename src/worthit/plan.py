@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit import gating, gpus
+from worthit import gating, gpus, models
 from worthit.config import Study
 from worthit.quantize import NO_WEIGHTS
 
@@ -387,7 +387,7 @@ class Subject:
     name: str
     args: Mapping[str, Any]
     shape: ModelShape | None = None
-    weight_bytes: int | None = None
+    checkpoint: Path | None = None  # the model folder whose weight files are served (None: not on this machine)
     gpus_claimed: int | None = None
     draft: ModelShape | None = None
     draft_name: str | None = None
@@ -404,16 +404,16 @@ class Subject:
         return (self.shape.quant if self.shape else None) or self.planned_quant
 
     def weights(self, cpu: bool = False) -> tuple[int | None, str]:
-        """Weight bytes as served and where they come from: the checkpoint's files, else the shapes."""
+        """Weight bytes as served and where they come from: the checkpoint's tensors, else the shapes."""
         if self.shape is None:
-            return self.weight_bytes, "checkpoint files" if self.weight_bytes is not None else "unknown"
+            wb = served_weight_bytes(self.checkpoint, None) if self.checkpoint else 0
+            return (wb, "checkpoint files") if wb else (None, "unknown")
         m, dt = self.shape, served_dtype(self.shape, self.args, cpu)
+        if self.checkpoint is not None:
+            wb = served_weight_bytes(self.checkpoint, dt, m.dtype)
+            if wb:
+                return wb, f"checkpoint tensors at {dt}"
         q = m.quant
-        if self.weight_bytes is not None:
-            stored, served = dtype_bytes(m.dtype), dtype_bytes(dt)
-            if q is None and stored and served and stored != served:  # e.g. an fp32 checkpoint served in bf16
-                return self.weight_bytes * served // stored, f"checkpoint files at {dt}"
-            return self.weight_bytes, "checkpoint files"
         label = f"shapes ({q.method} int{q.bits}, group {q.group_size})" if q and q.bits else f"shapes ({dt})"
         return m.weight_bytes(dtype_bytes(dt) or 2), label
 
@@ -712,15 +712,13 @@ def serving_subject(
 ) -> Subject:
     """A variant as the supervisor knows it at start: its engine arguments and its model folder."""
     args = dict(args or {})
-    shape, weights, tokenizer = None, None, None
+    shape, folder = None, None
     if model_dir is not None and (Path(model_dir) / "config.json").is_file():
         try:
-            shape = ModelShape.from_file(model_dir)
-            weights = checkpoint_bytes(model_dir) or None
-            tokenizer = Path(model_dir)
+            shape, folder = ModelShape.from_file(model_dir), Path(model_dir)
         except PlanError:
             shape = None
-    s = Subject(variant, args, shape, weights, tokenizer=tokenizer)
+    s = Subject(variant, args, shape, folder, tokenizer=folder)
     sc = eargs.speculative_config(args)
     if sc and sc.get("model"):
         folder = local_model_folder(str(sc["model"]))
@@ -730,15 +728,52 @@ def serving_subject(
     return s
 
 
-def checkpoint_bytes(model_dir: str | os.PathLike[str]) -> int:
-    """Bytes of the weight files vLLM loads: the safetensors files, else the PyTorch .bin files (a
-    repository shipping both is loaded from safetensors)."""
-    d = Path(model_dir)
-    for pattern in ("*.safetensors", "*.bin"):
-        files = [p for p in d.glob(pattern) if not p.name.startswith(("consolidated", "training_args"))]
+def _weight_files(d: Path) -> list[Path]:
+    """The weight files vLLM loads from a model folder: its safetensors files, else its PyTorch .bin files (a
+    repository shipping both is loaded from safetensors), else a GGUF file."""
+    for pattern in ("*.safetensors", "*.bin", "*.gguf"):
+        files = sorted(p for p in d.glob(pattern) if not p.name.startswith(("consolidated", "training_args")))
         if files:
-            return sum(p.stat().st_size for p in files)
-    return 0
+            return files
+    return []
+
+
+def served_weight_bytes(model_dir: str | os.PathLike[str], dtype: str | None, stored_dtype: str | None = None) -> int:
+    """Bytes of the weights as vLLM holds them when it serves in ``dtype``: each floating tensor at that
+    dtype (a checkpoint saved in fp32 and served in bf16 counts half its file), other tensors (packed
+    integers, FP8) and quantisation scales and zero points as stored, and a tied ``lm_head.weight``
+    (``tie_word_embeddings``) not at all: vLLM loads one table for both. Files without a readable header
+    count their size (a ``.bin`` checkpoint rescaled from ``stored_dtype`` to ``dtype`` when both are float
+    dtypes). ``dtype`` None: the files' bytes. The one rule for the plan's predictions and the kv stage's
+    ``weight_bytes``; examples/h200-qwen/README.md, "Sitting 8", says why it reads the headers: a checkpoint
+    written in fp32 by a GPU calibration doubled the weights and MBU figures of a variant served in bf16."""
+    d = Path(model_dir)
+    served = dtype_bytes(dtype)
+    try:
+        tied = bool(json.loads((d / "config.json").read_text()).get("tie_word_embeddings"))
+    except (OSError, ValueError):
+        tied = False
+    total = 0
+    for f in _weight_files(d):
+        head = None
+        if f.suffix == ".safetensors" and served is not None:
+            with contextlib.suppress(OSError, ValueError):
+                head = models.safetensors_header(f)
+        if head is None:
+            stored = dtype_bytes(stored_dtype)
+            scale = f.suffix == ".bin" and served is not None and stored is not None
+            total += f.stat().st_size * served // stored if scale else f.stat().st_size  # type: ignore[operator]
+            continue
+        embed = any(n.endswith("embed_tokens.weight") for n in head)
+        for name, t in head.items():
+            if tied and embed and name.endswith("lm_head.weight"):
+                continue
+            if t["dtype"] in models.SAFETENSORS_FLOATS and not models.is_quantization_param(name):
+                total += math.prod(t["shape"]) * served
+            else:
+                begin, end = t["data_offsets"]
+                total += int(end) - int(begin)
+    return total
 
 
 def local_model_folder(ref: str) -> Path | None:
@@ -1072,15 +1107,16 @@ def model_configs(
     root: Path,
     given: Mapping[str, str] | None = None,
     hub: bool = True,
-) -> dict[str, tuple[ModelShape | None, int | None, Path | None, str]]:
+) -> dict[str, tuple[ModelShape | None, Path | None, Path | None, str]]:
     """Per model of the study (and per draft model named by a speculative-config): its shape, its
-    weight bytes when the checkpoint is on disk, its folder (for the tokenizer), and where the shape came from.
+    checkpoint folder when the weights are on disk (:func:`served_weight_bytes` reads them), its folder (for
+    the tokenizer), and where the shape came from.
 
     Sources, first found wins: ``given`` (``--model-config NAME=FILE``, then ``plan.model_configs``), the
     fetched model's manifest, a ``path:`` source, the hub's config.json alone (``hf:`` sources, when
     ``hub``); a ``quantize:`` model not made yet takes its base model's shapes."""
     given = {**(cfg.get("plan", {}).get("model_configs") or {}), **(given or {})}
-    out: dict[str, tuple[ModelShape | None, int | None, Path | None, str]] = {}
+    out: dict[str, tuple[ModelShape | None, Path | None, Path | None, str]] = {}
     names = list(cfg["models"])
     drafts = {
         str(sc["model"])
@@ -1111,7 +1147,7 @@ def _source_ref(spec: Mapping[str, Any]) -> str | None:
 
 def _model_config(
     name: str, spec: Mapping[str, Any], root: Path, given: Mapping[str, str], hub: bool
-) -> tuple[ModelShape | None, int | None, Path | None, str]:
+) -> tuple[ModelShape | None, Path | None, Path | None, str]:
     source = str(spec.get("source", ""))
     ref = _source_ref(spec)
     for key in (name, ref):
@@ -1125,16 +1161,16 @@ def _model_config(
         try:
             d = Path(json.loads(manifest.read_text())["model_dir"])
             if (d / "config.json").is_file():
-                return ModelShape.from_file(d), checkpoint_bytes(d) or None, d, f"manifest: {manifest}"
+                return ModelShape.from_file(d), d, d, f"manifest: {manifest}"
         except (OSError, ValueError, KeyError, PlanError):
             pass
     if source.startswith("path:"):
         d = Path(source[5:]).expanduser()
         if (d / "config.json").is_file():
-            return ModelShape.from_file(d), checkpoint_bytes(d) or None, d, f"path: {d}"
+            return ModelShape.from_file(d), d, d, f"path: {d}"
     folder = local_model_folder(name) if not spec else None  # a draft named by hub id or folder
     if folder is not None:
-        return ModelShape.from_file(folder), checkpoint_bytes(folder) or None, folder, f"local: {folder}"
+        return ModelShape.from_file(folder), folder, folder, f"local: {folder}"
     hub_id = ref if source.startswith("hf:") else (name if not spec and name.count("/") == 1 else None)
     if hub and hub_id:
         fetched = _hub_config(hub_id, source.split("@")[1] if "@" in source else None)
@@ -1184,12 +1220,12 @@ def make_plan(
     for vname, v in cfg["variants"].items():
         args = {**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}
         mspec = cfg["models"][v["model"]]
-        shape, weights, folder, _ = configs.get(v["model"], (None, None, None, ""))
-        s = Subject(vname, args, shape, weights, int(v.get("gpus", 1)), tokenizer=folder)
+        shape, checkpoint, folder, _ = configs.get(v["model"], (None, None, None, ""))
+        s = Subject(vname, args, shape, checkpoint, int(v.get("gpus", 1)), tokenizer=folder)
         if shape is not None and "quantize" in mspec and shape.quant is None:
             s.planned_quant = _planned_quant(mspec)
             s.shape = replace(shape, quant=s.planned_quant)
-            s.weight_bytes = None
+            s.checkpoint = None
         sc = eargs.speculative_config(args)
         d = configs.get(str(sc["model"])) if sc and sc.get("model") else None
         if sc and d is not None and d[0] is not None:

@@ -725,8 +725,17 @@ PLAN = Table(
         _f("gpu_count", pa.int32(), "GPUs available to the plan"),
         _f("tensor_parallel_size", pa.int32(), "tensor-parallel size of the variant"),
         _f("data_parallel_size", pa.int32(), "data-parallel size (engine replicas)"),
-        _f("weight_bytes", pa.int64(), "weight bytes as served (checkpoint files, or computed from the shapes)"),
-        _f("weight_source", pa.string(), "checkpoint files, or shapes (dtype or quantisation)"),
+        _f(
+            "weight_bytes",
+            pa.int64(),
+            "weight bytes as served (the checkpoint's tensors at the served dtype: plan.served_weight_bytes; "
+            "else computed from the shapes)",
+        ),
+        _f(
+            "weight_source",
+            pa.string(),
+            "checkpoint tensors at DTYPE, checkpoint files (no shapes known), or shapes (dtype or quantisation)",
+        ),
         _f("kv_cache_dtype", pa.string(), "KV cache dtype argument (auto = the served dtype)"),
         _f("kv_bytes_per_token", pa.int64(), "2 x layers x KV heads x head dim x dtype bytes"),
         _f("block_size_tokens", pa.int32(), "tokens per KV block"),

@@ -95,8 +95,8 @@ def test_weights_count_as_served_not_as_the_fp32_files_a_gpu_calibration_wrote(t
         "model.layers.0.self_attn.k_scale": np.zeros((1,), np.float32),  # 4 bytes, as stored
     }
     tied = _checkpoint(tmp_path, tensors, tied=True)
-    assert kv.served_weight_bytes(tied, "bfloat16") == 2000 + 400 + 40 + 4
-    assert kv.served_weight_bytes(tied, "float32") == 4000 + 400 + 40 + 4
+    assert plan.served_weight_bytes(tied, "bfloat16") == 2000 + 400 + 40 + 4
+    assert plan.served_weight_bytes(tied, "float32") == 4000 + 400 + 40 + 4
     # the kv row serves an fp32 checkpoint with auto dtype in 16 bits on a GPU, in fp32 on a CPU
     gpu = kv.kv_row("x", METRICS, tied, None, 1000)
     cpu = kv.kv_row("x", METRICS, tied, None, 1000, cpu=True)
@@ -110,4 +110,4 @@ def test_an_untied_lm_head_is_counted(tmp_path):
         "model.embed_tokens.weight": np.zeros((100, 10), np.float32),
         "lm_head.weight": np.ones((100, 10), np.float32),
     }
-    assert kv.served_weight_bytes(_checkpoint(tmp_path, tensors, tied=False), "bfloat16") == 4000
+    assert plan.served_weight_bytes(_checkpoint(tmp_path, tensors, tied=False), "bfloat16") == 4000

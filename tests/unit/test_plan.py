@@ -445,14 +445,23 @@ def test_variants_unplanned_before_the_fetch_are_planned_from_the_manifest_after
     assert rows["awq_int4"].get("kv_bytes_per_token") is None  # its model is still unknown
 
 
-def test_checkpoint_weights_count_the_files_vllm_loads_at_the_served_dtype(tmp_path):
+def test_checkpoint_weights_count_the_tensors_vllm_loads_at_the_served_dtype(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+
     (tmp_path / "config.json").write_text(json.dumps({**json.loads(QWEN7B.read_text()), "torch_dtype": "float32"}))
-    (tmp_path / "model.safetensors").write_bytes(b"\0" * 4000)
+    save_file({"model.embed_tokens.weight": np.zeros((100, 10), np.float32)}, str(tmp_path / "model.safetensors"))
     (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 4000)  # the same weights again: not loaded
     s = P.serving_subject({"dtype": "bfloat16"}, tmp_path)
-    assert s.weights() == (2000, "checkpoint files at bfloat16")
+    assert s.weights() == (2000, "checkpoint tensors at bfloat16")
     s.args = {"dtype": "float32"}
-    assert s.weights() == (4000, "checkpoint files")
+    assert s.weights() == (4000, "checkpoint tensors at float32")
+    # the kv stage's weight_bytes is the same function: the plan's prediction and the measurement agree
+    assert P.served_weight_bytes(tmp_path, "bfloat16") == 2000
+    # a PyTorch checkpoint has no header to read: its files' bytes, rescaled from the config's dtype
+    (tmp_path / "model.safetensors").unlink()
+    assert P.serving_subject({"dtype": "bfloat16"}, tmp_path).weights() == (2000, "checkpoint tensors at bfloat16")
+    assert P.served_weight_bytes(tmp_path, None) == 4000  # no served dtype: the files as they are
 
 
 def test_the_time_estimate_counts_workload_levels_and_sweet_spot_probes_beyond_the_grid() -> None:

@@ -97,6 +97,18 @@ def test_mbu_is_unknown_without_a_gpu_unless_the_config_gives_the_bandwidth() ->
     assert bw is not None and mbu(1e9, 10.0, bw.gb_s) == pytest.approx(1.0)
 
 
+def test_the_bytes_read_per_step_are_the_kv_stage_s_served_bytes_never_rescaled_again() -> None:
+    from worthit.report.experiments.capacity import weights_read_per_step
+
+    meta = {"model": {"weight_bytes": 4000, "parameters": 1000, "dtype": "float32"}}
+    # the kv stage counted the fp32 checkpoint as served in bf16 already: the engine's dtype changes nothing
+    assert weights_read_per_step({"weight_bytes": 2000}, meta, {"dtype": "bfloat16"}) == 2000
+    # without a kv row (an old or failed one), the manifest's file bytes, cast as the engine casts them
+    assert weights_read_per_step({"weight_bytes": None}, meta, {"dtype": "bfloat16"}) == 2000
+    assert weights_read_per_step(None, meta, {}) == 4000
+    assert weights_read_per_step(None, {"model": {"parameters": 1000, "dtype": "bfloat16"}}, {}) == 2000
+
+
 # ---------------------------------------------------------------------------------- intervals
 @pytest.mark.parametrize("n", [6, 8, 16, 30, 48, 192, 1000])
 @pytest.mark.parametrize("q", [0.5, 0.9, 0.99])

@@ -73,12 +73,16 @@ def knees(
     return tk, lk
 
 
-def served_weight_bytes(
+def weights_read_per_step(
     kv: Mapping[str, Any] | None, meta: Mapping[str, Any], engine_args: Mapping[str, Any]
 ) -> int | None:
-    """Bytes of weights read per step: the checkpoint's, rescaled when the engine casts a float model."""
+    """Bytes of weights read per step: the kv stage's ``weight_bytes`` (already as served:
+    worthit.plan.served_weight_bytes), else the model manifest's bytes or parameters, rescaled when the engine
+    casts a float model."""
+    if (kv or {}).get("weight_bytes"):
+        return int(kv["weight_bytes"])  # type: ignore[index]
     model = meta.get("model") or {}
-    wb = (kv or {}).get("weight_bytes") or model.get("weight_bytes")
+    wb = model.get("weight_bytes")
     if not wb and model.get("parameters") and model.get("dtype") in _FLOAT_BYTES:
         wb = int(model["parameters"]) * _FLOAT_BYTES[model["dtype"]]
     if not wb:
@@ -109,7 +113,7 @@ def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity
     else:
         bound = "n/a (no load levels)"
     first = ok[0] if ok else None
-    wb = served_weight_bytes(kv, v.provenance(), ctx.engine_args(variant))
+    wb = weights_read_per_step(kv, v.provenance(), ctx.engine_args(variant))
     bw = ctx.bandwidth
     util = None
     if first is not None and wb:
