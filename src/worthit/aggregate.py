@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from worthit import atomic, fmt, schemas
+from worthit import atomic, fmt, prom, schemas
 from worthit.loadgen.levels import summary_columns
 from worthit.metrics import Slo, summarize
 from worthit.stats import NO_CHANGE, RULE_OF_THREE, Z_95, combined_stderr, noninferiority, normal_ci95
@@ -57,11 +57,15 @@ def summary_rows(
             first_conc = res.table.column("concurrency")[0].as_py() if res.table.num_rows else None
             level = summary_columns(res.metadata)
             undelivered = level.get("rate_delivered") is False  # an open-loop rate the client fell short of
+            traffic = res.metadata.get("traffic")
+            shared = isinstance(traffic, dict) and bool(traffic.get("shared"))  # another client on the server
             level_rows.append(
                 {
                     "variant": variant,
-                    "status": status,
-                    "reason": res.metadata.get("rate_reason") if undelivered else reason,
+                    "status": schemas.STATUS_FAILED if shared else status,
+                    "reason": prom.traffic_reason(traffic)  # type: ignore[arg-type]
+                    if shared
+                    else (res.metadata.get("rate_reason") if undelivered else reason),
                     "concurrency": conc if conc is not None else first_conc,
                     "run": run,
                     "n": s.n,

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from worthit import prom
 from worthit.fmt import cell
 from worthit.loadgen.client import ClientConfig, RequestSpec, open_loop, run
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
@@ -120,6 +121,9 @@ def loadtest(a: argparse.Namespace) -> int:
     s = summarize(rows, slo)
     mode = f"rate {a.request_rate}/s" if a.request_rate else f"concurrency {a.concurrency}"
     print_summary(s, f"{a.url} {a.model}: {mode}, {a.prompt_tokens} → {a.output_tokens} tokens", deltas)
+    traffic = prom.other_traffic(deltas, rows, result.warmup) if before and after else None
+    if traffic and traffic["shared"]:
+        print(f"warning: {prom.traffic_reason(traffic)}", file=sys.stderr)
     if a.out:
         from worthit import schemas
 
@@ -131,6 +135,7 @@ def loadtest(a: argparse.Namespace) -> int:
             "n_warmup": result.warmup,
             "wall_s": result.wall_s,
             "metrics_delta": deltas,
+            "traffic": traffic,
             "workload": {
                 "prompt_tokens": a.prompt_tokens,
                 "output_tokens": a.output_tokens,

@@ -80,6 +80,7 @@ def run_prefix_length(
         "wall_s": result.wall_s,
         "metrics_delta": delta,
         "hit_rate": prom.hit_rate(delta),
+        "traffic": prom.other_traffic(delta, rows, len(warm)),
         "workload": {
             "prefix_tokens": prefix_tokens,
             "suffix_tokens": suffix_tokens,

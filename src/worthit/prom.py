@@ -7,7 +7,8 @@ read it. Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"  # prompt tokens looked up in the prefix cache
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"  # of those, tokens found there
@@ -44,3 +45,54 @@ def hit_rate(delta: Mapping[str, float]) -> float | None:
     if not queries:
         return None
     return float(delta.get(PREFIX_CACHE_HITS, 0.0)) / float(queries)
+
+
+# Slack for what a run cannot count exactly: tokens a failed request generated before it broke, prompt
+# lengths estimated without a tokenizer. Beyond it, the server counted traffic that was not the run's.
+TRAFFIC_SLACK_FRACTION = 0.02
+TRAFFIC_SLACK_TOKENS = 16
+
+
+def other_traffic(
+    delta: Mapping[str, float] | None, rows: Sequence[Mapping[str, Any]], n_warmup: int = 0
+) -> dict[str, Any] | None:
+    """What the server counted beyond a run's own requests (another client on the same server, whose load
+    is then inside the run's latencies and counters). ``rows``: the run's measured requests (``prompt_tokens``,
+    ``prompt_tokens_reported``, ``output_tokens``, ``success``); ``n_warmup`` warm-up requests are allowed
+    up to the largest measured request each. None when the server exposes neither token counter.
+
+    vLLM counts every prompt token once per request (``vllm:prompt_tokens_total``) and every generated token
+    (``vllm:generation_tokens_total``), warm-up included: on a server to itself the two match the run's own
+    sums exactly (tests/integration/test_loadgen_vllm.py)."""
+    if not delta or (PROMPT_TOKENS not in delta and GENERATION_TOKENS not in delta):
+        return None
+    prompts = [int(r.get("prompt_tokens_reported") or r.get("prompt_tokens") or 0) for r in rows]
+    outputs = [int(r.get("output_tokens") or 0) for r in rows]
+    failed = sum(1 for r in rows if not r.get("success"))
+    own_p, own_g = sum(prompts), sum(outputs)
+    warm_p = n_warmup * max(prompts, default=0)
+    warm_g = (n_warmup + failed) * max(outputs, default=0)  # a failed request may have generated a full answer
+    out: dict[str, Any] = {"run_prompt_tokens": own_p, "run_generation_tokens": own_g, "shared": False}
+    for key, name, own, extra in (
+        ("prompt", PROMPT_TOKENS, own_p, warm_p),
+        ("generation", GENERATION_TOKENS, own_g, warm_g),
+    ):
+        if name not in delta:
+            continue
+        server = float(delta[name])
+        beyond = server - own - extra - TRAFFIC_SLACK_FRACTION * own - TRAFFIC_SLACK_TOKENS
+        out[f"server_{key}_tokens"] = int(server)
+        out[f"other_{key}_tokens"] = max(0, int(server - own - extra))
+        out["shared"] = out["shared"] or beyond > 0
+    return out
+
+
+def traffic_reason(traffic: Mapping[str, Any]) -> str:
+    """The words for a run that shared its server: what the server counted beyond it, and what to do."""
+    return (
+        f"another client used the server during this run: it counted {traffic.get('other_prompt_tokens', 0):,} "
+        f"prompt and {traffic.get('other_generation_tokens', 0):,} generated tokens beyond the run's own "
+        f"({traffic.get('run_prompt_tokens', 0):,} and {traffic.get('run_generation_tokens', 0):,}), so the "
+        "latencies and counters include that load; measure it again with the server to itself (delete the "
+        "result file and rerun)"
+    )

@@ -322,6 +322,11 @@ def measure_level(
         "metrics_delta": prometheus_delta(before, after),
         "workload": described,
     }
+    traffic = prom.other_traffic(meta["metrics_delta"], rows, result.warmup)
+    if traffic is not None:
+        meta["traffic"] = traffic
+        if traffic["shared"]:
+            log.warning("%s: %s", label, prom.traffic_reason(traffic))
     if arrivals is not None:
         firsts = [r for r in rows if not r.get("turn")]
         d = levelmod.delivery(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +53,45 @@ def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: st
     # the server generated what the client counted (4 measured + 1 warm-up request, 8 tokens each)
     assert meta["metrics_delta"]["vllm:generation_tokens_total"] == 5 * 8
     assert meta["metrics_delta"]["vllm:prompt_tokens_total"] == 5 * 32
+    assert meta["traffic"]["shared"] is False and meta["traffic"]["other_generation_tokens"] == 0
+
+
+def test_another_client_on_the_server_during_a_level_is_detected_and_named(vllm_url: str, model_dir: Path) -> None:
+    stop, started = threading.Event(), threading.Event()
+
+    def other_client() -> None:  # someone else's requests on the same server, back to back
+        body = json.dumps(
+            {
+                "model": "smol",
+                "prompt": "Tell me a long story about a lighthouse.",
+                "max_tokens": 48,
+                "ignore_eos": True,
+            }
+        ).encode()
+        while not stop.is_set():
+            req = urllib.request.Request(
+                f"{vllm_url}/v1/completions", body, {"Content-Type": "application/json"}, method="POST"
+            )
+            started.set()
+            with urllib.request.urlopen(req, timeout=120) as r:
+                r.read()
+
+    t = threading.Thread(target=other_client, daemon=True)
+    t.start()
+    try:
+        assert started.wait(60)
+        time.sleep(0.5)  # its first request is being served
+        run = measure_level(
+            vllm_url, "smol", str(model_dir), Level(CONC, 2), None,
+            num_requests=6, prompt_tokens=32, output_tokens=16, warmup=1, progress=False,
+        )  # fmt: skip
+    finally:
+        stop.set()
+        t.join(180)
+    assert all(r["success"] for r in run.rows)
+    traffic = run.meta["traffic"]
+    assert traffic["shared"] is True and traffic["other_generation_tokens"] > 16, traffic
+    assert (traffic["run_prompt_tokens"], traffic["run_generation_tokens"]) == (6 * 32, 6 * 16)
 
 
 def test_cli_loadtest_writes_a_readable_level(vllm_url: str, model_dir: Path, tmp_path: Path) -> None:

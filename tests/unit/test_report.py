@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from worthit import aggregate, schemas
+from worthit import aggregate, prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
 from worthit.report import build, data
@@ -282,6 +282,22 @@ def test_failed_not_applicable_and_not_run_are_three_outcomes_with_their_reasons
     for cls, text in (("broken", "failed"), ("scope", "not applicable"), ("absent", "not run")):
         assert f'<span class="badge {cls}">{text}</span>' in page
     assert "Free memory on device cuda:0" in page
+
+
+def test_a_run_that_shared_its_server_with_another_client_is_no_evidence(results: Path, cfg: dict) -> None:
+    f = results / "variant~no_prefix_cache" / "load" / "conc~4.parquet"
+    res = schemas.read(f, schemas.LOAD_REQUESTS)
+    traffic = prom.other_traffic({prom.PROMPT_TOKENS: 1e6, prom.GENERATION_TOKENS: 1e5}, res.table.to_pylist())
+    assert traffic is not None and traffic["shared"]
+    schemas.write(f, schemas.LOAD_REQUESTS, res.table.to_pylist(), metadata={**res.metadata, "traffic": traffic})
+    r = report(results, cfg)
+    fails = [x for x in rows(r, schemas.REPORT_FAILURES) if x["variant"] == "no_prefix_cache"]
+    assert [(x["experiment"], x["status"]) for x in fails] == [("load/conc~4", "failed")]
+    assert "another client used the server during this run" in fails[0]["reason"]
+    levels = {x["concurrency"] for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "no_prefix_cache"}
+    comps = {x["setting"] for x in rows(r, schemas.REPORT_COMPARISON) if x["variant"] == "no_prefix_cache"}
+    assert not any(c == "concurrency 4" for c in comps), comps  # nothing is judged on the shared run
+    assert levels  # the other levels still are
 
 
 def test_the_h200_samples_crashed_fp8_server_is_failed_not_not_applicable() -> None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from worthit import schemas
+from worthit import prom, schemas
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
 
@@ -141,7 +141,20 @@ def _deployment(path: Path) -> str | None:
 
 
 def read_result(path: str | os.PathLike[str]) -> Loaded:
-    path = Path(path)
+    return _shared_server(_read_result(Path(path)))
+
+
+def _shared_server(f: Loaded) -> Loaded:
+    """A run that shared its server with another client (:func:`worthit.prom.other_traffic`) is no evidence:
+    its latencies and counters carry that client's load. It reads as failed, with the reason, so every
+    verdict leaves it out and the report lists it with what to do."""
+    traffic = f.metadata.get("traffic") if f.ok else None
+    if isinstance(traffic, dict) and traffic.get("shared"):
+        return replace(f, status=schemas.STATUS_FAILED, reason=prom.traffic_reason(traffic))
+    return f
+
+
+def _read_result(path: Path) -> Loaded:
     meta = {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()}
     name = meta.get(f"{schemas.META_PREFIX}table", "")
     variant, experiment = _variant_and_experiment(path)
