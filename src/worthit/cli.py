@@ -14,9 +14,10 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from worthit import prom
+from worthit import errors, prom
 from worthit.fmt import cell
 from worthit.loadgen.client import ClientConfig, RequestSpec, open_loop, run
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
@@ -36,11 +37,14 @@ def _counters(url: str) -> dict[str, float] | None:
 
 def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]:
     if a.tokenizer:
-        from worthit.loadgen.workload import RandomWorkload, from_jsonl, load_tokenizer
+        from worthit.loadgen.workload import RandomWorkload, load_tokenizer
 
         tok = load_tokenizer(a.tokenizer)
-        if a.prompts:
-            specs = from_jsonl(a.prompts, tok, a.output_tokens, limit=a.num_requests)
+        if a.prompts:  # the workflow's reader of the user's prompts (loadtest.workloads: kind jsonl)
+            from worthit.loadgen.workloads import Lengths, UserPrompts
+
+            prompts = UserPrompts("cli", Path(a.prompts), Lengths.parse(a.output_tokens, "--output-tokens"))
+            specs = prompts.build(tok, a.endpoint, a.num_requests, a.seed).specs
         else:
             specs = RandomWorkload(
                 a.prompt_tokens, a.output_tokens, a.num_requests, seed=a.seed, prompt_tokens_spread=a.prompt_spread
@@ -217,7 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.command == "loadtest":
         if a.concurrency < 1 or a.num_requests < 1:
             ap.error("--concurrency and --num-requests must be >= 1")
-        return loadtest(a)
+        if a.prompts and not a.tokenizer:
+            ap.error("--prompts needs --tokenizer (the served model's folder): each prompt's tokens are counted")
+        try:
+            return loadtest(a)
+        except errors.InputError as e:
+            return errors.report("worthit loadtest", e)
     return 2
 
 

@@ -21,13 +21,14 @@ import yaml
 
 from worthit import engine_args as eargs
 from worthit import measurements
+from worthit.errors import InputError
 from worthit.loadgen.levels import CONC, RATE, REPLAY, Level, parse_level
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """The study config is invalid; the message says where and what is allowed."""
 
 

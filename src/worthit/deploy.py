@@ -18,8 +18,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from worthit import compile_cache, schemas
 from worthit.config import ConfigError, Study, config_hash
 from worthit.models import Manifest
@@ -39,7 +37,7 @@ def deployment_dir(results: str, scenario: str) -> str:
 
 def recommendation(deployments_path: str | Path, scenario: str) -> dict[str, Any] | None:
     """The ``report_deployments`` row of ``scenario`` (None when the table has none)."""
-    rows = [r for r in pq.read_table(deployments_path).to_pylist() if r.get("scenario") == scenario]
+    rows = [r for r in schemas.read_arrow(deployments_path).to_pylist() if r.get("scenario") == scenario]
     if len(rows) > 1:
         raise ConfigError(f"{deployments_path}: {len(rows)} rows for scenario '{scenario}' (expected one)")
     return rows[0] if rows else None

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worthit.errors import InputError
+
 SOURCE_KINDS = ("hf", "modelscope", "path", "gguf-pypi")
 WEIGHTS = ("random", "real")
 # The config.json key a random-weight model carries (speed, throughput and KV capacity are real; accuracy is not).
@@ -38,7 +40,7 @@ RANDOM_WEIGHTS_KEY = "worthit_weights"
 _GGUF_RE = re.compile(r"^(?P<pkg>[A-Za-z0-9_.\-]+)==(?P<ver>[A-Za-z0-9_.+\-]+):(?P<file>[^:]+\.gguf)$")
 
 
-class SourceError(ValueError):
+class SourceError(InputError):
     """A model source string or its target cannot be used."""
 
 

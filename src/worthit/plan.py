@@ -47,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit import gating, gpus, models
+from worthit import errors, gating, gpus, models
 from worthit.config import Study
+from worthit.errors import InputError
 from worthit.quantize import NO_WEIGHTS
 
 MET, NOT_MET, UNKNOWN = "met", "not_met", "unknown"
@@ -104,7 +105,7 @@ RULE_SOURCES = {
 }
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     """The plan cannot be made as asked; the message names the input and what is allowed."""
 
 
@@ -1712,9 +1713,7 @@ def parse_model_configs(items: Sequence[str] | None) -> dict[str, str]:
 
 def run_cli(a: Any) -> int:
     """``worthit plan``: plan a study config, write plan.parquet (and plan.md beside it), print the cards."""
-    import sys
-
-    from worthit.config import ConfigError, load
+    from worthit.config import load
 
     try:
         cfg = load(a.configfile or REPO_ROOT / "config" / "config.yaml")
@@ -1722,9 +1721,8 @@ def run_cli(a: Any) -> int:
         cal = calibrate(a.calibration) if a.calibration else None
         hub = bool(cfg["plan"]["hub_configs"]) and not a.no_hub
         plan = make_plan(cfg, hw, Path.cwd(), parse_model_configs(a.model_config), cal, hub)
-    except (PlanError, ConfigError) as e:
-        print(f"worthit plan: {e}", file=sys.stderr)
-        return 2
+    except InputError as e:  # a bad config, model config or calibration result
+        return errors.report("worthit plan", e)
     out = Path(a.out or f"results/{plan.study}/plan.parquet")
     write(plan, out)
     from worthit import atomic

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worthit.errors import InputError
 from worthit.models import Manifest, build_manifest, is_quantization_param, safetensors_header
 
 log = logging.getLogger("worthit.quantize")
@@ -79,7 +80,7 @@ STATUS_FAILED = "failed"
 STATUS_NOT_AVAILABLE = "not_available"
 
 
-class QuantizeError(ValueError):
+class QuantizeError(InputError):
     """The quantisation plan cannot work; the message names the config key and the allowed values."""
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from worthit import atomic, fmt
+from worthit.errors import InputError
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -879,8 +880,41 @@ def register(table: Table) -> Table:
     return table
 
 
-class SchemaError(ValueError):
+class SchemaError(InputError):
     """A Parquet file does not match the table it claims to be."""
+
+
+class UnreadableFile(SchemaError):
+    """A file is not Parquet at all (cut short, overwritten, not written by worthit)."""
+
+
+def _unreadable(path: str | os.PathLike[str], e: Exception) -> UnreadableFile:
+    return UnreadableFile(
+        f"{path}: not a readable Parquet file ({e}); worthit writes each result whole (a temporary file, then a "
+        "rename), so it was damaged or replaced afterwards: delete it and run snakemake again to measure it anew"
+    )
+
+
+def read_arrow(path: str | os.PathLike[str]) -> pa.Table:
+    """The whole Parquet file as Arrow, or :class:`UnreadableFile` naming it (a missing file stays
+    :class:`FileNotFoundError`)."""
+    try:
+        return pq.read_table(path)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(path, e) from None
+
+
+def read_file_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The Parquet file's key-value metadata (its footer alone), decoded."""
+    try:
+        raw = pq.read_schema(path).metadata or {}
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(path, e) from None
+    return {k.decode(): v.decode() for k, v in raw.items()}
 
 
 def _encode_meta(meta: Mapping[str, Any]) -> dict[bytes, bytes]:
@@ -960,7 +994,7 @@ class Result:
 
 def read(path: str | os.PathLike[str], table: Table) -> Result:
     """Read a file written by :func:`write`, checking it is the expected table."""
-    arrow = pq.read_table(path)
+    arrow = read_arrow(path)
     meta = {k.decode(): v.decode() for k, v in (arrow.schema.metadata or {}).items()}
     name = meta.get(f"{META_PREFIX}table")
     if name != table.name:

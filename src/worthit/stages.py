@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worthit import errors, prom, schemas, sweetspot
 from worthit import kv as kvmod
-from worthit import prom, schemas, sweetspot
 from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen import levels as levelmod
 from worthit.loadgen import timeline as tl
@@ -37,6 +37,9 @@ log = logging.getLogger("worthit")
 
 
 def setup_logging(path: str | None) -> None:
+    """Log to the rule's log file; a bad input (:class:`worthit.errors.InputError`) ends the script with
+    its message there and on stderr, without a traceback."""
+    errors.install_hook()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -18,33 +17,18 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit.config import ConfigError, Study, validate
 from worthit.loadgen import levels as lv
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.workload import WorkloadError
 from worthit.loadgen.workloads import Lengths, from_config
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
 
 @pytest.fixture(scope="module")
 def tok() -> Any:
     """A real word-level tokenizer over the words of worthit's calibration text, with a chat template."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    text = (ROOT / "src/worthit/data/calibration.jsonl").read_text()
-    words = sorted({w for w in re.findall(r"[a-z]+", text.lower())})
-    vocab = {w: i for i, w in enumerate(["<unk>", "<|im_start|>", "<|im_end|>", *words])}
-    wl = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    wl.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=wl, unk_token="<unk>", eos_token="<|im_end|>")
-    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return word_level_tokenizer()
 
 
 def count(tok: Any, prompt: str | list[int]) -> int:

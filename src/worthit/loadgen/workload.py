@@ -8,13 +8,13 @@ is seeded, so a level re-run sends the same prompts.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from worthit.errors import InputError
 from worthit.loadgen.client import RequestSpec
 
 
@@ -23,7 +23,7 @@ class Tokenizer(Protocol):
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
 
 
-class WorkloadError(ValueError):
+class WorkloadError(InputError):
     pass
 
 
@@ -31,7 +31,10 @@ def load_tokenizer(model_dir: str | Path) -> Any:
     """The model folder's tokenizer, offline."""
     from transformers import AutoTokenizer  # heavy import, only where prompts are built
 
-    return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    try:
+        return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    except (OSError, ValueError) as e:  # no tokenizer files there, or none transformers can read
+        raise WorkloadError(f"{model_dir}: no tokenizer could be loaded from this folder ({e})") from None
 
 
 def _normal_ids(tok: Any) -> list[int]:
@@ -106,26 +109,3 @@ class SharedPrefixWorkload:
             # Token ids keep the prefix byte-identical across requests (text could re-merge at the seam).
             specs.append(RequestSpec(prompt=ids, prompt_tokens=len(ids), max_tokens=self.output_tokens))
         return specs
-
-
-def from_jsonl(
-    path: str | Path, tok: Any | None, output_tokens: int, limit: int | None = None, field: str = "prompt"
-) -> list[RequestSpec]:
-    """Prompts from a local JSONL file (one object per line with a ``prompt`` field)."""
-    specs: list[RequestSpec] = []
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                text = obj[field]
-            except (json.JSONDecodeError, KeyError) as e:
-                raise WorkloadError(f"{path}:{lineno}: expected a JSON object with a '{field}' field ({e})") from e
-            n = len(tok.encode(text, add_special_tokens=False)) if tok is not None else -1
-            specs.append(
-                RequestSpec(prompt=text, prompt_tokens=n, max_tokens=int(obj.get("max_tokens", output_tokens)))
-            )
-            if limit and len(specs) >= limit:
-                break
-    return specs

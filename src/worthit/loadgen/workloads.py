@@ -305,19 +305,22 @@ def _int_field(obj: Mapping[str, Any], key: str, where: str, minimum: int = 0, r
 
 def _jsonl_objects(path: Path, limit: int | None) -> list[tuple[int, dict[str, Any]]]:
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise WorkloadError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise WorkloadError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            out.append((lineno, obj))
-            if limit and len(out) >= limit:
-                break
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise WorkloadError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                if not isinstance(obj, dict):
+                    raise WorkloadError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+                out.append((lineno, obj))
+                if limit and len(out) >= limit:
+                    break
+    except (OSError, UnicodeDecodeError) as e:  # a folder, no permission, not UTF-8 text
+        raise WorkloadError(f"{path}: cannot be read as UTF-8 JSON lines ({e})") from None
     if not out:
         raise WorkloadError(f"{path}: no requests in the file")
     return out

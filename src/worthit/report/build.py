@@ -20,9 +20,10 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from worthit import atomic, schemas
+from worthit import atomic, errors, schemas
 from worthit.config import Study, config_hash
 from worthit.config import load as load_config
+from worthit.errors import InputError
 from worthit.report import data, plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
@@ -341,9 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         from worthit.config import ROOT
 
         cfg_path = ROOT / "config" / "config.yaml"
-    cfg = load_config(cfg_path)
+    try:
+        cfg = load_config(cfg_path)
+        report = from_dir(cfg, root)
+    except InputError as e:  # a bad config or result file: its message, never a traceback
+        return errors.report("worthit report", e)
     out = Path(args.out) if args.out else root / "report"
-    report = from_dir(cfg, root)
     page = write_all(
         report,
         out,

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from worthit import prom, schemas
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
@@ -155,13 +153,15 @@ def _shared_server(f: Loaded) -> Loaded:
 
 
 def _read_result(path: Path) -> Loaded:
-    meta = {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()}
+    meta = schemas.read_file_metadata(path)
     name = meta.get(f"{schemas.META_PREFIX}table", "")
     variant, experiment = _variant_and_experiment(path)
     if name in schemas.TABLES:
         table = schemas.TABLES[name]
         try:
             res = schemas.read(path, table)
+        except schemas.UnreadableFile:
+            raise
         except schemas.SchemaError:
             res = None  # written before a column was added to the table: read it raw, fill the gaps
         if res is not None:
@@ -176,7 +176,7 @@ def _read_result(path: Path) -> Loaded:
                 res.metadata,
                 res.table.to_pylist(),
             )
-    arrow = pq.read_table(path)  # a table this version does not define (or an older layout): keep it raw
+    arrow = schemas.read_arrow(path)  # a table this version does not define (or an older layout): keep it raw
     decoded: dict[str, Any] = {}
     for k, v in meta.items():
         if k.startswith(schemas.META_PREFIX):
