@@ -192,9 +192,11 @@ def _check_specdec(cfg: Mapping[str, Any], source: str) -> None:
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:  # missing, a folder, unreadable, not text
+        raise ConfigError(f"{path}: the study config cannot be read ({e})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return validate(raw, str(path))

@@ -1125,6 +1125,14 @@ def model_configs(
         if (sc := eargs.speculative_config({**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}))
         and sc.get("model")
     }
+    unknown = sorted(set(given) - set(names) - drafts)
+    if unknown:  # a typo would otherwise plan without the config the user meant to give
+        raise PlanError(
+            f"model config (--model-config or plan.model_configs) for {', '.join(map(repr, unknown))}: not a "
+            f"model of the study (models: "
+            f"{', '.join(names)}) nor a draft model a variant's speculative-config names "
+            f"({', '.join(sorted(drafts)) or 'none'})"
+        )
     for name in names:
         out[name] = _model_config(name, cfg["models"][name], root, given, hub)
     for name in names:  # a quantize: model not on disk yet plans on its base's shapes
@@ -1296,6 +1304,8 @@ def hardware_for(cfg: Mapping[str, Any], gpu: str | None = None, count: int | No
     """The hardware to plan for: ``--gpu`` (the table), else the config's ``hardware.gpu``, else the
     GPUs ``nvidia-smi`` finds here, else this host's CPU."""
     hw_cfg = cfg.get("hardware") or {}
+    if count is not None and count < 1:
+        raise PlanError(f"--gpus {count}: GPUs available must be at least 1 (leave it out to plan for the CPU)")
     count = count or _int_or_none(hw_cfg.get("gpu_count"))
     name = gpu or hw_cfg.get("gpu")
     if name:

@@ -60,6 +60,16 @@ def test_invalid_yaml_names_the_file(tmp_path):
         load(p)
 
 
+def test_a_config_that_cannot_be_read_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="missing.yaml: the study config cannot be read"):
+        load(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load(tmp_path)  # a folder
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00study")
+    with pytest.raises(ConfigError, match="bin.yaml: the study config cannot be read"):
+        load(tmp_path / "bin.yaml")
+
+
 def test_the_shipped_default_study_is_valid():
     from tests.conftest import ROOT
 

@@ -386,6 +386,16 @@ def test_cli_unknown_gpu_exits_2_with_the_reason(capsys):
     assert "not in worthit's GPU table" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_model_config_for_no_model_of_the_study_and_zero_gpus(tmp_path, capsys):
+    name, path = next(iter(SEED_CONFIGS.items()))
+    args = ["plan", "--configfile", str(SEED_STUDY), "--gpu", "RTX 3090", "--no-hub", "--out", str(tmp_path / "p")]
+    assert cli.main([*args, f"--model-config={name}x={path}"]) == 2  # a typo in the name: not used silently
+    err = capsys.readouterr().err
+    assert f"for '{name}x': not a model of the study" in err and name in err.split("models: ")[1]
+    assert cli.main([*args, "--gpus", "0"]) == 2 and "--gpus 0" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
 # ------------------------------------------------------------------------------------------ where shapes come from
 def test_an_hf_model_is_planned_from_the_hub_s_config_json_alone(tmp_path):
     import os
