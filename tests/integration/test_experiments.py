@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import run_snakemake, study_config
-from worthit import compile_cache, plan, schemas
+from worthit import compile_cache, plan, schemas, specdec
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -97,12 +97,17 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
     assert draft["status"] == "ok" and draft["method"] == "draft_model" and draft["k"] == 3
     # the model drafting for itself: nearly every draft is accepted and a draft step costs a target step
     assert draft["alpha"] > 3.0 and draft["gamma"] == pytest.approx(1.0)
-    assert draft["c"] is not None and draft["c"] > 0.5
+    # c is the verify timing's: 1 + (TTFT of 4 new tokens - TTFT of 1) / the base's TPOT, medians of 4 waves.
+    # On two busy cores the difference is within the timing noise (CI measured c = 0.41 once, > 1 before), so
+    # the test checks the computation and that a c below 1 says so, not a value.
+    verify = schemas.read(study / "variant~base/specdec/verify.parquet", schemas.VERIFY)
+    med = specdec.verify_medians(verify.table.to_pylist())
+    assert draft["c"] == pytest.approx(1 + (med[(1, 4)] - med[(1, 1)]) / draft["base_tpot_ms_p50"])
+    assert ("cost less than the timing noise" in (draft["note"] or "")) == (draft["c"] < 1)
     assert draft["predicted_speedup"] == pytest.approx(draft["alpha"] / (3 * draft["gamma"] + draft["c"]))
     assert draft["measured_speedup"] > 0 and draft["verdict"] == "not worth trying"
     ngram = by[("ngram", 1)]
     assert ngram["status"] == "ok" and ngram["gamma"] == 0.0 and ngram["tpot_ms_p50"] > 0
-    verify = schemas.read(study / "variant~base/specdec/verify.parquet", schemas.VERIFY)
     assert verify.ok and {r["new_tokens"] for r in verify.table.to_pylist()} == {1, 4}
     assert verify.metadata["hit_rate"] > 0.5  # the context really came from the cache
     # timed at each load level's concurrency: waves of 1 and of 2 requests, verify_repeats of each size
