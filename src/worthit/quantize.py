@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worthit import errors
 from worthit.errors import InputError
 from worthit.models import Manifest, build_manifest, is_quantization_param, safetensors_header
 
@@ -872,8 +873,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         m = quantize(Plan.from_config(ns.name, json.loads(ns.spec)), ns.base_manifest, ns.out)
     except QuantizeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return errors.report("python -m worthit.quantize", e)
     status, reason = manifest_status(asdict(m))
     print(f"{m.name}: {status}{': ' + reason if reason else ''}; manifest {ns.out / 'manifest.json'}")
     return 0

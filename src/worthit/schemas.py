@@ -8,9 +8,10 @@ provenance and a status in the key-value metadata, so a failed experiment is a f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -884,37 +885,41 @@ class SchemaError(InputError):
     """A Parquet file does not match the table it claims to be."""
 
 
-class UnreadableFile(SchemaError):
-    """A file is not Parquet at all (cut short, overwritten, not written by worthit)."""
+class UnreadableFile(InputError):
+    """A file is not Parquet at all (cut short, overwritten, not written by worthit): not a schema mismatch,
+    which a reader may answer by reading the file raw."""
 
 
-def _unreadable(path: str | os.PathLike[str], e: Exception) -> UnreadableFile:
-    return UnreadableFile(
-        f"{path}: not a readable Parquet file ({e}); worthit writes each result whole (a temporary file, then a "
-        "rename), so it was damaged or replaced afterwards: delete it and run snakemake again to measure it anew"
-    )
+@contextlib.contextmanager
+def _readable(path: str | os.PathLike[str]) -> Iterator[None]:
+    """pyarrow's error on a file that is not Parquet becomes :class:`UnreadableFile` naming it and what to
+    do (a missing file stays :class:`FileNotFoundError`)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as e:
+        raise UnreadableFile(
+            f"{path}: not a readable Parquet file ({e}); worthit writes each result whole (a temporary file, "
+            "then a rename), so it was damaged or replaced afterwards: delete it and run snakemake again to "
+            "measure it anew"
+        ) from None
+
+
+def _decoded(raw: Mapping[bytes, bytes] | None) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (raw or {}).items()}
 
 
 def read_arrow(path: str | os.PathLike[str]) -> pa.Table:
-    """The whole Parquet file as Arrow, or :class:`UnreadableFile` naming it (a missing file stays
-    :class:`FileNotFoundError`)."""
-    try:
+    """The whole Parquet file as Arrow, or :class:`UnreadableFile`."""
+    with _readable(path):
         return pq.read_table(path)
-    except FileNotFoundError:
-        raise
-    except (pa.ArrowException, OSError) as e:
-        raise _unreadable(path, e) from None
 
 
 def read_file_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
-    """The Parquet file's key-value metadata (its footer alone), decoded."""
-    try:
-        raw = pq.read_schema(path).metadata or {}
-    except FileNotFoundError:
-        raise
-    except (pa.ArrowException, OSError) as e:
-        raise _unreadable(path, e) from None
-    return {k.decode(): v.decode() for k, v in raw.items()}
+    """The Parquet file's key-value metadata (its footer alone), decoded, or :class:`UnreadableFile`."""
+    with _readable(path):
+        return _decoded(pq.read_schema(path).metadata)
 
 
 def _encode_meta(meta: Mapping[str, Any]) -> dict[bytes, bytes]:
@@ -995,7 +1000,7 @@ class Result:
 def read(path: str | os.PathLike[str], table: Table) -> Result:
     """Read a file written by :func:`write`, checking it is the expected table."""
     arrow = read_arrow(path)
-    meta = {k.decode(): v.decode() for k, v in (arrow.schema.metadata or {}).items()}
+    meta = _decoded(arrow.schema.metadata)
     name = meta.get(f"{META_PREFIX}table")
     if name != table.name:
         raise SchemaError(f"{path}: holds table {name!r}, expected {table.name!r}")

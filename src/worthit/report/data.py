@@ -160,8 +160,6 @@ def _read_result(path: Path) -> Loaded:
         table = schemas.TABLES[name]
         try:
             res = schemas.read(path, table)
-        except schemas.UnreadableFile:
-            raise
         except schemas.SchemaError:
             res = None  # written before a column was added to the table: read it raw, fill the gaps
         if res is not None:
