@@ -72,7 +72,11 @@ DTYPE_BYTES = {
     "fp8_inc": 1,
     "fp8_ds_mla": 1,
     "int8": 1,
+    "int8_per_token_head": 1,  # vLLM's INT8 KV cache: int8 elements plus a float32 scale per token and KV head
+    "fp8_per_token_head": 1,
 }
+# Bytes of the scale each *_per_token_head KV cache keeps per token, layer, KV head and K or V (vLLM's page size)
+PER_TOKEN_HEAD_SCALE_BYTES = 4
 
 # --- the memory model's constants (module docstring) ---------------------------------------------------
 # Persistent non-weight memory vLLM's profiler counts besides activations and graphs: attention-backend
@@ -283,7 +287,8 @@ def kv_bytes_per_token(shape: ModelShape, args: Mapping[str, Any] | None, cpu: b
     b = dtype_bytes(dt)
     if b is None:
         raise PlanError(f"unknown KV cache dtype {dt!r} (allowed: {', '.join(sorted(DTYPE_BYTES))})")
-    return 2 * shape.layers * shape.kv_heads * shape.head_dim * b
+    scale = PER_TOKEN_HEAD_SCALE_BYTES if dt.endswith("_per_token_head") else 0
+    return 2 * shape.layers * shape.kv_heads * (shape.head_dim * b + scale)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -96,6 +96,12 @@ def test_qwen7b_kv_bytes_per_token_is_layers_x_kv_heads_x_head_dim_x_2_x_2_bytes
     assert P.kv_bytes_per_token(m, {"kv-cache-dtype": "fp8"}) == 57344 // 2
 
 
+def test_int8_per_token_head_kv_counts_a_float32_scale_per_token_and_kv_head():
+    # vLLM's page size for int8_per_token_head: int8 elements plus 4 bytes of scale per head, for K and V
+    m = qwen()
+    assert P.kv_bytes_per_token(m, {"kv-cache-dtype": "int8_per_token_head"}) == 2 * 28 * 4 * (128 + 4) == 29568
+
+
 def test_bf16_weight_bytes_from_shapes_match_the_7b_checkpoint_served_on_the_h200():
     files = measured(H200_RESULTS, "bf16")["weight_bytes"]  # the safetensors files of the served 7B
     assert qwen().weight_bytes(2) == pytest.approx(files, rel=1e-4)
