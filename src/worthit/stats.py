@@ -2,7 +2,9 @@
 
 Intervals are 95%, two-sided. Percentile intervals are distribution-free (binomial order statistics),
 the interval of a mean over a few repeated runs uses Student's t, and a difference of two scores uses
-the normal approximation with its standard error.
+the normal approximation with its standard error. The run-to-run spread is pooled across the study's
+cells (:func:`pool_spread`), and two small samples are compared by the exact Mann-Whitney interval of
+their ratio (:func:`hodges_lehmann_log_ratio`). docs/statistics.md gives every formula.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 Z_95 = 1.96  # two-sided 95% quantile of the standard normal
 # Two-sided 95% quantiles of Student's t by degrees of freedom (runs - 1); Z_95 beyond the table.
@@ -92,9 +96,22 @@ def median_ci95(values: Sequence[float] | np.ndarray) -> tuple[float | None, flo
     return quantile_ci95(values, 0.5)
 
 
-def t_95(df: int) -> float:
-    """Two-sided 95% Student t quantile for ``df`` degrees of freedom (Z_95 beyond the table)."""
-    return T_95.get(df, Z_95)
+def t_95(df: float) -> float:
+    """Two-sided 95% Student t quantile for ``df`` degrees of freedom (any df > 0; fractional from
+    Welch-Satterthwaite)."""
+    return t_quantile(df, 0.95)
+
+
+def t_quantile(df: float, coverage: float = 0.95) -> float:
+    """The two-sided ``coverage`` quantile of Student's t with ``df`` degrees of freedom."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    return float(sps.t.ppf(0.5 + coverage / 2, df))
+
+
+def z_quantile(coverage: float) -> float:
+    """The two-sided ``coverage`` quantile of the standard normal."""
+    return float(sps.norm.ppf(0.5 + coverage / 2))
 
 
 def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | None, float | None]:
@@ -175,3 +192,157 @@ def slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
     if len({x for x, _ in pts}) < 2:
         return None
     return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
+
+
+# --- the run-to-run spread, pooled over the study's cells ---------------------------------------------
+HETEROGENEITY_ALPHA = 0.01  # a cell whose spread exceeds the rest's at this level keeps its own
+
+
+@dataclass(frozen=True)
+class SpreadCell:
+    """One cell's independent runs of one figure (a variant's level, one quantity), positive values."""
+
+    name: str
+    values: tuple[float, ...]
+
+    @property
+    def df(self) -> int:
+        return len(self.values) - 1
+
+    @property
+    def var_log(self) -> float:
+        return float(np.var(np.log(self.values), ddof=1))
+
+
+@dataclass(frozen=True)
+class PooledSpread:
+    """The pooled variance of log(figure) between independent runs: sum(df_i s_i^2) / sum(df_i)."""
+
+    var_log: float
+    df: int
+    cells: tuple[str, ...]
+    outliers: tuple[str, ...] = ()  # cells left out: their spread is far outside the rest's
+
+    @property
+    def sd_log(self) -> float:
+        return math.sqrt(self.var_log)
+
+    def describe(self) -> str:
+        out = f"run-to-run spread pooled over {len(self.cells)} cells, {self.df} df (sd {self.sd_log * 100:.1f}%)"
+        return out + (f"; {len(self.outliers)} cells far outside it keep their own" if self.outliers else "")
+
+
+def _pooled(cells: Sequence[SpreadCell]) -> tuple[float, int]:
+    df = sum(c.df for c in cells)
+    return (sum(c.df * c.var_log for c in cells) / df if df else 0.0), df
+
+
+def heterogeneity_p(cell: SpreadCell, rest_var_log: float, rest_df: int) -> float:
+    """One-sided p-value that the cell's run-to-run variance exceeds the rest's: P(F(df, rest_df) >= s^2 / s_rest^2).
+    0 when the rest shows no spread at all and the cell does; 1 when the cell shows none."""
+    if cell.var_log <= 0:
+        return 1.0
+    if rest_var_log <= 0:
+        return 0.0
+    return float(sps.f.sf(cell.var_log / rest_var_log, cell.df, rest_df))
+
+
+def pool_spread(cells: Sequence[SpreadCell], alpha: float = HETEROGENEITY_ALPHA) -> PooledSpread | None:
+    """Pool the run-to-run variance of cells that share a machine and a kind of figure.
+
+    Each cell with two or more positive runs contributes its log-scale sample variance with ``runs - 1``
+    degrees of freedom. A cell whose variance is far above that of all the others (one-sided F test at
+    ``alpha``) is left out of the pool (it keeps its own interval); the rest are pooled again. None with
+    fewer than two cells: one cell's own spread is all there is.
+    """
+    usable = [c for c in cells if c.df >= 1 and all(v > 0 and math.isfinite(v) for v in c.values)]
+    if len(usable) < 2:
+        return None
+    outliers = []
+    for c in usable:
+        rest = [o for o in usable if o is not c]
+        var, df = _pooled(rest)
+        if heterogeneity_p(c, var, df) < alpha:
+            outliers.append(c.name)
+    kept = [c for c in usable if c.name not in outliers]
+    if len(kept) < 2:
+        return None
+    var, df = _pooled(kept)
+    return PooledSpread(var, df, tuple(c.name for c in kept), tuple(outliers))
+
+
+def welch_df(se_a: float, df_a: float, se_b: float, df_b: float) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two estimates with their own errors."""
+    num = (se_a**2 + se_b**2) ** 2
+    den = (se_a**4 / df_a if df_a > 0 else 0.0) + (se_b**4 / df_b if df_b > 0 else 0.0)
+    return num / den if den > 0 else math.inf
+
+
+# --- two small samples: the exact Mann-Whitney interval of a ratio ---------------------------------
+@functools.lru_cache(maxsize=256)
+def mann_whitney_null(m: int, n: int) -> tuple[float, ...]:
+    """P(U = u), u = 0..m*n, for the Mann-Whitney count U of two samples of m and n values with no ties
+    under the null hypothesis (both from one distribution): the coefficients of the Gaussian binomial
+    [m+n choose m]_q, divided by C(m+n, m)."""
+    # f[i][j] = counts of U for samples of i and j values; f(i, j, u) = f(i-1, j, u - j) + f(i, j-1, u)
+    prev = [np.ones(1, dtype=float) for _ in range(n + 1)]  # i = 0: U = 0 whatever j
+    for i in range(1, m + 1):
+        cur = [np.ones(1, dtype=float)]  # j = 0
+        for j in range(1, n + 1):
+            size = i * j + 1
+            out = np.zeros(size)
+            a = prev[j]  # f(i-1, j): shift by j
+            out[j : j + len(a)] += a
+            b = cur[j - 1]
+            out[: len(b)] += b
+            cur.append(out)
+        prev = cur
+    counts = prev[n]
+    return tuple(float(x) for x in counts / counts.sum())
+
+
+@dataclass(frozen=True)
+class ExactRatio:
+    """The Hodges-Lehmann ratio of two samples and its exact distribution-free interval."""
+
+    estimate: float  # the median of the m x n pairwise ratios
+    low: float
+    high: float
+    coverage: float  # the interval's exact coverage (at least the asked one, where it is reachable)
+    m: int
+    n: int
+
+    @property
+    def reaches(self) -> bool:
+        return self.coverage >= 0.95 - 1e-12
+
+
+def hodges_lehmann_log_ratio(a: Sequence[float], b: Sequence[float], coverage: float = 0.95) -> ExactRatio | None:
+    """How many times the values of ``a`` exceed those of ``b``: the median of the pairwise ratios a_i / b_j
+    with the exact interval [D_(k), D_(mn+1-k)] of the sorted ratios, k the largest with
+    P(U <= k - 1) <= (1 - coverage) / 2 under the Mann-Whitney null (a shift on the log scale; no other
+    assumption). Where even k = 1 (the smallest and largest ratio) cannot reach ``coverage``, the widest
+    interval is returned with the coverage it has (``reaches`` false). None without positive values."""
+    xa = [float(v) for v in a if v is not None and float(v) > 0 and math.isfinite(float(v))]
+    xb = [float(v) for v in b if v is not None and float(v) > 0 and math.isfinite(float(v))]
+    if not xa or not xb:
+        return None
+    m, n = len(xa), len(xb)
+    d = np.sort(np.subtract.outer(np.log(xa), np.log(xb)).ravel())
+    cdf = np.cumsum(mann_whitney_null(m, n))
+    half = (1 - coverage) / 2
+    ks = [k for k in range(1, m * n // 2 + 1) if cdf[k - 1] <= half + 1e-12]
+    k = ks[-1] if ks else 1
+    cov = 1 - 2 * float(cdf[k - 1])
+    return ExactRatio(
+        float(math.exp(np.median(d))), float(math.exp(d[k - 1])), float(math.exp(d[m * n - k])), cov, m, n
+    )
+
+
+def values_for_exact_coverage(coverage: float = 0.95) -> int:
+    """The fewest values a side (equal sides) whose exact Mann-Whitney interval reaches ``coverage``:
+    2 / C(2n, n) <= 1 - coverage."""
+    n = 1
+    while 2 / math.comb(2 * n, n) > 1 - coverage + 1e-12:
+        n += 1
+    return n

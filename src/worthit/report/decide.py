@@ -37,8 +37,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from worthit.report.measure import EXACT, SINGLE_RUN, Measure, ratio
-from worthit.stats import ACC_INCONCLUSIVE, ACCEPTABLE, NO_CHANGE, RULE_OF_THREE, UNACCEPTABLE, Z_95, noninferiority
+from worthit.report.measure import EXACT, SINGLE_RUN, Measure, basis_class, ratio, runs_in
+from worthit.stats import (
+    ACC_INCONCLUSIVE,
+    ACCEPTABLE,
+    NO_CHANGE,
+    RULE_OF_THREE,
+    UNACCEPTABLE,
+    Z_95,
+    PooledSpread,
+    hodges_lehmann_log_ratio,
+    noninferiority,
+    t_quantile,
+    values_for_exact_coverage,
+    welch_df,
+    z_quantile,
+)
 
 # --- the six outcomes on an optimisation, and a control's ------------------------------------------
 ADOPT = "adopt"
@@ -148,6 +162,9 @@ class Comparison:
     # two measurements of one configuration, and that control's name. The interval is widened by it.
     spread: float = 1.0
     spread_source: str = ""
+    # The study's run-to-run spread of this kind of figure on the machine of a single-run comparison (the
+    # prefix sweep, a level measured once): it goes on top of the within-run interval (docs/statistics.md).
+    run_spread: PooledSpread | None = None
 
     @property
     def change_pct(self) -> float | None:
@@ -158,8 +175,13 @@ class Comparison:
 
     @property
     def improvement(self) -> Measure:
-        """Factor by which the optimisation is better (> 1) or worse (< 1), with its 95% interval."""
-        r = ratio(self.with_, self.without) if self.higher_is_better else ratio(self.without, self.with_)
+        """Factor by which the optimisation is better (> 1) or worse (< 1), with its 95% interval: the two
+        sides' intervals combined (:func:`worthit.report.measure.ratio`), two small single runs by their exact
+        Mann-Whitney interval, a single run widened by the pooled run-to-run spread, and the machines' spread
+        on top where the sides were measured apart."""
+        num, den = (self.with_, self.without) if self.higher_is_better else (self.without, self.with_)
+        r, coverage = _small_samples(ratio(num, den), num, den)
+        r = _with_run_spread(r, self.run_spread, coverage)
         if self.spread <= 1 or r.is_exact or r.low is None or r.high is None:
             return r
         g = self.spread
@@ -174,6 +196,46 @@ class Comparison:
         ch = self.change_pct
         where = f" at {self.setting.label}" if self.setting.label else ""
         return f"{self.quantity} {ch:+.0f}%{where}" if ch is not None else f"{self.quantity} n/a{where}"
+
+
+def _small_samples(r: Measure, num: Measure, den: Measure) -> tuple[Measure, float]:
+    """A ratio of two single runs too small for order-statistic intervals (fewer than six values a side),
+    given its exact distribution-free interval: the Hodges-Lehmann interval of the ratio from the
+    Mann-Whitney distribution, with the coverage it has (97.1% for 4 against 4). Where the values cannot
+    reach 95% the figure has no interval and says what would give one. Returns (measure, its coverage)."""
+    if r.value is None or r.interval() is not None or r.is_exact or not (num.values and den.values):
+        return r, 0.95
+    ex = hodges_lehmann_log_ratio(num.values, den.values)
+    if ex is None:
+        return r, 0.95
+    if not ex.reaches:
+        need = values_for_exact_coverage(0.95)
+        why = (
+            f"{ex.m} vs {ex.n} values: an exact interval covers at most {ex.coverage:.0%}; "
+            f"{need} values a side give 95%"
+        )
+        return replace(r, why_none=why), 0.95
+    method = f"exact Mann-Whitney interval, {ex.m} vs {ex.n} values, {ex.coverage:.1%} coverage"
+    return (
+        replace(r, low=min(ex.low, r.value), high=max(ex.high, r.value), basis=SINGLE_RUN, why_none="", method=method),
+        ex.coverage,
+    )
+
+
+def _with_run_spread(r: Measure, pool: PooledSpread | None, coverage: float = 0.95) -> Measure:
+    """A ratio of two single runs with the study's pooled run-to-run spread added: each side's figure varies
+    from run to run by the pool's sd on the log scale, so the log ratio's variance grows by 2 s_pool^2; the
+    interval is a t-interval on the Welch-Satterthwaite degrees of freedom of within-run and pooled parts."""
+    iv = r.interval()
+    if pool is None or r.basis != SINGLE_RUN or iv is None or r.value is None or iv[0] <= 0:
+        return r
+    se_within = (math.log(iv[1]) - math.log(iv[0])) / (2 * z_quantile(coverage))
+    se_run = pool.sd_log * math.sqrt(2)
+    se = math.hypot(se_within, se_run)
+    df = welch_df(se_within, math.inf, se_run, pool.df)
+    t = t_quantile(df) if math.isfinite(df) else Z_95
+    low, high = r.value * math.exp(-t * se), r.value * math.exp(t * se)
+    return replace(r, low=low, high=high, basis=f"{SINGLE_RUN}; {pool.describe()}", df=df, pool=pool)
 
 
 @dataclass(frozen=True)
@@ -350,6 +412,8 @@ def judge(c: Comparison, rules: Rules) -> tuple[str, str]:
         return EQUIVALENT, f"{c.describe()} (point estimate, within {m:g}x)"
     lo, hi = iv
     span = f"factor [{lo:.2f}, {hi:.2f}]"
+    if imp.method:  # how an interval was made where it is not the usual (an exact small-sample test)
+        span += f", {imp.method}"
     if c.spread > 1:
         span += f" with the machines' x{c.spread:.2f} ({c.spread_source})"
     if lo >= m:
@@ -373,24 +437,48 @@ def _basis(cs: Sequence[Comparison]) -> str:
     bases = {c.improvement.basis for c in cs if c.improvement.value is not None}
     if SINGLE_RUN in bases:
         return SINGLE_RUN
-    runs = [b for b in bases if b.endswith(" runs")]
+    widened = sorted(b for b in bases if b.startswith(SINGLE_RUN))  # a single run with the pooled spread
+    if widened:
+        return widened[0]
+    runs = [b for b in bases if runs_in(b)]
     if runs:
-        return min(runs, key=lambda b: int(b.split()[0]))
+        return min(runs, key=lambda b: (runs_in(b) or 0, b))
     return EXACT if bases == {EXACT} else ""
 
 
+def _span(xs: Sequence[float]) -> str:
+    return f"{xs[0]:g}" if len(xs) == 1 else f"{xs[0]:g}-{xs[-1]:g}"
+
+
 def _verdict_basis(cs: Sequence[Comparison]) -> str:
-    """What a verdict's intervals rest on: one basis ("3 runs", "single run"), or where each holds when they
-    differ ("2 runs (concurrency, workload level); single run (shared prefix)")."""
-    known = [c for c in cs if c.improvement.value is not None and c.improvement.basis]
-    kinds = {c.improvement.basis for c in known if c.improvement.basis != EXACT}
-    if len(kinds) <= 1:
-        return _basis(cs)
-    where = {
-        b: dict.fromkeys(c.setting.dimension or c.setting.label for c in known if c.improvement.basis == b)
-        for b in kinds
-    }
-    return "; ".join(f"{b} ({', '.join(where[b])})" for b in sorted(kinds, key=lambda b: (b == SINGLE_RUN, b)))
+    """What a verdict's intervals rest on: one basis ("3 runs", "3 runs, run-to-run spread pooled over 15
+    cells (30 df)"), or where each holds when they differ ("2 runs (concurrency, workload level); single run
+    (shared prefix)")."""
+    pairs = [(c.improvement, c.setting.dimension or c.setting.label) for c in cs]
+    known = [(m, w) for m, w in pairs if m.value is not None and m.basis]
+    classes: dict[str, list[Measure]] = {}
+    where: dict[str, dict[str, None]] = {}
+    for m, w in known:
+        if m.basis == EXACT:
+            continue
+        k = basis_class(m)
+        classes.setdefault(k, []).append(m)
+        where.setdefault(k, {})[w] = None
+    if not classes:
+        return EXACT if known else ""
+
+    def text(k: str) -> str:
+        pools = {m.pool for m in classes[k] if m.pool is not None}
+        if not pools:
+            return k
+        cells = sorted({len(p.cells) for p in pools})
+        dfs = sorted({p.df for p in pools})
+        return f"{k} over {_span(cells)} cells ({_span(dfs)} df)"
+
+    order = sorted(classes, key=lambda k: (k.startswith(SINGLE_RUN), k))
+    if len(order) == 1:
+        return text(order[0])
+    return "; ".join(f"{text(k)} ({', '.join(where[k])})" for k in order)
 
 
 def _settle_single_run(setting: Setting) -> str:

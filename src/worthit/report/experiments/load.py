@@ -1,8 +1,11 @@
 """The load test: per variant and concurrency, latency percentiles and token rates with n and a 95% interval.
 
 A level measured in several independent runs (``loadtest.repeats``) gets a Student t interval over the
-runs' figures: run-to-run variation is in it. A level measured once gets the interval its one run can
-give (order statistics for percentiles, a bootstrap over requests for rates), labelled "single run".
+runs' figures: run-to-run variation is in it. Its spread is the one pooled over every repeated level of the
+study that shares its machine and kind of figure (:mod:`worthit.report.pooling`), so two runs stand on many
+degrees of freedom, not one. A level measured once gets the interval its one run can give (order statistics
+for percentiles, a bootstrap over requests for rates), labelled "single run"; its comparisons carry the
+pooled run-to-run spread on top, where the study has one.
 
 It feeds the decision layer per common level: TPOT P50 and TTFT P50 (judged), the P99s and output tok/s
 (shown), whether each side meets the interactive SLO at P99 (a check), and, for the throughput-first
@@ -11,8 +14,8 @@ regime, each side's most output tok/s among the levels whose P99 TPOT stays unde
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from worthit import schemas
@@ -22,7 +25,8 @@ from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded, VariantResults
 from worthit.report.decide import BETTER, LATENCY, THROUGHPUT, WORSE, Check, Comparison, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
-from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, over_runs, quantile, runs_basis
+from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, pooled_over_runs, quantile, runs_basis
+from worthit.report.pooling import KINDS, Cell, Pools, files_machine, pools_of
 from worthit.report.views import INT, MEASURE, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "load"
@@ -47,6 +51,7 @@ class Level:
     spread_output_tok_per_s: tuple[float, float] | None = None
     metrics_delta: dict[str, float] = field(default_factory=dict)  # summed over the runs
     requests: int = 0  # measured + warm-up requests over the runs (counters count both)
+    machine: str | None = None  # the one machine of its runs (None: several, or not recorded)
 
     @property
     def ok(self) -> bool:
@@ -69,7 +74,35 @@ def _spread(values: Sequence[float | None]) -> tuple[float, float] | None:
     return (min(vals), max(vals)) if vals else None
 
 
-def level(variant: str, concurrency: int, files: Sequence[Loaded], slo: Slo) -> Level:
+def per_run(files: Sequence[Loaded], slo: Slo) -> dict[str, tuple[float, ...]]:
+    """Each figure of a level, one value per independent run (the runs that succeeded)."""
+    good = [f for f in files if f.ok]
+    if len(good) < 2:
+        return {}
+    per = [summarize(f.rows, slo) for f in good]
+    got = {
+        "ttft_p50": [s.ttft_ms.p50 for s in per],
+        "ttft_p99": [s.ttft_ms.p99 for s in per],
+        "tpot_p50": [s.tpot_ms.p50 for s in per],
+        "tpot_p99": [s.tpot_ms.p99 for s in per],
+        "output_tok_per_s": [s.output_tok_per_s for s in per],
+        "goodput_tok_per_s": [s.goodput_tok_per_s for s in per],
+    }
+    return {k: tuple(float(v) for v in vals if v is not None) for k, vals in got.items()}
+
+
+def level(
+    variant: str,
+    concurrency: int,
+    files: Sequence[Loaded],
+    slo: Slo,
+    *,
+    pools: Pools | None = None,
+    cell: str = "",
+    runs: Mapping[str, tuple[float, ...]] | None = None,
+) -> Level:
+    """One level from its result files; ``pools``: the study's pooled run-to-run spread (its intervals then
+    rest on it, ``cell`` naming this level in the pool); ``runs``: its per-run figures when already computed."""
     good = [f for f in files if f.ok]
     if not good:
         return Level(variant, concurrency, files[0].status, files[0].cause)
@@ -80,23 +113,18 @@ def level(variant: str, concurrency: int, files: Sequence[Loaded], slo: Slo) -> 
         for k, val in (f.metadata.get("metrics_delta") or {}).items():
             delta[k] = delta.get(k, 0.0) + float(val)
     requests = sum(len(f.rows) + int(f.metadata.get("n_warmup") or 0) for f in good)
+    where = files_machine(good)
     common: dict[str, Any] = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
     figs: dict[str, Any]
     spread: dict[str, Any]
     if len(good) > 1:
-        per = [summarize(f.rows, slo) for f in good]
+        got = runs if runs is not None else per_run(good, slo)
         n = len(records)
-        figs = {
-            "ttft_p50": over_runs([s.ttft_ms.p50 for s in per], n),
-            "ttft_p99": over_runs([s.ttft_ms.p99 for s in per], n),
-            "tpot_p50": over_runs([s.tpot_ms.p50 for s in per], n),
-            "tpot_p99": over_runs([s.tpot_ms.p99 for s in per], n),
-            "output_tok_per_s": over_runs([s.output_tok_per_s for s in per], n),
-            "goodput_tok_per_s": over_runs([s.goodput_tok_per_s for s in per], n),
-        }
+        pool = pools or Pools()
+        figs = {k: pooled_over_runs(got.get(k, ()), n, pool.get(where, k), cell) for k in KINDS}
         spread = {
-            "spread_tpot_p50": _spread([s.tpot_ms.p50 for s in per]),
-            "spread_output_tok_per_s": _spread([s.output_tok_per_s for s in per]),
+            "spread_tpot_p50": _spread(list(got.get("tpot_p50", ()))),
+            "spread_output_tok_per_s": _spread(list(got.get("output_tok_per_s", ()))),
         }
     else:
         s = summarize(records, slo)
@@ -113,12 +141,21 @@ def level(variant: str, concurrency: int, files: Sequence[Loaded], slo: Slo) -> 
         }
         spread = {}
     return Level(
-        variant, concurrency, schemas.STATUS_OK, "", **common, **figs, **spread, metrics_delta=delta, requests=requests
+        variant,
+        concurrency,
+        schemas.STATUS_OK,
+        "",
+        **common,
+        **figs,
+        **spread,
+        metrics_delta=delta,
+        requests=requests,
+        machine=where,
     )
 
 
-def levels_of(v: VariantResults, slo: Slo) -> list[Level]:
-    return [level(v.name, c, files, slo) for c, files in v.levels().items()]
+def levels_of(v: VariantResults, slo: Slo, pools: Pools | None = None) -> list[Level]:
+    return [level(v.name, c, files, slo, pools=pools, cell=f"{v.name}/conc~{c}") for c, files in v.levels().items()]
 
 
 @dataclass
@@ -126,6 +163,7 @@ class LoadAnalysis:
     levels: dict[str, list[Level]]
     # variant -> closed-loop levels of a named workload (chat/conc~4 -> its Level), compared where both sides have one
     workload_levels: dict[str, dict[str, Level]] = field(default_factory=dict)
+    pools: Pools = field(default_factory=Pools)  # the run-to-run spread pooled over the repeated levels
 
     def ok(self, variant: str) -> list[Level]:
         return sorted((lv for lv in self.levels.get(variant, []) if lv.ok), key=lambda lv: lv.concurrency)
@@ -140,12 +178,30 @@ class LoadAnalysis:
 
 
 def analyse(ctx: Context) -> LoadAnalysis:
-    named: dict[str, dict[str, Level]] = {}
+    """Every level of every variant; first the per-run figures of the repeated ones, pooled by machine and
+    kind of figure, then each level's measures on that pool."""
+    cells: dict[str, tuple[str, int, list[Loaded]]] = {}  # cell name -> (variant, concurrency, files)
+    named: dict[str, dict[str, str]] = {}  # variant -> workload level -> cell name
     for v in ctx.variants:
-        for name, files in ctx.results.variant(v).workload_levels().items():
-            c = int(files[0].metadata.get("concurrency") or 0)
-            named.setdefault(v, {})[name] = level(v, c, files, ctx.slo)
-    return LoadAnalysis({v: levels_of(ctx.results.variant(v), ctx.slo) for v in ctx.variants}, named)
+        res = ctx.results.variant(v)
+        for c, files in res.levels().items():
+            cells[f"{v}/conc~{c}"] = (v, c, files)
+        for name, files in res.workload_levels().items():
+            cells[f"{v}/{name}"] = (v, int(files[0].metadata.get("concurrency") or 0), files)
+            named.setdefault(v, {})[name] = f"{v}/{name}"
+    runs = {key: per_run(files, ctx.slo) for key, (_, _, files) in cells.items()}
+    pools = pools_of(
+        Cell(files_machine([f for f in files if f.ok]), kind, key, vals)
+        for key, (_, _, files) in cells.items()
+        for kind, vals in runs[key].items()
+    )
+
+    def lv(key: str) -> Level:
+        v, c, files = cells[key]
+        return level(v, c, files, ctx.slo, pools=pools, cell=key, runs=runs[key])
+
+    grid = {v: [lv(f"{v}/conc~{c}") for c in ctx.results.variant(v).levels()] for v in ctx.variants}
+    return LoadAnalysis(grid, {v: {n: lv(k) for n, k in ws.items()} for v, ws in named.items()}, pools)
 
 
 def _slo_text(ctx: Context) -> str:
@@ -166,6 +222,20 @@ def ceiling_text(ceiling: float | None) -> str:
     )
 
 
+def _with_pool(a: LoadAnalysis, b: Level, v: Level, items: list[EvidenceItem]) -> list[EvidenceItem]:
+    """The comparisons of two levels, each given the pooled run-to-run spread of its kind of figure on their
+    machine: it widens a comparison that rests on a single run (decide.Comparison.run_spread)."""
+    if b.runs > 1 and v.runs > 1:
+        return items
+    out: list[EvidenceItem] = []
+    for c in items:
+        if isinstance(c, Comparison):
+            pool = a.pools.for_quantity(b.machine, c.quantity) or a.pools.for_quantity(v.machine, c.quantity)
+            c = replace(c, run_spread=pool)
+        out.append(c)
+    return out
+
+
 def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
     out: list[EvidenceItem] = []
     wo, w = pair.without, pair.with_
@@ -174,15 +244,20 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
         b, v = a.at(wo, c), a.at(w, c)
         assert b is not None and v is not None
         s = Setting.concurrency(c)
-        out += [
-            Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
-            Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
-            Comparison("TPOT P99", "ms", b.tpot_p99, v.tpot_p99, False, LATENCY, s, judged=False),
-            Comparison("TTFT P99", "ms", b.ttft_p99, v.ttft_p99, False, LATENCY, s, judged=False),
-            Comparison(
-                "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
-            ),
-        ]
+        out += _with_pool(
+            a,
+            b,
+            v,
+            [
+                Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
+                Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
+                Comparison("TPOT P99", "ms", b.tpot_p99, v.tpot_p99, False, LATENCY, s, judged=False),
+                Comparison("TTFT P99", "ms", b.ttft_p99, v.ttft_p99, False, LATENCY, s, judged=False),
+                Comparison(
+                    "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
+                ),
+            ],
+        )
         mb, mv = b.meets(ctx.slo), v.meets(ctx.slo)
         if mb is not None and mb != mv:
             slo = _slo_text(ctx)
@@ -196,13 +271,18 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
         if not (b.ok and v.ok):
             continue
         s = Setting(f"workload level {name}", "workload level")
-        out += [
-            Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
-            Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
-            Comparison(
-                "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
-            ),
-        ]
+        out += _with_pool(
+            a,
+            b,
+            v,
+            [
+                Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
+                Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
+                Comparison(
+                    "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
+                ),
+            ],
+        )
     ceiling = ctx.rules.throughput_tpot_ms
     bb, bv = a.best_within(wo, ceiling), a.best_within(w, ceiling)
     where = Setting(f"best level {ceiling_text(ceiling)}" if ceiling is not None else "best level")

@@ -16,9 +16,11 @@ from worthit import engine_args as eargs
 from worthit import prom, schemas
 from worthit.report import plots
 from worthit.report.context import Context, Pair
+from worthit.report.data import Loaded
 from worthit.report.decide import LATENCY, Comparison, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
 from worthit.report.measure import SINGLE_RUN, Measure, quantile
+from worthit.report.pooling import Pools, files_machine
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols, pct
 from worthit.stats import slope
 
@@ -32,6 +34,7 @@ class Point:
     prefix_tokens: int
     ttft_p50: Measure
     hit_rate: float | None
+    machine: str | None = None  # the machine of its run (the pooled run-to-run spread is looked up there)
 
 
 def points_of(ctx: Context, variant: str) -> list[Point]:
@@ -44,6 +47,7 @@ def points_of(ctx: Context, variant: str) -> list[Point]:
     )
     ttft: dict[int, list[float | None]] = {}
     hits: dict[int, list[float]] = {}
+    files: dict[int, list[Loaded]] = {}
     for f in v.of(schemas.PREFIX.name):
         if not f.ok:
             continue
@@ -51,10 +55,18 @@ def points_of(ctx: Context, variant: str) -> list[Point]:
         for r in f.rows:
             if r.get("success"):
                 ttft.setdefault(int(r["prefix_tokens"]), []).append(r.get("ttft_ms"))
+                files.setdefault(int(r["prefix_tokens"]), []).append(f)
         if rate is not None and f.rows:
             hits.setdefault(int(f.rows[0]["prefix_tokens"]), []).append(rate)
     return [
-        Point(variant, default_on, L, quantile(vals, 0.5), sum(hits[L]) / len(hits[L]) if hits.get(L) else None)
+        Point(
+            variant,
+            default_on,
+            L,
+            quantile(vals, 0.5),
+            sum(hits[L]) / len(hits[L]) if hits.get(L) else None,
+            files_machine(files[L]),
+        )
         for L, vals in sorted(ttft.items())
     ]
 
@@ -68,21 +80,28 @@ def ttft_slope(points: Sequence[Point]) -> float | None:
 
 
 def evidence(ctx: Context, a: dict[str, list[Point]], pair: Pair) -> list[EvidenceItem]:
+    """TTFT P50 at each shared-prefix length, the sweep's single run widened by the study's pooled run-to-run
+    spread of TTFT P50 on its machine (from the repeated load levels: :mod:`worthit.report.pooling`)."""
     wo = {p.prefix_tokens: p for p in a.get(pair.without, [])}
+    load = ctx.analyses.get("load")
+    pools: Pools = getattr(load, "pools", None) or Pools()
     out: list[EvidenceItem] = []
+    quantity = "TTFT P50 (shared prefix)"
     for p in a.get(pair.with_, []):
         b = wo.get(p.prefix_tokens)
         if b is None or p.prefix_tokens == 0 or b.cache_on == p.cache_on:
             continue
+        pool = pools.for_quantity(b.machine, quantity) or pools.for_quantity(p.machine, quantity)
         out.append(
             Comparison(
-                "TTFT P50 (shared prefix)",
+                quantity,
                 "ms",
                 b.ttft_p50,
                 p.ttft_p50,
                 False,
                 LATENCY,
                 Setting.prefix(p.prefix_tokens),
+                run_spread=pool,
             )
         )
     return out

@@ -1,0 +1,70 @@
+"""The study's run-to-run spread, pooled where the data has it (docs/statistics.md, "Pooled run-to-run spread").
+
+Every load level measured in two or more independent runs is a *cell* of each of its figures (TTFT P50, TPOT
+P99, output tok/s, ...). Cells that share a machine and a kind of figure estimate one run-to-run variability;
+their log-scale variances pool into one estimate with the sum of their degrees of freedom
+(:func:`worthit.stats.pool_spread`). A level's interval then rests on that pooled estimate, not on the one
+degree of freedom of its own two runs, and a single run (the prefix sweep) carries it on top of its
+within-run interval, so that it can decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from worthit.provenance import machine
+from worthit.report.data import Loaded
+from worthit.stats import PooledSpread, SpreadCell, pool_spread
+
+# The kinds of figure a level has (worthit.report.experiments.load.Level's fields) and the quantity names the
+# comparisons use for them.
+KINDS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "output_tok_per_s", "goodput_tok_per_s")
+QUANTITY_KIND = {
+    "TTFT P50": "ttft_p50",
+    "TTFT P99": "ttft_p99",
+    "TPOT P50": "tpot_p50",
+    "TPOT P99": "tpot_p99",
+    "output tok/s": "output_tok_per_s",
+    "goodput tok/s": "goodput_tok_per_s",
+    "TTFT P50 (shared prefix)": "ttft_p50",
+}
+
+
+def files_machine(files: Sequence[Loaded]) -> str | None:
+    """The one machine that measured every file (worthit.provenance.machine), None when they differ or do not
+    say: such a cell is not pooled with any other."""
+    found = {machine(f.metadata.get("hardware")) for f in files}
+    return next(iter(found)) if len(found) == 1 and None not in found else None
+
+
+@dataclass(frozen=True)
+class Cell:
+    machine: str | None
+    kind: str
+    name: str  # e.g. "baseline/conc~4"
+    values: tuple[float, ...]
+
+
+@dataclass
+class Pools:
+    """The pooled run-to-run spread by (machine, kind of figure)."""
+
+    by: Mapping[tuple[str, str], PooledSpread] = field(default_factory=dict)
+
+    def get(self, machine_id: str | None, kind: str | None) -> PooledSpread | None:
+        if machine_id is None or kind is None:
+            return None
+        return self.by.get((machine_id, kind))
+
+    def for_quantity(self, machine_id: str | None, quantity: str) -> PooledSpread | None:
+        return self.get(machine_id, QUANTITY_KIND.get(quantity))
+
+
+def pools_of(cells: Iterable[Cell]) -> Pools:
+    groups: dict[tuple[str, str], list[SpreadCell]] = {}
+    for c in cells:
+        if c.machine is not None and len(c.values) >= 2:
+            groups.setdefault((c.machine, c.kind), []).append(SpreadCell(c.name, c.values))
+    out = {key: p for key, cs in groups.items() if (p := pool_spread(cs)) is not None}
+    return Pools(out)
