@@ -430,6 +430,10 @@ REPORT_VERDICTS = Table(
         _f("settle", pa.string(), "what would settle an inconclusive outcome"),
         _INTERVAL_BASIS,
         _f("status", pa.string(), "ok / failed / not_applicable / not run of the variant's results", False),
+        _f("role", pa.string(), "optimisation / control / helper (a draft model served alone for gamma)"),
+        _f("effect", pa.string(), "the figure that decided it, as measured, with its interval, in words"),
+        _f("accuracy_summary", pa.string(), "the worst task's change with its interval, and the decision"),
+        _f("why", pa.string(), "the reason in one line (at most 200 characters)"),
     ),
 )
 

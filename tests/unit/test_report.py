@@ -527,10 +527,11 @@ def test_only_figures_with_data_are_drawn(results: Path, cfg: dict, tmp_path: Pa
 
 def test_html_report_is_self_contained_and_opens_with_the_verdicts(results: Path, cfg: dict, tmp_path: Path) -> None:
     r = report(results, cfg)
-    page = html_page(r.ctx, r.views, build.write_figures(r, tmp_path))
+    page = html_page(r.ctx, r.views, build.write_figures(r, tmp_path), build.decision_figures(r))
     assert not re.search(r"<(script|link|img)\b[^>]*(src|href)=\"(https?:)?//", page)
-    assert page.index('id="report_verdicts"') < page.index('id="h-report_deployments"') < page.index("<svg")
-    assert page.index("<svg") < page.index('id="h-provenance"')
+    # the decision first, its figures, the deployments, then the detail (the full verdicts table among it)
+    assert page.index('id="decision"') < page.index("<svg") < page.index('id="deployments"')
+    assert page.index('id="deployments"') < page.index('id="report_verdicts"') < page.index('id="h-provenance"')
     assert "vllm_version: 0.32.0" in page and "ca402eeabf38e610" in page  # versions and model hash
     assert '<span class="badge' in page
 

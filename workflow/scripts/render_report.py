@@ -5,7 +5,7 @@ from pathlib import Path
 from worthit import schemas
 from worthit.config import config_hash, validate
 from worthit.provenance import stamp
-from worthit.report.build import figures_in, from_files, study_views, write_tables
+from worthit.report.build import decision_figures, figures_in, from_files, study_views, write_tables
 from worthit.report.render import write_html
 from worthit.stages import setup_logging
 
@@ -22,4 +22,5 @@ write_html(
     [*report.views, *study_views(Path(sm.input.cost).parent)],
     figures_in(report, sm.input.figures),
     sm.output.html,
+    decision_figures(report),
 )

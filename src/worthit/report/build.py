@@ -24,7 +24,7 @@ from worthit import atomic, errors, schemas
 from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.errors import InputError
-from worthit.report import data, plots
+from worthit.report import data, headline, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
 from worthit.report.deployments import deployments_view, validation_view
@@ -231,7 +231,7 @@ def build(study: Study, results: data.StudyResults) -> Report:
     spread = machine_spread(pairs, controls)
     evidence = {v: controls.get(v) or evidence_for(ctx, p, spread) for v, p in pairs.items()}
     verdicts = {v: decide(e, ctx.rules) for v, e in evidence.items()}
-    views = [verdicts_view(ctx, verdicts, pairs), deployments_view(ctx, verdicts, pairs)]
+    views = [verdicts_view(ctx, verdicts, pairs, evidence), deployments_view(ctx, verdicts, pairs)]
     views.append(validation_view(ctx, stored(views[1])))
     views.append(comparison_view(ctx, evidence, pairs))
     capability: list[dict[str, Any]] = []
@@ -320,7 +320,13 @@ def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mappin
     for old in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:
         if old.stem not in figs:
             old.unlink()
-    return write_html(report.ctx, [*report.views, *study_views(Path(outdir).parent)], figs, Path(html))
+    views = [*report.views, *study_views(Path(outdir).parent)]
+    return write_html(report.ctx, views, figs, Path(html), decision_figures(report))
+
+
+def decision_figures(report: Report) -> dict[str, str]:
+    """Each optimisation's small figure for the top of the page, as inline SVG (worthit.report.headline)."""
+    return headline.figures(report.ctx, report.pairs, report.verdicts, report.evidence)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,13 +361,18 @@ def main(argv: list[str] | None = None) -> int:
         {"config_hash": config_hash(cfg), "config_file": str(cfg_path)},
     )
     save_config(cfg, out)
-    for v in report.verdicts.values():
-        print(f"{v.optimisation}: {v.outcome}" + (f" ({v.condition})" if v.condition else ""))
     gaps = Counter(r["status"] for r in report.rows(schemas.REPORT_FAILURES))
+    missing = ""
     if gaps:  # an incomplete or partly failed study says so where the verdicts are read
         counts = ", ".join(f"{n} {status}" for status, n in sorted(gaps.items()))
-        print(f"results missing or failed: {counts} (the report's 'Failed, not applicable or not run' lists them)")
-    print(page)
+        missing = f"results missing or failed: {counts} (the report's 'Failed, not applicable or not run' lists them)"
+    terminal.print_summary(
+        report.rows(schemas.REPORT_VERDICTS),
+        report.rows(schemas.REPORT_DEPLOYMENTS),
+        report.rows(schemas.REPORT_VALIDATION),
+        page,
+        gaps=missing,
+    )
     return 0
 
 

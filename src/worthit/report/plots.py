@@ -110,3 +110,87 @@ def write(
         plt.close(fig)
         written[name] = {**paths, "caption": caption}
     return written
+
+
+def _band(ax: Any, x: Sequence[float], ms: Sequence[Measure], label: str, color: str, style: str) -> None:
+    """A line through the values with their 95% intervals as a band (a value without one: the line only)."""
+    y = [m.value if m.value is not None else float("nan") for m in ms]
+    lo = [m.low if m.low is not None else v for m, v in zip(ms, y, strict=True)]
+    hi = [m.high if m.high is not None else v for m, v in zip(ms, y, strict=True)]
+    ax.plot(x, y, style, color=color, label=label, lw=1.6, ms=4)
+    ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
+
+
+def with_without(
+    quantity: str,
+    unit: str,
+    dimension: str,
+    x: Sequence[float],
+    without: Sequence[Measure],
+    with_: Sequence[Measure],
+    labels: tuple[str, str],
+    accuracy: Sequence[tuple[str, float, tuple[float, float] | None, float]] = (),
+    accuracy_note: str = "",
+) -> Figure:
+    """One optimisation at a glance: the figure that decided it, without and with it, against concurrency (or
+    shared-prefix length) with 95% intervals as bands; beside it each task's accuracy change (points) with its
+    interval against the bound (dashed), or why there is none (``accuracy_note``).
+
+    ``accuracy``: (task, delta_pt, interval or None, bound_pt) per task."""
+    fig, (ax, acc) = plt.subplots(1, 2, figsize=(6.4, 2.5), gridspec_kw={"width_ratios": [3, 2]})
+    if dimension and len(x) > 1:
+        _band(ax, x, without, labels[0], "#7f7f7f", "o--")
+        _band(ax, x, with_, labels[1], "#1f77b4", "o-")
+        if dimension == "concurrency":
+            concurrency_axis(ax, [int(v) for v in x])
+        else:
+            ax.set_xticks(list(x), [f"{v:,.0f}" for v in x])
+            ax.set_xlabel(f"{dimension} (tokens)" if dimension == "shared prefix" else dimension)
+    else:  # one setting: the two sides side by side
+        for i, (ms, label, color) in enumerate(((without, labels[0], "#7f7f7f"), (with_, labels[1], "#1f77b4"))):
+            ax.errorbar([i], [ms[0].value], yerr=errorbars(ms[:1]), fmt="o", color=color, capsize=4, label=label)
+        ax.set_xticks([0, 1], ["without", "with"])
+        ax.set_xlim(-0.6, 1.6)
+    ax.set_ylabel(f"{quantity} ({unit})" if unit else quantity, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.xaxis.label.set_size(8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    if accuracy:
+        ys = list(range(len(accuracy)))
+        for y, (_task, d, iv, bound) in zip(ys, accuracy, strict=True):
+            color = (
+                "#2ca02c" if iv is not None and iv[0] > -bound else ("#d62728" if iv and iv[1] < -bound else "#ff7f0e")
+            )
+            err = [[d - iv[0]], [iv[1] - d]] if iv is not None else None
+            acc.errorbar([d], [y], xerr=err, fmt="o", color=color, capsize=3, ms=4)
+        bounds = sorted({b for *_, b in accuracy})
+        for b in bounds:
+            acc.axvline(-b, color="#d62728", ls="--", lw=1, label=f"\u2212{b:g} pt bound")
+        acc.axvline(0, color="#555", lw=0.8)
+        acc.set_yticks(ys, [t.removeprefix("worthit_") for t, *_ in accuracy], fontsize=7)
+        acc.set_ylim(-0.7, len(accuracy) - 0.3)
+        lo = min([-(bounds[-1]) * 1.5, *[(iv[0] if iv else d) - 0.5 for _, d, iv, _ in accuracy]])
+        hi = max([1.0, *[(iv[1] if iv else d) + 0.5 for _, d, iv, _ in accuracy]])
+        acc.set_xlim(lo, hi)
+        acc.set_xlabel("accuracy change (pt)", fontsize=8)
+        acc.tick_params(labelsize=7)
+        acc.grid(alpha=0.3, axis="x")
+        acc.legend(fontsize=7, loc="lower right" if lo < -10 else "best")
+    else:
+        acc.axis("off")
+        acc.text(0.5, 0.5, accuracy_note or "no accuracy measured", ha="center", va="center", fontsize=8, wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+def svg_text(fig: Figure) -> str:
+    """The figure as inline SVG (text as text: a small page), closed afterwards."""
+    import io
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]

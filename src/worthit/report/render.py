@@ -1,15 +1,19 @@
 """Rendering: every view as Markdown (tables.md) and one self-contained HTML page (Jinja2 template).
 
-Nothing here knows a table by name: a view's columns say how each cell reads (:mod:`worthit.report.views`),
-and the page lists the views in their order. The HTML has no external CSS, scripts or images, so the file
-can be mailed or archived as it is.
+The page opens with the decision: one row per optimisation (the verdicts view's headline columns,
+:mod:`worthit.report.headline`), the controls and helpers under it, a small figure per optimisation, then the
+recommended deployments as commands to copy. Every view follows, folded, with a one-line summary; a view's
+columns say how each cell reads (:mod:`worthit.report.views`). The HTML has no external CSS, scripts or images,
+so the file can be mailed or archived as it is.
 """
 
 from __future__ import annotations
 
 import html as html_lib
 import re
+import shlex
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,10 +22,10 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from worthit import atomic
+from worthit import atomic, fmt, schemas
 from worthit.report.context import Context
-from worthit.report.decide import WORDING
-from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown
+from worthit.report.decide import REGIME_NAMES, WORDING
+from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown, measure_text
 
 TEMPLATES = Path(__file__).with_name("templates")
 # badge colours by the first words of an outcome: positive, negative, open, out of scope, broken, absent, a control
@@ -112,25 +116,186 @@ def provenance(ctx: Context) -> dict[str, Any]:
     return out
 
 
-def html_page(ctx: Context, views: Sequence[View], figures: Mapping[str, Mapping[str, Any]]) -> str:
+# The decision table's columns (the seed study's shape: optimisation -> effect -> accuracy cost -> effort ->
+# recommendation); the long reason, what would settle it and the interval basis fold out of the last one.
+DECISION_HEADERS = ("optimisation", "verdict", "effect as measured [95% interval]", "accuracy cost", "effort", "why")
+FIGURE_KEYS = (  # the figures a deployment promises (worthit.report.deployments.FIGURES), by label
+    ("ttft_ms_p50", "TTFT P50", "ms"),
+    ("ttft_ms_p99", "TTFT P99", "ms"),
+    ("tpot_ms_p50", "TPOT P50", "ms"),
+    ("tpot_ms_p99", "TPOT P99", "ms"),
+    ("output_tok_per_s", "output tok/s", "tok/s"),
+    ("goodput_tok_per_s", "goodput tok/s", "tok/s"),
+)
+
+
+def _text(x: Any) -> str:
+    return "" if fmt.is_missing(x) else str(x)
+
+
+def decision_rows(ctx: Context, verdicts: View | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the optimisations' rows of the decision table, the controls' and helpers' lines) from the verdicts
+    view (its role, effect, accuracy_summary and why columns: worthit.report.headline)."""
+    rows: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    for r in verdicts.rows if verdicts else []:
+        role = _text(r.get("role")) or ("control" if r.get("outcome") == "control" else "optimisation")
+        item = {
+            "variant": r["variant"],
+            "label": ctx.label(str(r["variant"])),
+            "optimisation": _text(r.get("optimisation")),
+            "outcome": _text(r.get("outcome")),
+            "badge": badge(_text(r.get("outcome"))),
+            "condition": _text(r.get("condition")),
+            "effect": _text(r.get("effect")) or _text(r.get("benefit")),
+            "accuracy": _text(r.get("accuracy_summary")) or _text(r.get("accuracy_cost")),
+            "accuracy_badge": badge(_text(r.get("accuracy_outcome"))),
+            "effort": _text(r.get("effort")),
+            "why": _text(r.get("why")) or _text(r.get("reason"))[:200],
+            "reason": _text(r.get("reason")),
+            "settle": _text(r.get("settle")),
+            "basis": _text(r.get("interval_basis")),
+            "baseline": _text(r.get("baseline")),
+            "role": role,
+        }
+        (rows if role == "optimisation" else checks).append(item)
+    return rows, checks
+
+
+def summary_line(v: View) -> str:
+    """A folded section's one line: its rows (and variants), and how its outcomes fall."""
+    if not v.rows:
+        return v.empty
+    variants = {r.get("variant") for r in v.rows if r.get("variant")}
+    parts = [f"{len(v.rows)} row{'s' if len(v.rows) != 1 else ''}"]
+    if len(variants) > 1:
+        parts[0] += f" over {len(variants)} variants"
+    for col in v.columns:
+        if col.kind == OUTCOME:
+            counts = Counter(str(r.get(col.key)) for r in v.rows if not fmt.is_missing(r.get(col.key)))
+            if counts:
+                parts.append(", ".join(f"{n} {o}" for o, n in counts.most_common(4)))
+            break
+    return "; ".join(parts)
+
+
+def _command_lines(command: str) -> str:
+    """``vllm serve MODEL --a 1 --b 2`` as one flag a line, with shell continuations (still one command)."""
+    try:
+        args = shlex.split(command)
+    except ValueError:
+        return command
+    head: list[str] = []
+    lines: list[list[str]] = []
+    for a in args:
+        if a.startswith("--") and (lines or head):
+            lines.append([a])
+        elif lines:
+            lines[-1].append(a)
+        else:
+            head.append(a)
+    out = [shlex.join(head)] + ["  " + shlex.join(x) for x in lines]
+    return " \\\n".join(out)
+
+
+def deployment_blocks(views: Sequence[View]) -> list[dict[str, Any]]:
+    """Each recommended deployment as a command to copy, with the figures it promises and, where its
+    validation ran, what it measured."""
+    dep = next((v for v in views if v.table is schemas.REPORT_DEPLOYMENTS), None)
+    val = next((v for v in views if v.table is schemas.REPORT_VALIDATION), None)
+    measured: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in val.rows if val else []:
+        measured[(str(r.get("scenario")), str(r.get("quantity")))] = r
+    out: list[dict[str, Any]] = []
+    for r in dep.rows if dep else []:
+        scenario = str(r.get("scenario"))
+        name = REGIME_NAMES.get(scenario, scenario)
+        if r.get("status") != schemas.STATUS_OK or fmt.is_missing(r.get("command")):
+            out.append({"title": name, "reason": _text(r.get("reason")) or _text(r.get("status"))})
+            continue
+        figs = []
+        for key, label, _unit in FIGURE_KEYS:
+            if fmt.is_missing(r.get(key)):
+                continue
+            m = measured.get((scenario, label))
+            figs.append(
+                {
+                    "label": label,
+                    "promised": measure_text(r, key),
+                    "measured": measure_text(m, "measured") if m is not None else "not validated",
+                    "outcome": _text(m.get("outcome")) if m is not None else "",
+                    "badge": badge(_text(m.get("outcome"))) if m is not None else "absent",
+                }
+            )
+        slo = [
+            f"P99 TTFT \u2264 {r['slo_ttft_ms']:g} ms" if not fmt.is_missing(r.get("slo_ttft_ms")) else "",
+            f"P99 TPOT \u2264 {r['slo_tpot_ms']:g} ms" if not fmt.is_missing(r.get("slo_tpot_ms")) else "",
+        ]
+        out.append(
+            {
+                "title": f"{name}: {r.get('variant')} at concurrency {r.get('concurrency')}",
+                "command": _command_lines(str(r["command"])),
+                "figures": figs,
+                "slo": ", ".join(x for x in slo if x),
+                "chosen_by": _text(r.get("chosen_by")),
+                "validated": any(f["outcome"] for f in figs),
+            }
+        )
+    return out
+
+
+def _view_dict(v: View, ctx: Context) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": v.table.name,
+        "title": v.title,
+        "caption": v.caption,
+        "empty": v.empty,
+        "summary": summary_line(v),
+        "headers": [c.header for c in v.columns],
+        "rows": [[Markup(_cell_html(r, c, ctx)) for c in v.columns] for r in v.rows],
+        "notes": [Markup(_md_inline(n)) for n in v.notes],
+        "groups": [],
+    }
+    if v.table is schemas.REPORT_COMPARISON:  # one fold per optimisation
+        by: dict[str, list[dict[str, Any]]] = {}
+        for r in v.rows:
+            by.setdefault(str(r.get("variant")), []).append(r)
+        for variant, rows in by.items():
+            sub = View(v.table, str(rows[0].get("optimisation") or variant), "", v.columns, list(rows))
+            out["groups"].append(
+                {
+                    "title": f"{ctx.label(variant)}: {rows[0].get('optimisation') or variant}",
+                    "summary": summary_line(sub).replace(" over 1 variants", ""),
+                    "rows": [[Markup(_cell_html(r, c, ctx)) for c in v.columns] for r in rows],
+                }
+            )
+    return out
+
+
+def html_page(
+    ctx: Context,
+    views: Sequence[View],
+    figures: Mapping[str, Mapping[str, Any]],
+    decision_figures: Mapping[str, str] | None = None,
+) -> str:
+    """The page: the decision first (one row per optimisation, how the evidence was checked, a small figure
+    each), the deployments as commands, then every view folded with a one-line summary.
+
+    ``decision_figures``: each optimisation's small figure as inline SVG (worthit.report.headline.figures)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(("html", "j2")),
         keep_trailing_newline=True,
     )
-    shown = []
-    for v in sorted(views, key=lambda v: v.order):
-        shown.append(
-            {
-                "id": v.table.name,
-                "title": v.title,
-                "caption": v.caption,
-                "empty": v.empty,
-                "headers": [c.header for c in v.columns],
-                "rows": [[Markup(_cell_html(r, c, ctx)) for c in v.columns] for r in v.rows],
-                "notes": [Markup(_md_inline(n)) for n in v.notes],
-            }
-        )
+    ordered = sorted(views, key=lambda v: v.order)
+    verdicts = next((v for v in ordered if v.table is schemas.REPORT_VERDICTS), None)
+    rows, checks = decision_rows(ctx, verdicts)
+    figs = decision_figures or {}
+    small = [
+        {"variant": r["variant"], "title": r["optimisation"], "effect": r["effect"], "svg": Markup(figs[r["variant"]])}
+        for r in rows
+        if r["variant"] in figs
+    ]
     logs = [
         {
             "variant": f.variant or "",
@@ -143,20 +308,46 @@ def html_page(ctx: Context, views: Sequence[View], figures: Mapping[str, Mapping
         if not f.ok
     ]
     random = [ctx.label(v) for v in ctx.variants if ctx.random_weights(v)]
+    prov = provenance(ctx)
+    description = " ".join(str(ctx.study.cfg.get("description") or "").split())
+    head, _, rest = description.partition(". ")
     return env.get_template("report.html.j2").render(
         study=ctx.study.name,
-        description=str(ctx.study.cfg.get("description") or "").strip(),
+        description_head=head + ("." if rest else ""),
+        description_rest=rest,
         baseline=ctx.baseline,
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         wording=WORDING,
         random=random,
-        views=shown,
+        decision_headers=DECISION_HEADERS,
+        decision=rows,
+        checks=checks,
+        rules=Markup(_md_inline(verdicts.caption)) if verdicts else "",
+        small_figures=small,
+        deployments=deployment_blocks(ordered),
+        views=[_view_dict(v, ctx) for v in ordered],
         logs=logs,
         figures=[{"name": n, "svg": Markup(_svg(Path(f["svg"]))), "caption": f["caption"]} for n, f in figures.items()],
-        provenance=yaml.safe_dump(provenance(ctx), sort_keys=False, default_flow_style=False),
+        provenance=yaml.safe_dump(prov, sort_keys=False, default_flow_style=False),
+        provenance_line=", ".join(
+            f"{k.replace('_', ' ')} {prov[k]}" for k in ("worthit_version", "vllm_version") if prov.get(k)
+        )
+        + (f"; {_hardware_line(prov.get('hardware'))}" if prov.get("hardware") else ""),
         config=yaml.safe_dump(dict(ctx.study.cfg), sort_keys=False),
     )
 
 
-def write_html(ctx: Context, views: Sequence[View], figures: Mapping[str, Mapping[str, Any]], out: str | Path) -> Path:
-    return atomic.write_text(out, html_page(ctx, views, figures))
+def _hardware_line(hw: Any) -> str:
+    if not isinstance(hw, Mapping):
+        return str(hw)
+    return ", ".join(str(hw[k]) for k in ("gpu", "cpu", "host") if hw.get(k)) or "hardware recorded"
+
+
+def write_html(
+    ctx: Context,
+    views: Sequence[View],
+    figures: Mapping[str, Mapping[str, Any]],
+    out: str | Path,
+    decision_figures: Mapping[str, str] | None = None,
+) -> Path:
+    return atomic.write_text(out, html_page(ctx, views, figures, decision_figures))

@@ -10,6 +10,7 @@ from typing import Any
 from worthit import schemas
 from worthit.report.context import Context, Pair
 from worthit.report.decide import WORDING, Comparison, Evidence, Verdict, judge
+from worthit.report.headline import headline
 from worthit.report.views import LONG, MEASURE, OUTCOME, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NOT_RUN_STATUS = "not run"
@@ -19,10 +20,18 @@ NOT_MADE_YET = (
 )
 
 
-def verdict_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[str, Pair]) -> list[dict[str, Any]]:
+def verdict_rows(
+    ctx: Context,
+    verdicts: Mapping[str, Verdict],
+    pairs: Mapping[str, Pair],
+    evidence: Mapping[str, Evidence] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per variant other than the baseline; with ``evidence``, each row's headline too (its role, the
+    deciding effect in words, the accuracy cost and one line of why: :mod:`worthit.report.headline`)."""
     rows = []
     for v, x in verdicts.items():
         lat, thr = x.regimes.get("latency"), x.regimes.get("throughput")
+        h = headline(ctx, pairs[v], x, evidence[v]) if evidence is not None and v in evidence else None
         rows.append(
             {
                 "variant": v,
@@ -45,12 +54,21 @@ def verdict_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[s
                 "settle": x.settle or None,
                 "interval_basis": x.basis or None,
                 "status": x.status,
+                "role": h.role if h else None,
+                "effect": h.effect if h else None,
+                "accuracy_summary": h.accuracy if h else None,
+                "why": h.why if h else None,
             }
         )
     return rows
 
 
-def verdicts_view(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[str, Pair]) -> View:
+def verdicts_view(
+    ctx: Context,
+    verdicts: Mapping[str, Verdict],
+    pairs: Mapping[str, Pair],
+    evidence: Mapping[str, Evidence] | None = None,
+) -> View:
     r = ctx.rules
     cols = [
         Column("optimisation", "optimisation", TEXT),
@@ -87,7 +105,7 @@ def verdicts_view(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[
         "Verdicts",
         caption,
         cols,
-        verdict_rows(ctx, verdicts, pairs),
+        verdict_rows(ctx, verdicts, pairs, evidence),
         order=0,
         empty="No optimisation: the study has one variant.",
         notes=legend,
