@@ -1,5 +1,10 @@
 # worthit: is this vLLM optimisation worth it on my hardware?
 # Config + includes + rule all; the logic lives in src/worthit, the stages in workflow/rules.
+import time
+
+STARTED = time.time()  # a run that rendered the report prints its decision at the end (onsuccess)
+
+
 configfile: f"{workflow.basedir}/config/config.yaml"
 
 
@@ -27,3 +32,10 @@ rule all:
     default_target: True
     input:
         get_final_outputs(),
+
+
+# the decision table, the deployments and the page, when this run wrote the report (worthit.report.terminal)
+onsuccess:
+    from worthit.report.terminal import after_run
+
+    after_run(RESULTS, STARTED)

@@ -40,7 +40,10 @@ def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path, mode
         shutil.copy(model_dir.parent / "manifest.json", tmp_path / "resources" / "models" / name / "manifest.json")
     cfg["validate_deployments"] = False  # serving the recommended commands is deploy.smk's (tested there)
     # the target goes first: --allowed-rules takes every name after it
-    run_snakemake(tmp_path, cfg, TARGET, *ONLY_REPORT)
+    first = run_snakemake(tmp_path, cfg, TARGET, *ONLY_REPORT)
+    # the run ends with the decision (Snakefile onsuccess: worthit.report.terminal)
+    assert "What to turn on" in first.stdout and "no_prefix_cache" in first.stdout and "vllm serve" in first.stdout
+    assert f"report: {TARGET}" in first.stdout
     report = results / "report"
     assert {p.name for p in report.glob("*.parquet")} == {
         f"{t.name.removeprefix('report_')}.parquet" for t in REPORT_TABLES
@@ -62,6 +65,7 @@ def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path, mode
 
     dry = run_snakemake(tmp_path, cfg, TARGET, "-n", *ONLY_REPORT)
     assert "Nothing to be done" in dry.stdout + dry.stderr
+    assert "What to turn on" not in dry.stdout  # nothing rendered: nothing printed
 
     run_snakemake(tmp_path, cfg, TARGET, "--report", str(tmp_path / "report.zip"), *ONLY_REPORT)
     assert (tmp_path / "report.zip").stat().st_size > 10_000

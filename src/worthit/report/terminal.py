@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,9 @@ def print_summary(
     gaps: str = "",
 ) -> None:
     """Print the decision table, the checks, the deployments and the report's path."""
-    con = console or Console(width=shutil.get_terminal_size((160, 40)).columns, highlight=False)
+    # a terminal's own width; a log or a pipe (the end of a workflow run, captured) gets a wide table
+    width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else 160
+    con = console or Console(width=width, highlight=False)
     con.print(decision_table(verdicts))
     for r in verdicts:
         role = _t(r.get("role")) or ("control" if r.get("outcome") == "control" else "")
