@@ -102,6 +102,7 @@ def t_95(df: float) -> float:
     return t_quantile(df, 0.95)
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(df: float, coverage: float = 0.95) -> float:
     """The two-sided ``coverage`` quantile of Student's t with ``df`` degrees of freedom."""
     if df <= 0:
@@ -109,6 +110,7 @@ def t_quantile(df: float, coverage: float = 0.95) -> float:
     return float(sps.t.ppf(0.5 + coverage / 2, df))
 
 
+@functools.lru_cache(maxsize=256)
 def z_quantile(coverage: float) -> float:
     """The two-sided ``coverage`` quantile of the standard normal."""
     return float(sps.norm.ppf(0.5 + coverage / 2))
@@ -209,7 +211,7 @@ class SpreadCell:
     def df(self) -> int:
         return len(self.values) - 1
 
-    @property
+    @functools.cached_property
     def var_log(self) -> float:
         return float(np.var(np.log(self.values), ddof=1))
 
@@ -259,10 +261,11 @@ def pool_spread(cells: Sequence[SpreadCell], alpha: float = HETEROGENEITY_ALPHA)
     if len(usable) < 2:
         return None
     outliers = []
-    for c in usable:
-        rest = [o for o in usable if o is not c]
-        var, df = _pooled(rest)
-        if heterogeneity_p(c, var, df) < alpha:
+    total_ss, total_df = sum(c.df * c.var_log for c in usable), sum(c.df for c in usable)
+    for c in usable:  # against the pool of all the others
+        rest_df = total_df - c.df
+        rest_var = (total_ss - c.df * c.var_log) / rest_df if rest_df else 0.0
+        if heterogeneity_p(c, max(rest_var, 0.0), rest_df) < alpha:
             outliers.append(c.name)
     kept = [c for c in usable if c.name not in outliers]
     if len(kept) < 2:
