@@ -355,6 +355,8 @@ class Hardware:
         if hw_cfg.get("compute_capability"):
             major, _, minor = str(hw_cfg["compute_capability"]).partition(".")
             out = replace(out, compute_capability=(int(major), int(minor or 0)))
+        if self.cpu and hw_cfg.get("cpu_avx512_or_amx") is not None:
+            out = replace(out, cpu_avx512_or_amx=bool(hw_cfg["cpu_avx512_or_amx"]))
         return out
 
     @property
@@ -478,7 +480,8 @@ def rule_fp8_kv(s: Subject, hw: Hardware) -> Check | None:
             hw,
             "AVX-512 or AMX",
             f"not applicable: this CPU has neither AVX-512 nor AMX; --kv-cache-dtype {dt} on vLLM's CPU "
-            'backend needs one of them ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX")',
+            'backend needs one of them ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX"); it runs on an x86 '
+            "CPU with AVX-512 or AMX, or a CUDA GPU of compute capability 8.9 or newer (Ada, Hopper)",
             "vLLM's CPU backend stores fp8 KV itself",
         )
     if hw.compute_capability is None:
@@ -523,7 +526,7 @@ def rule_cpu_int4(s: Subject, hw: Hardware) -> Check | None:
         "AVX-512",
         f"not applicable: this CPU has no AVX-512; {q.method} int4 weights on vLLM's CPU backend need its "
         "cpu_gemm_wna16 kernel, which only its AVX-512 build has (the AVX2 build fails the first request: "
-        "\"'_C' object has no attribute 'cpu_gemm_wna16'\")",
+        "\"'_C' object has no attribute 'cpu_gemm_wna16'\"); they run on an x86 CPU with AVX-512 or a CUDA GPU",
         f"vLLM's cpu_gemm_wna16 serves {q.method} int4 weights",
     )
 
@@ -1235,9 +1238,9 @@ def make_plan(
         mspec = cfg["models"][v["model"]]
         shape, checkpoint, folder, _ = configs.get(v["model"], (None, None, None, ""))
         s = Subject(vname, args, shape, checkpoint, int(v.get("gpus", 1)), tokenizer=folder)
-        if shape is not None and "quantize" in mspec and shape.quant is None:
+        if "quantize" in mspec and (shape is None or shape.quant is None):  # not made yet: judged by its recipe
             s.planned_quant = _planned_quant(mspec)
-            s.shape = replace(shape, quant=s.planned_quant)
+            s.shape = replace(shape, quant=s.planned_quant) if shape is not None else None
             s.checkpoint = None
         sc = eargs.speculative_config(args)
         d = configs.get(str(sc["model"])) if sc and sc.get("model") else None
@@ -1326,6 +1329,67 @@ def hardware_for(cfg: Mapping[str, Any], gpu: str | None = None, count: int | No
         hw = Hardware.from_devices(found)
         return replace(hw, count=count or hw.count)
     return Hardware.host_cpu()
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What the workflow leaves out before anything runs (workflow/rules/common.smk): the variants the plan
+    rules not applicable, each with the reason its server and every measurement of it record, and the
+    ``quantize:`` models no other variant would serve, which are never made (quantize.smk)."""
+
+    variants: dict[str, str] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+
+    def reason(self, cfg: Mapping[str, Any], variant: str) -> str | None:
+        """Why ``variant`` is not served (None: it is): the plan's reason, and that its model was not made."""
+        if variant not in self.variants:
+            return None
+        model = str(cfg["variants"][variant]["model"])
+        return self.variants[variant] + (f"; {self.models[model]}" if model in self.models else "")
+
+    def manifest(self, cfg: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """The manifest standing in for a model not made: its would-be source and folder, status
+        ``not_applicable`` and why (the serve stage refuses any status but ok; the report reads it)."""
+        q = cfg["models"][model]["quantize"]
+        return asdict(
+            models.Manifest(
+                name=model,
+                source=f"quantize:{q['base']}:{q.get('method', 'awq')}:{q.get('scheme', 'W4A16_ASYM')}",
+                revision=None,
+                model_dir=f"resources/models/{model}/model",
+                extra={"status": "not_applicable", "reason": self.models[model], "quantization": dict(q)},
+            )
+        )
+
+
+def refused_before_serving(cfg: Mapping[str, Any], hw: Hardware, vllm_version: str, root: Path = Path(".")) -> Refused:
+    """What the plan of ``cfg`` on ``hw`` rules out before anything is fetched or served.
+
+    Only a plan for a CPU whose servers run vLLM's CPU build (``vllm_version`` ends in ``+cpu``, as the
+    serve environment's does) rules anything out here: this host's CPU is then where every server of the
+    study runs. A GPU plan (the config's ``hardware.gpu``, or the submitting host's nvidia-smi) is left to the
+    supervisor's gate on the devices each server is given, and a CPU plan beside a GPU build of vLLM is a
+    cluster's login node planning for itself. A ``quantize:`` model is not made when every variant serving it
+    is ruled out and no other variant's speculative-config names it. Planned without the hub: this runs at
+    every parse of the workflow."""
+    if not hw.cpu or not vllm_version.endswith("+cpu"):
+        return Refused()
+    rows = make_plan(cfg, hw, root, hub=False).rows
+    out = Refused({str(r["variant"]): str(r["reason"]) for r in rows if r["status"] == "not_applicable"})
+    drafts = " ".join(
+        str(sc.get("model") or "")
+        for name, v in cfg["variants"].items()
+        if name not in out.variants
+        and (sc := eargs.speculative_config({**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}))
+    )
+    for name, spec in cfg["models"].items():
+        users = [v for v, vs in cfg["variants"].items() if vs["model"] == name]
+        if "quantize" in spec and users and all(v in out.variants for v in users) and name not in drafts:
+            out.models[name] = (
+                f"model '{name}' was not quantised: the plan rules every variant serving it "
+                f"({', '.join(users)}) not applicable on this hardware"
+            )
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from worthit import cli, gating, schemas
 from worthit import plan as P
 from worthit.config import load
+from worthit.quantize import manifest_status as quantize_status
 
 MODELS = ROOT / "tests" / "fixtures" / "models"
 QWEN7B = MODELS / "qwen2.5-7b-instruct" / "config.json"
@@ -543,3 +544,77 @@ def test_int4_weights_on_a_cpu_without_avx512_are_not_applicable_with_vllms_reas
     assert "cpu_int4_kernels" not in rules(subject({}, awq), RTX3090)  # a GPU: the Marlin rule judges
     eight_bit = subject({}, qwen(), planned_quant=P.Quant("compressed-tensors", 8, None))
     assert "cpu_int4_kernels" not in rules(eight_bit, P.Hardware.host_cpu(False))
+
+
+def cpu_study(extra_models: dict | None = None, **extra_variants: dict) -> dict:
+    """A CPU study before anything is fetched: a base model (shapes unknown), its AWQ int4 quantisation,
+    the baseline, an FP8 KV variant and the int4 variant (with any ``extra_models`` and ``extra_variants``)."""
+    from worthit.config import validate
+
+    return validate(
+        {
+            "study": "cpu",
+            "models": {
+                "smol": {"source": "hf:org/smol"},
+                "smol-awq": {"quantize": {"base": "smol", "method": "awq", "scheme": "W4A16_ASYM", "group_size": 64}},
+                **(extra_models or {}),
+            },
+            "variants": {
+                "baseline": {"model": "smol"},
+                "fp8_kv": {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}},
+                "awq_int4": {"model": "smol-awq"},
+                **extra_variants,
+            },
+        }
+    )
+
+
+def test_a_quantisation_only_variants_the_plan_refuses_would_serve_is_not_made(tmp_path: Path) -> None:
+    cfg = cpu_study()
+    avx2 = P.refused_before_serving(cfg, P.Hardware.host_cpu(False), "0.32.0+cpu", tmp_path)
+    assert set(avx2.variants) == {"fp8_kv", "awq_int4"} and set(avx2.models) == {"smol-awq"}
+    # the int4 variant's row: the plan's reason, the hardware that would serve it, and that nothing was made
+    why = avx2.reason(cfg, "awq_int4")
+    assert why is not None and why.startswith("not applicable: this CPU has no AVX-512")
+    assert "x86 CPU with AVX-512 or a CUDA GPU" in why and "model 'smol-awq' was not quantised" in why
+    assert avx2.reason(cfg, "fp8_kv") == avx2.variants["fp8_kv"] and "compute capability 8.9" in avx2.variants["fp8_kv"]
+    assert avx2.reason(cfg, "baseline") is None
+    # its stand-in manifest: what the serve stage refuses and the report reads, the recipe it would have made
+    m = avx2.manifest(cfg, "smol-awq")
+    assert quantize_status(m) == ("not_applicable", avx2.models["smol-awq"])
+    assert m["source"] == "quantize:smol:awq:W4A16_ASYM" and m["model_dir"] == "resources/models/smol-awq/model"
+    # a CPU with AVX-512 serves both; a GPU plan, or a CPU plan beside a GPU build of vLLM (a cluster's
+    # login node), rules nothing out before serving: the supervisor's gate judges the devices each server gets
+    assert P.refused_before_serving(cfg, P.Hardware.host_cpu(True), "0.32.0+cpu", tmp_path) == P.Refused()
+    assert P.refused_before_serving(cfg, P.Hardware.host_cpu(False), "0.32.0", tmp_path) == P.Refused()
+    assert P.refused_before_serving(cfg, RTX3090, "0.32.0", tmp_path) == P.Refused()
+    # unknown CPU flags never refuse
+    assert P.refused_before_serving(cfg, P.Hardware("CPU", 0, cpu=True), "0.32.0+cpu", tmp_path) == P.Refused()
+
+
+def test_a_quantisation_another_variant_serves_or_drafts_with_is_made() -> None:
+    w8 = cpu_study(
+        {"smol-w8": {"quantize": {"base": "smol", "scheme": "W8A8", "group_size": None}}},
+        w8={"model": "smol-w8"},
+        awq_too={"model": "smol-awq"},
+    )
+    refused = P.refused_before_serving(w8, P.Hardware.host_cpu(False), "0.32.0+cpu")
+    assert "w8" not in refused.variants and "smol-w8" not in refused.models  # 8-bit weights: no int4 kernel needed
+    assert set(refused.models) == {"smol-awq"}  # both of its variants are refused
+    spec = {"method": "draft_model", "model": "resources/models/smol-awq/model", "num_speculative_tokens": 2}
+    drafted = cpu_study(spec_awq={"model": "smol", "engine_args": {"speculative-config": spec}})
+    kept = P.refused_before_serving(drafted, P.Hardware.host_cpu(False), "0.32.0+cpu")
+    assert "awq_int4" in kept.variants and "spec_awq" not in kept.variants and kept.models == {}
+
+
+def test_the_plan_judges_a_quantisation_by_its_recipe_before_any_shape_is_known(tmp_path: Path) -> None:
+    rows = {r["variant"]: r for r in P.make_plan(cpu_study(), P.Hardware.host_cpu(False), tmp_path, hub=False).rows}
+    assert rows["awq_int4"]["status"] == "not_applicable" and rows["awq_int4"]["failed_rule"] == "cpu_int4_kernels"
+    assert rows["baseline"]["status"] == "ok" and rows["awq_int4"]["model_config"] == "unknown"
+
+
+def test_the_study_config_can_say_what_its_cpu_has() -> None:
+    assert P.Hardware.host_cpu(True).override({"cpu_avx512_or_amx": False}).cpu_avx512_or_amx is False
+    assert P.Hardware.host_cpu(False).override({"cpu_avx512_or_amx": True}).cpu_avx512_or_amx is True
+    assert P.Hardware.host_cpu(False).override({"cpu_avx512_or_amx": None}).cpu_avx512_or_amx is False
+    assert RTX3090.override({"cpu_avx512_or_amx": False}).cpu_avx512_or_amx is None  # a GPU: not its CPU's flags

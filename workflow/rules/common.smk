@@ -9,10 +9,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from worthit import compile_cache, measurements  # noqa: E402
+from worthit import compile_cache, measurements, plan  # noqa: E402
 from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
 from worthit.deploy import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.deploy import validation_files  # noqa: E402
+from worthit.errors import InputError  # noqa: E402
 from worthit.loadgen.levels import CONC, Level  # noqa: E402
 from worthit.paths import manifest_path  # noqa: E402
 from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
@@ -37,10 +38,20 @@ try:  # a variant asking for more GPUs than --resources gpu=N grants is refused 
     check_gpu_budget(STUDY, int(_gpu) if isinstance(_gpu, (int, float, str)) else None, _config_source)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
+# What the plan rules not applicable on this CPU before anything runs (worthit.plan.refused_before_serving):
+# those variants' servers refuse at once (their serve spec says why) and every measurement records the reason;
+# a quantize: model only they would serve is never made: a manifest saying so stands in for it.
+try:
+    REFUSED = plan.refused_before_serving(
+        config, plan.hardware_for(config), compile_cache.vllm_version(STUDY.python("serve")), Path.cwd()
+    )
+except InputError:  # a plan that cannot be made rules nothing out; plan_study records why
+    REFUSED = plan.Refused()
 # Models are fetched (fetch_model, wildcard {model}) or quantised from another model (quantize_model,
 # wildcard {qmodel}): disjoint name sets, so exactly one rule makes each resources/models/<name>/manifest.json.
+# A model not made (record_model_not_made, wildcard {unmade}) has its stand-in manifest under results/.
 FETCHED_MODELS = [m for m, spec in config["models"].items() if "quantize" not in spec]
-QUANTIZED_MODELS = [m for m, spec in config["models"].items() if "quantize" in spec]
+QUANTIZED_MODELS = [m for m, spec in config["models"].items() if "quantize" in spec and m not in REFUSED.models]
 try:
     check_quantize_plans(config, _config_source)
 except QuantizeError as e:
@@ -73,6 +84,7 @@ wildcard_constraints:
     scenario="latency|throughput",
     model="|".join(FETCHED_MODELS) or "(?!)",
     qmodel="|".join(QUANTIZED_MODELS) or "(?!)",
+    unmade="|".join(REFUSED.models) or "(?!)",
     c=r"\d+",
     # load runs after the first (loadtest.repeats): '' is run 1, '.rep~2' run 2, ...
     rep="(?:" + "|".join([""] + [rf"\.rep~{r}" for r in range(2, STUDY.repeats + 1)]) + ")",
@@ -105,16 +117,24 @@ def _service_placeholders():
 _service_placeholders()
 
 
+def model_manifest(model):
+    """The model's manifest: resources/models/<model>/manifest.json, or the stand-in of a model not made."""
+    return f"{RESULTS}/models_not_made/{model}/manifest.json" if model in REFUSED.models else manifest_path(model)
+
+
 def get_manifest(wildcards):
-    return manifest_path(STUDY.variant(wildcards.variant).model)
+    return model_manifest(STUDY.variant(wildcards.variant).model)
 
 
 def get_serve_spec(wildcards):
     v = STUDY.variant(wildcards.variant)
+    refused = REFUSED.reason(config, v.name)
     return json.dumps(
         {
             "variant": v.name,
-            "manifest": manifest_path(v.model),
+            "manifest": model_manifest(v.model),
+            # the plan rules it not applicable here: the supervisor starts nothing and says why
+            **({"refuse": {"status": "not_applicable", "reason": refused}} if refused else {}),
             "python": STUDY.python("serve"),
             "args": v.engine_args,
             "extra": v.extra_args,
@@ -123,6 +143,8 @@ def get_serve_spec(wildcards):
                 v.env, STUDY.python("serve"), v.model, config["models"][v.model], v.engine_args, v.extra_args
             ),
             "gpus": v.gpus,
+            # where the server's API key comes from (never the key: worthit.secrets), when not VLLM_API_KEY
+            **({"api_key": STUDY.api_key_source} if STUDY.api_key_source else {}),
         },
         sort_keys=True,  # the same study with its config's keys in another order must not rerun the variant
     )

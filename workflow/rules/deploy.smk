@@ -45,7 +45,7 @@ rule validate_deployment:
         spec=f"{DEPLOY_DIR}/serve_spec.json",
         deployments=f"{REPORT_DIR}/deployments.parquet",
         # the deployed variant's tokenizer builds the prompts; which variant is known only at run time
-        manifests=sorted({manifest_path(STUDY.variant(v).model) for v in STUDY.variants}),
+        manifests=sorted({model_manifest(STUDY.variant(v).model) for v in STUDY.variants}),
         # ... and its workload's files (a jsonl or trace workload), the one its load levels sent
         workloads=sorted({f for v in STUDY.variants for f in STUDY.workload_files(v, Level(CONC, 1))}),
     output:

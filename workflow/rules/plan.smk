@@ -25,7 +25,7 @@ rule compare_plan:
         plan=f"{RESULTS}/plan.parquet",
         summary=f"{RESULTS}/summary.parquet",
         kv=expand(f"{VARIANT_DIR}/kv.parquet", variant=STUDY.variants_with("kv")),
-        manifests=sorted({manifest_path(STUDY.variant(v).model) for v in STUDY.variants}),
+        manifests=sorted({model_manifest(STUDY.variant(v).model) for v in STUDY.variants}),
     output:
         parquet=report(f"{RESULTS}/plan_vs_measured.parquet", category="Plan"),
         md=report(f"{RESULTS}/plan_vs_measured.md", category="Plan", caption="../report/plan_vs_measured.rst"),

@@ -21,3 +21,20 @@ rule quantize_model:
     shell:
         "{params.python} -m worthit.quantize run --name {wildcards.qmodel} --spec {params.spec:q} "
         "--base-manifest {input.base} --out resources/models/{wildcards.qmodel} > {log} 2>&1"
+
+
+# record_model_not_made: a quantize: model that only variants the plan rules not applicable here would serve
+# is never quantised (common.smk: REFUSED); this manifest stands in for it (status not_applicable and why),
+# so those variants' measurements record the refusal without it (their servers refuse at once).
+rule record_model_not_made:
+    output:
+        manifest=f"{RESULTS}/models_not_made/{{unmade}}/manifest.json",
+    log:
+        f"{RESULTS}/logs/models_not_made/{{unmade}}.log",
+    benchmark:
+        f"{BENCHMARKS}/record_model_not_made/{{unmade}}.tsv"
+    localrule: True
+    params:
+        manifest=lambda wc: json.dumps(REFUSED.manifest(config, wc.unmade), sort_keys=True),
+    shell:
+        "printf '%s\\n' {params.manifest:q} > {output.manifest} 2> {log}"
