@@ -130,10 +130,8 @@ def deciding(v: Verdict, e: Evidence, rules: Rules) -> tuple[Comparison, str] | 
     if v.outcome == ADOPT:
         order = [BETTER]
         judged = [(c, f) for c, f in judged if c.regime in adopted] or judged
-    elif v.outcome == REJECT:
+    elif v.outcome == REJECT or f"leaning {REJECT}" in (v.condition or ""):
         order = [WORSE, EQUIVALENT, UNDETERMINED, BETTER]
-    elif "leaning reject" in (v.condition or ""):
-        order = [WORSE, UNDETERMINED, BETTER, EQUIVALENT]
     else:
         order = [BETTER, UNDETERMINED, WORSE, EQUIVALENT]
     for want in order:
