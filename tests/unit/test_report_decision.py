@@ -143,7 +143,9 @@ def test_the_page_opens_with_the_decision_then_figures_then_deployments_then_fol
     row = page[page.index('id="row-no_prefix_cache"') : page.index("</tr>", page.index('id="row-no_prefix_cache"'))]
     (v,) = r.rows(schemas.REPORT_VERDICTS)
     why = row[row.index('class="why"') :]
-    assert why.index("<summary>") < why.index(v["why"]) < why.index("</summary>") < why.index("In full:")
+    assert why.index("<summary>") < why.index(html.escape(v["why"])) < why.index("</summary>")
+    more = why[why.index('<div class="more">') :]  # one click away: the full reason, what would settle it
+    assert html.escape(v["reason"]) in more and why.index("</summary>") < why.index('<div class="more">')
     assert "What would settle it:" in why or not v["settle"]
     # every section after the deployments folds, each with a one-line summary in its heading
     detail = page[page.index('id="detail"') :]

@@ -256,7 +256,9 @@ def _view_dict(v: View, ctx: Context) -> dict[str, Any]:
         "notes": [Markup(_md_inline(n)) for n in v.notes],
         "groups": [],
     }
-    if v.table is schemas.REPORT_COMPARISON:  # one fold per optimisation
+    if v.table is schemas.REPORT_COMPARISON:  # one fold per optimisation, its name in the fold's heading
+        cols = [c for c in v.columns if c.key != "optimisation"]
+        out["group_headers"] = [c.header for c in cols]
         by: dict[str, list[dict[str, Any]]] = {}
         for r in v.rows:
             by.setdefault(str(r.get("variant")), []).append(r)
@@ -265,8 +267,8 @@ def _view_dict(v: View, ctx: Context) -> dict[str, Any]:
             out["groups"].append(
                 {
                     "title": f"{ctx.label(variant)}: {rows[0].get('optimisation') or variant}",
-                    "summary": summary_line(sub).replace(" over 1 variants", ""),
-                    "rows": [[Markup(_cell_html(r, c, ctx)) for c in v.columns] for r in rows],
+                    "summary": summary_line(sub),
+                    "rows": [[Markup(_cell_html(r, c, ctx)) for c in cols] for r in rows],
                 }
             )
     return out
