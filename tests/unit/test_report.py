@@ -159,7 +159,7 @@ def test_the_recorded_run_names_prefix_caching_as_turned_on_and_says_single_run(
     r = report(results, cfg)
     (v,) = rows(r, schemas.REPORT_VERDICTS)
     assert v["variant"] == "no_prefix_cache" and v["optimisation"] == "prefix caching (on vs off)"
-    assert v["outcome"] in OUTCOMES and v["reason"] and v["interval_basis"] == SINGLE_RUN
+    assert v["outcome"] in OUTCOMES and v["reason"] and v["interval_basis"] == f"{SINGLE_RUN}; one machine"
     if v["outcome"] in ("adopt", "reject"):
         assert v["reason"].startswith("single run")
     assert v["accuracy_outcome"] == "not needed (lossless)"

@@ -138,6 +138,15 @@ def _widen(
     return widened, [note], settle
 
 
+def _machines_basis(ctx: Context, pair: Pair, comps: list[Comparison]) -> str:
+    """Where the two sides' timings were measured, as a verdict's interval basis says it: "one machine", the
+    machines' widening, or nothing when the results cannot tell."""
+    widened = next((c for c in comps if c.spread > 1), None)
+    if widened is not None:
+        return f"two machines, widened by the machines' x{widened.spread:.2f} ({widened.spread_source})"
+    return "one machine" if ctx.same_machine(pair.without, pair.with_) else ""
+
+
 def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
     """(why, what would settle it) when no task's accuracy compares the two sides: a side whose accuracy
     failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
@@ -211,6 +220,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         accuracy_asked=v in ctx.study.variants_with("accuracy") or bool(res.of(schemas.ACCURACY.name)),
         control=pair.control,
         perf_settle=perf_settle,
+        machines=_machines_basis(ctx, pair, comps),
     )
 
 

@@ -339,6 +339,7 @@ class Evidence:
     notes: Sequence[str] = ()
     control: bool = False  # the base's configuration measured again (worthit.report.context.Pair.control)
     perf_settle: str = ""  # what would settle performance beyond more runs (one machine for both sides)
+    machines: str = ""  # where the two sides were measured: "one machine", or the machines' widening
 
 
 @dataclass(frozen=True)
@@ -781,7 +782,7 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         "accuracy_cost": cost,
         "worst_accuracy_delta_pt": worst,
         "benefit": "; ".join(dict.fromkeys(benefits)) or "none demonstrated",
-        "basis": basis,
+        "basis": f"{basis}; {e.machines}" if basis and e.machines else basis,
     }
     if not finals:
         if acc == UNACCEPTABLE:
