@@ -118,6 +118,7 @@ def provenance(ctx: Context) -> dict[str, Any]:
 
 # The decision table's columns (the seed study's shape: optimisation -> effect -> accuracy cost -> effort ->
 # recommendation); the long reason, what would settle it and the interval basis fold out of the last one.
+DESCRIPTION_SHOWN = 160  # characters of the study's description above the decision table (the rest folds)
 DECISION_HEADERS = ("optimisation", "verdict", "effect as measured [95% interval]", "accuracy cost", "effort", "why")
 FIGURE_KEYS = (  # the figures a deployment promises (worthit.report.deployments.FIGURES), by label
     ("ttft_ms_p50", "TTFT P50", "ms"),
@@ -312,10 +313,13 @@ def html_page(
     random = [ctx.label(v) for v in ctx.variants if ctx.random_weights(v)]
     prov = provenance(ctx)
     description = " ".join(str(ctx.study.cfg.get("description") or "").split())
-    head, _, rest = description.partition(". ")
+    head, rest = description, ""  # a long description folds after its first words: the table comes first
+    if len(description) > DESCRIPTION_SHOWN:
+        head = description[:DESCRIPTION_SHOWN].rsplit(" ", 1)[0]
+        rest = description[len(head) :].strip()
     return env.get_template("report.html.j2").render(
         study=ctx.study.name,
-        description_head=head + ("." if rest else ""),
+        description_head=head,
         description_rest=rest,
         baseline=ctx.baseline,
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
