@@ -14,7 +14,7 @@ One part of vLLM's cache does not depend on the variant: ``modelinfos``, its ins
 class (done in a subprocess that imports the model's module; ~8 s of every cold start on two CPU cores),
 keyed by a hash of the module's source. :func:`share_model_info` points that sub-folder of a variant's
 cache at vLLM's default location, so every variant and study on the machine shares it, as every vLLM
-without worthit does (measured: ``benchmarks/warm_start/run.py``, README "Warm starts").
+without worthit does (measured: ``benchmarks/warm_start/run.py``, docs/running.md "How it runs").
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ NON_TORCH_GIB = 1.25
 # examples/h200/results/logs/serve/bf16.log, "Graph capturing finished").
 CUDA_GRAPH_GIB_PER_LAYER = 0.89 / 28
 # Typical decode efficiency when nothing was measured: the seed study's 3090 reached ~0.8 of peak
-# bandwidth at concurrency 1, the H200 0.68 (docs: README "Results on real hardware").
+# bandwidth at concurrency 1, the H200 0.68 (docs/hardware-results.md).
 DEFAULT_BANDWIDTH_FRACTION = 0.75
 DEFAULT_TOLERANCES = {"kv_blocks": 0.10, "tpot": 0.25, "throughput": 0.30, "knee_factor": 2.0}
 SERVER_START_S = 180.0  # a cold vLLM start with CUDA graphs (examples/h200: about 3 minutes)
