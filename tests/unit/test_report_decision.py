@@ -196,3 +196,30 @@ def test_worthit_report_prints_the_decision_table_the_deployments_and_the_page(
     page = results / "report.html"
     assert not terminal.print_results(results, since=page.stat().st_mtime + 60)
     assert capsys.readouterr().out == ""
+
+
+def test_a_failed_or_inapplicable_optimisation_says_nothing_was_measured_and_why(cfg: dict[str, Any]) -> None:
+    from worthit.config import Study
+    from worthit.report.context import Context
+    from worthit.report.data import StudyResults
+    from worthit.report.decide import Evidence, decide
+
+    ctx = Context.of(Study(cfg), StudyResults(variants={}))
+    pair = ctx.pair("no_prefix_cache")
+    for status, effect in (("failed", "not measured (failed)"), ("not_applicable", "not measured (not applicable)")):
+        e = Evidence("no_prefix_cache", pair.optimisation, status, "the server ran out of memory at start")
+        h = headline.headline(ctx, pair, decide(e, ctx.rules), e)
+        assert (h.role, h.effect, h.accuracy) == (headline.OPTIMISATION, effect, "\u2014")
+        assert h.why == "the server ran out of memory at start" and h.comparison is None
+
+
+def test_tables_md_opens_with_the_decision_too(results: Path, cfg: dict[str, Any]) -> None:
+    from worthit.report.render import markdown_page
+
+    r = build.from_dir(cfg, results)
+    page = markdown_page(r.ctx, r.views)
+    (v,) = r.rows(schemas.REPORT_VERDICTS)
+    decision = page[page.index("## Decision") : page.index("## ", page.index("## Decision") + 3)]
+    assert "| " + " | ".join(DECISION_HEADERS) + " |" in decision
+    assert f"**{v['outcome']}**" in decision and v["effect"] in decision and v["why"] in decision
+    assert page.index("## Decision") < page.index("## Verdicts")

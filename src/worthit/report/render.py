@@ -48,8 +48,23 @@ def badge(text: str) -> str:
     return "absent"
 
 
+def markdown_decision(ctx: Context, verdicts: View | None) -> list[str]:
+    """The decision table as Markdown: one row per optimisation, the controls and helpers under it."""
+    rows, checks = decision_rows(ctx, verdicts)
+    if not rows and not checks:
+        return []
+    out = ["## Decision", "", "| " + " | ".join(DECISION_HEADERS) + " |", "|" + "---|" * len(DECISION_HEADERS)]
+    for r in rows:
+        verdict = f"**{r['outcome']}**" + (f" ({r['condition']})" if r["condition"] else "")
+        cells = [f"{r['optimisation']} (`{r['label']}`)", verdict, r["effect"], r["accuracy"], r["effort"], r["why"]]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    out += [""] + [f"- **{c['label']}** ({c['role']}): {c['why']}" for c in checks] + [""]
+    return out
+
+
 def markdown_page(ctx: Context, views: Sequence[View]) -> str:
     parts = [f"# {ctx.study.name}: study report", "", f"Baseline: `{ctx.baseline}`.", ""]
+    parts += markdown_decision(ctx, next((v for v in views if v.table is schemas.REPORT_VERDICTS), None))
     for v in sorted(views, key=lambda v: v.order):
         parts += [f"## {v.title}", "", v.caption, "", markdown(v, ctx.label), ""]
         parts += [f"- {n}" for n in v.notes] + ([""] if v.notes else [])
