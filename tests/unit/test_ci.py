@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -83,3 +85,55 @@ def test_ci_passes_when_every_step_passes(tmp_path: Path) -> None:
         "ran setup",
         "ran pytest",
     ]
+
+
+def _check_study():
+    """.ci/check_study.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_study", ROOT / ".ci" / "check_study.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _verdict(variant: str, outcome: str, reason: str = "", settle: str = "") -> dict[str, object]:
+    return {"variant": variant, "outcome": outcome, "reason": reason or None, "settle": settle or None, "status": "ok"}
+
+
+def test_check_study_fails_when_fewer_than_two_optimisations_are_decided_naming_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from worthit import schemas
+
+    check = _check_study()
+    repo = tmp_path / "repo"
+    (repo / "config").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "config.yaml", repo / "config" / "config.yaml")
+    variants = [v for v in yaml_variants() if v != "baseline"]
+    results = repo / "results" / "embedded-default"
+    verdicts = results / "report" / "verdicts.parquet"
+    rows = [_verdict(v, "inconclusive", f"{v}: the interval spans the margin", "more runs") for v in variants]
+    rows[0] = _verdict(variants[0], "adopt", "better: TTFT")
+    schemas.write(verdicts, schemas.REPORT_VERDICTS, rows)
+    problems = check.undecided(rows)
+    assert problems[0].startswith(f"1 optimisation(s) decided (adopt or reject), at least 2 expected: {variants[0]}")
+    for v in variants[1:]:  # each undecided one named, with its outcome, why and what would settle it
+        assert f"'{v}' not decided: inconclusive: {v}: the interval spans the margin; would settle it: more runs" in (
+            problems
+        )
+    assert check.main(repo) == 1  # the script reads the outcome column of the report's verdicts
+    err = capsys.readouterr().err
+    assert f"check_study: {verdicts}: 1 optimisation(s) decided" in err and f"'{variants[-1]}' not decided" in err
+    rows[1] = _verdict(variants[1], "reject", "worse: throughput")
+    assert check.undecided(rows) == []
+    # a control is no optimisation; not applicable or failed ones are not decided
+    na = [_verdict("a", "adopt"), _verdict("c", "control"), _verdict("n", "not applicable", "no AVX-512")]
+    assert check.undecided(na)[1:] == ["'n' not decided: not applicable: no AVX-512"]
+
+
+def yaml_variants() -> list[str]:
+    import yaml
+
+    return list(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["variants"])

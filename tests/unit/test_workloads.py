@@ -419,7 +419,7 @@ def test_the_default_study_keeps_its_levels_and_results_names() -> None:
     assert all(s.workload_name(v, x) is None for v in s.variants for x in s.load_levels[:-1])
     assert [x.path() for x in s.variant_levels("baseline")] == [*grid, "load/chat/conc~4"]
     assert [x.path() for x in s.variant_levels("no_prefix_cache")] == ["load/chat/conc~4"]
-    assert [x.path() for x in s.variant_levels("fp8_kv")] == grid
+    assert [x.path() for x in s.variant_levels("max_seqs_4")] == grid
 
 
 @pytest.mark.parametrize(
