@@ -223,3 +223,34 @@ def test_tables_md_opens_with_the_decision_too(results: Path, cfg: dict[str, Any
     assert "| " + " | ".join(DECISION_HEADERS) + " |" in decision
     assert f"**{v['outcome']}**" in decision and v["effect"] in decision and v["why"] in decision
     assert page.index("## Decision") < page.index("## Verdicts")
+
+
+def test_a_figure_at_one_setting_shows_the_two_sides_and_the_accuracy_against_its_bound() -> None:
+    from worthit.report import plots
+
+    one = plots.with_without(
+        "output tok/s",
+        "tok/s",
+        "",
+        [0.0],
+        [_m(100.0, 95.0, 105.0)],
+        [_m(150.0, 140.0, 160.0)],
+        ("a", "b"),
+        [("worthit_gsm", -1.0, (-2.5, 0.5), 3.0), ("worthit_arc", -4.0, None, 3.0)],
+    )
+    assert [t.get_text() for t in one.axes[0].get_xticklabels()] == ["without", "with"]
+    assert [t.get_text() for t in one.axes[1].get_yticklabels()] == ["gsm", "arc"]
+    assert any(abs(line.get_xdata()[0] + 3.0) < 1e-9 for line in one.axes[1].get_lines())  # the -3 pt bound
+    svg = plots.svg_text(one)
+    assert svg.startswith("<svg") and "accuracy change (pt)" in svg  # text as text: a small page
+    swept = plots.with_without(
+        "TTFT P50",
+        "ms",
+        "shared prefix",
+        [1500.0, 4000.0],
+        [_m(30, 28, 32)] * 2,
+        [_m(15, 14, 16)] * 2,
+        ("a", "b"),
+        accuracy_note="accuracy: not needed (lossless)",
+    )
+    assert swept.axes[0].get_xlabel() == "shared prefix (tokens)" and not swept.axes[1].axison
