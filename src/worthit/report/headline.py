@@ -168,13 +168,26 @@ def _short(text: str, limit: int = WHY_MAX) -> str:
 
 
 def _regime_phrase(v: Verdict, r: str, with_final: bool = True) -> str:
+    """How one regime came out, short: its ranges where its settings have an order ("adopt up to concurrency 1,
+    reject from 16"), the reason of a check that settled every setting at once, else the outcome alone."""
     rv = v.regimes[r]
     final = v.finals.get(r, rv.outcome)
-    ranged = rv.settings and all(o.setting.dimension for o in rv.settings) and rv.detail
-    what = rv.detail if ranged else (rv.outcome if rv.outcome != INCONCLUSIVE else UNDETERMINED)
+    ranged = bool(rv.settings) and all(o.setting.dimension for o in rv.settings) and bool(rv.detail)
+    settled = not rv.settings and ": " in rv.detail  # one check settled the regime (a drafter that never proposed)
+    word = rv.outcome if rv.outcome != INCONCLUSIVE else UNDETERMINED
+    what = rv.detail if ranged or settled else word
     if with_final and final != rv.outcome:
         what = f"{final} ({what} on speed; accuracy {v.accuracy_outcome})"
-    return f"{REGIME_NAMES[r]} {what}"
+    return what
+
+
+def _regimes(v: Verdict, with_final: bool = True) -> list[str]:
+    """Each measured regime's phrase, regimes that read the same said once ("latency-first and
+    throughput-first inconclusive: ...")."""
+    by: dict[str, list[str]] = {}
+    for r in v.finals:
+        by.setdefault(_regime_phrase(v, r, with_final), []).append(REGIME_NAMES[r])
+    return [f"{' and '.join(names)} {what}" for what, names in by.items()]
 
 
 def why_line(v: Verdict, e: Evidence) -> str:
@@ -183,10 +196,10 @@ def why_line(v: Verdict, e: Evidence) -> str:
     if v.outcome in (FAILED, NOT_APPLICABLE, NOT_RUN) and not v.finals:
         return _short(v.reason)
     if v.accuracy_outcome == UNACCEPTABLE:
-        perf = ", ".join(_regime_phrase(v, r, with_final=False) for r in v.finals)
+        perf = ", ".join(_regimes(v, with_final=False))
         parts = [f"accuracy unacceptable ({accuracy_text(v, e).split(':')[0]})", f"on speed: {perf}"]
     else:
-        parts = [_regime_phrase(v, r) for r in v.finals] + [f"accuracy {v.accuracy_outcome}"]
+        parts = [*_regimes(v), f"accuracy {v.accuracy_outcome}"]
     spread = max((c.spread for c in e.comparisons if c.judged), default=1.0)
     if spread > 1 and INCONCLUSIVE in v.finals.values():
         parts.append(f"the sides were measured on different machines (\u00d7{spread:.2f} apart)")
