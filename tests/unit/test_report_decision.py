@@ -254,3 +254,25 @@ def test_a_figure_at_one_setting_shows_the_two_sides_and_the_accuracy_against_it
         accuracy_note="accuracy: not needed (lossless)",
     )
     assert swept.axes[0].get_xlabel() == "shared prefix (tokens)" and not swept.axes[1].axison
+
+
+def test_the_terminal_prints_names_with_brackets_as_they_are_and_narrows_to_its_width() -> None:
+    from rich.console import Console
+
+    row = {
+        "variant": "draft",
+        "role": "optimisation",
+        "optimisation": "qwen-0.5b [the draft model of spec, served alone for gamma]",
+        "outcome": "reject",
+        "effect": "TPOT P50 +20 % at concurrency 1 [+5, +40 %]",
+        "accuracy_summary": "not measured",
+        "effort": "low",
+        "why": "latency-first reject at every concurrency measured",
+    }
+    wide, narrow = Console(width=200, record=True), Console(width=100, record=True)
+    terminal.print_summary([row], [], [], None, wide)
+    terminal.print_summary([row], [], [], None, narrow)
+    text = wide.export_text()
+    assert "[the draft" in text and "gamma]" in text and "\\[" not in text  # shown as named, not as markup
+    assert "[+5, +40 %]" in text and "latency-first reject" in text
+    assert "why" in text.split("\n")[2] and "latency-first reject" not in narrow.export_text()  # the page has it

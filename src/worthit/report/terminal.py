@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from worthit import fmt, schemas
@@ -32,7 +33,8 @@ PROMISED = (
 
 
 def _t(x: Any) -> str:
-    return "" if fmt.is_missing(x) else str(x)
+    """A cell as text, with rich's markup characters escaped (a name may hold "[...]")."""
+    return "" if fmt.is_missing(x) else escape(str(x))
 
 
 def _figure(row: Mapping[str, Any], key: str, unit: str) -> str:
@@ -42,16 +44,18 @@ def _figure(row: Mapping[str, Any], key: str, unit: str) -> str:
     return f"{value} {unit} {rest}".strip()
 
 
-def decision_table(verdicts: Sequence[Mapping[str, Any]]) -> Table:
+def decision_table(verdicts: Sequence[Mapping[str, Any]], width: int = 160) -> Table:
+    """One row per optimisation; below ``width`` 120 the one line of why is left to the page."""
+    why = width >= 120
     t = Table(title="What to turn on", title_justify="left", show_lines=True, expand=True)
     for col, ratio in (
         ("optimisation", 3),
         ("verdict", 2),
-        ("effect as measured [95% interval]", 3),
+        ("effect as measured \\[95% interval]", 3),
         ("accuracy cost", 2),
         ("effort", 2),
         ("why", 4),
-    ):
+    )[: 6 if why else 5]:
         t.add_column(col, overflow="fold", ratio=ratio)
     for r in verdicts:
         if (_t(r.get("role")) or "optimisation") != "optimisation" or r.get("outcome") == "control":
@@ -66,7 +70,7 @@ def decision_table(verdicts: Sequence[Mapping[str, Any]]) -> Table:
             _t(r.get("effect")) or _t(r.get("benefit")),
             _t(r.get("accuracy_summary")) or _t(r.get("accuracy_cost")),
             _t(r.get("effort")),
-            _t(r.get("why")) or _t(r.get("reason"))[:200],
+            *([_t(r.get("why")) or _t(r.get("reason"))[:200]] if why else []),
         )
     return t
 
@@ -83,7 +87,7 @@ def print_summary(
     # a terminal's own width; a log or a pipe (the end of a workflow run, captured) gets a wide table
     width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else 160
     con = console or Console(width=width, highlight=False)
-    con.print(decision_table(verdicts))
+    con.print(decision_table(verdicts, con.width))
     for r in verdicts:
         role = _t(r.get("role")) or ("control" if r.get("outcome") == "control" else "")
         if role and role != "optimisation":
@@ -100,7 +104,7 @@ def print_summary(
             con.print(f"{name}: none ({_t(d.get('reason')) or _t(d.get('status'))})")
             continue
         con.print(f"{name}: {_t(d.get('variant'))} at concurrency {_t(d.get('concurrency'))}")
-        con.print(f"  {_t(d.get('command'))}", soft_wrap=True, markup=False)
+        con.print(f"  {d.get('command')}", soft_wrap=True, markup=False)
         promised = []
         for key, label, unit in PROMISED:
             if fmt.is_missing(d.get(key)):
@@ -108,7 +112,7 @@ def print_summary(
             text = f"{label} {_figure(d, key, unit)}"
             m = measured.get((scenario, {"output": "output tok/s"}.get(label, label)))
             if m is not None and not fmt.is_missing(m.get("measured")):
-                text += f" (measured {_figure(m, 'measured', unit)}: {_t(m.get('outcome'))})"
+                text += f" (measured {_figure(m, 'measured', unit)}: {m.get('outcome')})"
             promised.append(text)
         con.print("  promises " + "; ".join(promised), markup=False)
     if gaps:
