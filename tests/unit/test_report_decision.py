@@ -276,3 +276,39 @@ def test_the_terminal_prints_names_with_brackets_as_they_are_and_narrows_to_its_
     assert "[the draft" in text and "gamma]" in text and "\\[" not in text  # shown as named, not as markup
     assert "[+5, +40 %]" in text and "latency-first reject" in text
     assert "why" in text.split("\n")[2] and "latency-first reject" not in narrow.export_text()  # the page has it
+
+
+def test_a_validated_deployment_shows_what_serving_it_measured_beside_the_promise() -> None:
+    from worthit.report.render import deployment_blocks
+    from worthit.report.views import View
+
+    cmd = ["vllm", "serve", "m", "--max-num-seqs", "16", "--kv-cache-dtype", "fp8"]
+    dep = {
+        "scenario": "latency",
+        "status": "ok",
+        "variant": "fp8",
+        "command": shlex.join(cmd),
+        "concurrency": 16,
+        "slo_ttft_ms": 500.0,
+        "slo_tpot_ms": 25.0,
+        "chosen_by": "max-num-seqs 16: the highest level meeting the SLO",
+        **{"tpot_ms_p99": 20.0, "tpot_ms_p99_n": 48, "tpot_ms_p99_ci95_low": 19.0, "tpot_ms_p99_ci95_high": 21.0},
+    }
+    val = {
+        "scenario": "latency",
+        "quantity": "TPOT P99",
+        "measured": 23.5,
+        "measured_n": 48,
+        "measured_ci95_low": 22.0,
+        "measured_ci95_high": 25.0,
+        "outcome": "miss",
+    }
+    views = [View(schemas.REPORT_DEPLOYMENTS, "d", "", [], [dep]), View(schemas.REPORT_VALIDATION, "v", "", [], [val])]
+    (block,) = deployment_blocks(views)
+    assert block["title"] == "latency-first: fp8 at concurrency 16" and block["validated"]
+    assert shlex.split(block["command"].replace("\\\n", " ")) == cmd
+    assert block["command"].count("\\\n") == 2  # one flag a line
+    (fig,) = block["figures"]
+    assert fig["promised"].startswith("20.0 [19.0, 21.0] n=48") and fig["measured"].startswith("23.5 [22.0, 25.0]")
+    assert (fig["outcome"], fig["badge"]) == ("miss", "bad")
+    assert block["slo"] == "P99 TTFT \u2264 500 ms, P99 TPOT \u2264 25 ms"
