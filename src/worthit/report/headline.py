@@ -41,6 +41,7 @@ from worthit.report.decide import (
     control_spread,
     judge,
 )
+from worthit.report.measure import SINGLE_RUN
 from worthit.stats import UNACCEPTABLE
 
 OPTIMISATION, ROLE_CONTROL, HELPER = "optimisation", "control", "helper"
@@ -87,12 +88,12 @@ def _finding_note(c: Comparison, finding: str) -> str:
     if finding == EQUIVALENT:
         return "no meaningful difference"
     if finding not in (UNDETERMINED,):
-        return "single run" if imp.single_run else ""
+        return SINGLE_RUN if imp.single_run else ""
     why = []
     if c.spread > 1:
         why.append(f"machines differ up to \u00d7{c.spread:.2f}")
     if imp.single_run:
-        why.append("single run")
+        why.append(SINGLE_RUN)
     if imp.interval() is None and not imp.is_exact:
         why.append("no interval")
     return UNDETERMINED + (f" ({', '.join(why)})" if why else "")
@@ -203,8 +204,8 @@ def why_line(v: Verdict, e: Evidence) -> str:
     spread = max((c.spread for c in e.comparisons if c.judged), default=1.0)
     if spread > 1 and INCONCLUSIVE in v.finals.values():
         parts.append(f"the sides were measured on different machines (\u00d7{spread:.2f} apart)")
-    if v.basis == "single run" and INCONCLUSIVE in v.finals.values():
-        parts.append("single run")
+    if v.basis == SINGLE_RUN and INCONCLUSIVE in v.finals.values():
+        parts.append(SINGLE_RUN)
     return _short("; ".join(parts))
 
 
