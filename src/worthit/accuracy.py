@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit import schemas, taskdata
+from worthit import schemas, secrets, taskdata
 
 log = logging.getLogger("worthit")
 
@@ -150,10 +150,15 @@ def lm_eval_command(
     return cmd
 
 
-def lm_eval_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """lm-eval's environment: offline (local tokenizer and task data), no tokenizer threads fighting."""
+def lm_eval_env(base: Mapping[str, str] | None = None, api_key: str | None = None) -> dict[str, str]:
+    """lm-eval's environment: offline (local tokenizer and task data), no tokenizer threads fighting, and the
+    server's key where lm-eval's local-completions and local-chat-completions read it: OPENAI_API_KEY, sent
+    as ``Authorization: Bearer`` (lm_eval/models/openai_completions.py, ``LocalCompletionsAPI.api_key``). Not a
+    model argument: lm-eval writes those into its results and log."""
     env = dict(os.environ if base is None else base)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
     env.setdefault("OPENAI_API_KEY", "EMPTY")
     return env
 
@@ -207,14 +212,15 @@ def check_prompt_logprobs(response: Mapping[str, Any], n_prompt: int) -> str | N
     return None
 
 
-def probe_prompt_logprobs(url: str, model: str, prompt_ids: Sequence[int], timeout_s: float = 60) -> str | None:
+def probe_prompt_logprobs(
+    url: str, model: str, prompt_ids: Sequence[int], timeout_s: float = 60, api_key: str | None = None
+) -> str | None:
     """Ask the server for what local-completions will ask: None if it answers with prompt logprobs."""
     body = json.dumps(
         {"model": model, "prompt": list(prompt_ids), "max_tokens": 1, "logprobs": 1, "echo": True, "temperature": 0.0}
     ).encode()
-    req = urllib.request.Request(
-        url.rstrip("/") + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **secrets.auth_headers(api_key)}
+    req = urllib.request.Request(url.rstrip("/") + "/v1/completions", data=body, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             payload = json.loads(resp.read())
@@ -446,6 +452,7 @@ def evaluate(
     raw_dir: str | Path,
     max_length: int,
     prompt_ids: Sequence[int] | None = None,
+    api_key: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Every configured task against the server at ``url``: result rows, per-document rows, metadata.
 
@@ -460,11 +467,11 @@ def evaluate(
     missing = None
     if any(t.needs_prompt_logprobs for t in specs):
         ids = list(prompt_ids) if prompt_ids is not None else _prompt_ids(tokenizer_dir)
-        detail = probe_prompt_logprobs(url, served_name, ids)
+        detail = probe_prompt_logprobs(url, served_name, ids, api_key=api_key)
         if detail:
             missing = missing_logprobs_reason(url, detail, [t.name for t in specs if t.needs_prompt_logprobs])
             log.error("%s", missing)
-    env = lm_eval_env()
+    env = lm_eval_env(api_key=api_key)
     Found = tuple[list[dict[str, Any]], list[dict[str, Any]]]
     found: list[Found] = []  # each task's (rows, per-document rows), in the config's order
     jobs: list[tuple[int, Callable[[], Found]]] = []
@@ -547,6 +554,7 @@ def accuracy(
             study.python("evaluate"),
             raw_dir,
             max_length,
+            api_key=study.api_key,
         )
         schemas.write(samples_out, schemas.ACCURACY_SAMPLES, samples, metadata=meta)
         failed = [r["task"] for r in rows if r["status"] != schemas.STATUS_OK]

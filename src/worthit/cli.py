@@ -2,7 +2,9 @@
 
 ``worthit loadtest`` runs one load level against any OpenAI-compatible server (closed loop at a
 concurrency, or open loop at a request rate) with the workflow's client and metrics, prints a summary
-table, and can write the per-request records as the workflow's ``load_requests`` Parquet table.
+table, and can write the per-request records as the workflow's ``load_requests`` Parquet table. It sends
+the key in OPENAI_API_KEY (as ``vllm bench serve`` does; ``--api-key-env NAME`` for another variable) and any
+``--header K:V`` a gateway wants; https:// certificates are verified unless ``--insecure``.
 ``worthit plan`` checks each variant's prerequisites and predicts its figures from the roofline, before
 anything runs (:mod:`worthit.plan`).
 """
@@ -17,19 +19,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from worthit import errors, prom
+from worthit import errors, prom, secrets
 from worthit.fmt import cell
-from worthit.loadgen.client import ClientConfig, RequestSpec, open_loop, run
+from worthit.loadgen.client import ClientConfig, Refused, RequestSpec, open_loop, run
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
 
 
-def _counters(url: str) -> dict[str, float] | None:
+def _counters(url: str, api_key: str | None = None) -> dict[str, float] | None:
     """The server's watched Prometheus counters, or None when it has no /metrics."""
     from worthit import kv, prom
     from worthit.server import http_get
 
     try:
-        status, body = http_get(url.rstrip("/") + "/metrics", timeout=10)
+        status, body = http_get(url.rstrip("/") + "/metrics", timeout=10, api_key=api_key)
     except OSError:
         return None
     return kv.counters(body, prom.WATCHED_COUNTERS) if status == 200 else None
@@ -93,16 +95,45 @@ def print_summary(s: LevelSummary, title: str, deltas: dict[str, float] | None =
         console.print(f"[red]{count} x {reason}[/red]")
 
 
+def _headers(items: Sequence[str] | None) -> dict[str, str]:
+    """``--header K:V`` options as a mapping (a bad one is an :class:`worthit.errors.InputError`)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        k, sep, v = item.partition(":")
+        if not sep or not k.strip():
+            raise errors.InputError(f"--header {item!r}: expected NAME:VALUE, e.g. 'X-Api-Key: <key>'")
+        out[k.strip()] = v.strip()
+    return out
+
+
 def loadtest(a: argparse.Namespace) -> int:
+    import os
+
+    api_key = os.environ.get(a.api_key_env) or None
+    secrets.register(api_key)
     cfg = ClientConfig(
         base_url=a.url,
         model=a.model,
         endpoint=a.endpoint,
         request_timeout_s=a.timeout_s,
         ignore_eos=not a.no_ignore_eos,
+        api_key=api_key,
+        headers=_headers(a.header),
+        verify_tls=not a.insecure,
     )
     specs, warm = _specs(a)
-    before = _counters(a.url)
+    try:
+        return _loadtest(a, cfg, specs, warm)
+    except Refused as e:
+        fix = f"set {a.api_key_env} to the server's key (or name another variable with --api-key-env)"
+        if a.header:
+            fix += ", or check the --header values"
+        print(f"worthit loadtest: {secrets.auth_failure(e.status, e.url, api_key, fix)}", file=sys.stderr)
+        return 1
+
+
+def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec], warm: list[RequestSpec]) -> int:
+    before = _counters(a.url, cfg.api_key)
     if a.request_rate:
         result = asyncio.run(
             open_loop(
@@ -118,7 +149,7 @@ def loadtest(a: argparse.Namespace) -> int:
         )
     else:
         result = run(cfg, specs, a.concurrency, processes=a.processes, warmup=warm, duration_s=a.duration_s)
-    after = _counters(a.url)
+    after = _counters(a.url, cfg.api_key)
     deltas = {k: v for k, v in prometheus_delta(before, after).items() if v} if before and after else None
     rows = result.rows()
     slo = Slo(a.slo_ttft_ms, a.slo_tpot_ms, a.slo_e2e_ms)
@@ -160,7 +191,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = ap.add_subparsers(dest="command", required=True)
     lt = sub.add_parser("loadtest", help="run one load level against an OpenAI-compatible server")
-    lt.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    lt.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000 (or https://)")
+    lt.add_argument(
+        "--api-key-env",
+        default=secrets.CLIENT_KEY_ENV,
+        metavar="NAME",
+        help="the environment variable holding the server's API key, sent as 'Authorization: Bearer' "
+        "(default: OPENAI_API_KEY, as vllm bench serve reads it; unset: no key)",
+    )
+    lt.add_argument(
+        "--header",
+        action="append",
+        metavar="K:V",
+        help="a header every request sends (repeatable), for a gateway that wants its own",
+    )
+    lt.add_argument("--insecure", action="store_true", help="do not verify an https:// server's certificate")
     lt.add_argument("--model", required=True, help="served model name")
     lt.add_argument("--endpoint", choices=("completions", "chat"), default="completions")
     lt.add_argument(

@@ -21,6 +21,7 @@ import yaml
 
 from worthit import engine_args as eargs
 from worthit import measurements
+from worthit import secrets as secretsmod
 from worthit.errors import InputError
 from worthit.loadgen.levels import CONC, RATE, REPLAY, Level, parse_level
 
@@ -92,6 +93,10 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
             for e in errors[:10]
         ]
         raise ConfigError("invalid study config\n  " + "\n  ".join(lines))
+    try:  # a key or token written in the config would be written wherever the config is
+        secretsmod.refuse_in_config(cfg, source)
+    except secretsmod.SecretError as e:
+        raise ConfigError(str(e)) from None
     models = sorted(cfg["models"])
     for name, v in cfg["variants"].items():
         if v["model"] not in cfg["models"]:
@@ -264,6 +269,18 @@ class Study:
             experiments=list(v["experiments"]),
             description=v.get("description", ""),
         )
+
+    @property
+    def api_key_source(self) -> dict[str, str | None] | None:
+        """Where the servers' API key comes from, for a serve spec (worthit.secrets.key_source); None for the
+        default (the VLLM_API_KEY variable), which leaves the specs of studies without a key as they were."""
+        src = secretsmod.key_source(self.cfg.get("serve"))
+        return None if src == secretsmod.key_source({}) else src
+
+    @property
+    def api_key(self) -> str | None:
+        """The servers' API key, read now from where the study names it (None: the servers take none)."""
+        return secretsmod.study_key(self.cfg)
 
     @property
     def variants(self) -> list[str]:

@@ -72,6 +72,7 @@ def serve_spec(study: Study, deployments_path: str | Path, scenario: str, python
             variant.extra_args,
         ),
         "gpus": variant.gpus,
+        **({"api_key": study.api_key_source} if study.api_key_source else {}),
         "deployed_variant": variant.name,
         "concurrency": int(rec["concurrency"]),
     }
@@ -119,7 +120,7 @@ def validate(
     # order), so each loads the server alone at the promised concurrency
     name = f"validate-{scenario}" + (f".rep~{run}" if run > 1 else "")
     timeout = study.cfg["serve"]["startup_timeout_s"]
-    consume_in_turn(state_path, name, run - 1, timeout, out, schemas.LOAD_REQUESTS, meta, body)
+    consume_in_turn(state_path, name, run - 1, timeout, out, schemas.LOAD_REQUESTS, meta, body, api_key=study.api_key)
 
 
 def _load(

@@ -45,19 +45,21 @@ def run_prefix_length(
     warmup: int = 1,
     seed: int = 0,
     timeout_s: float = 600.0,
+    api_key: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One shared-prefix length: per-request rows and metadata with the measured requests' counter deltas."""
+    """One shared-prefix length: per-request rows and metadata with the measured requests' counter deltas
+    (``api_key``: the server's, sent with every request and scrape)."""
     tok = load_tokenizer(tokenizer_dir)
     specs = SharedPrefixWorkload(
         prefix_tokens, suffix_tokens, output_tokens, warmup + num_requests, seed=seed * 1_000_003 + prefix_tokens
     ).build(tok)
     warm, measured = specs[:warmup], specs[warmup:]
-    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
+    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s, api_key=api_key)
     if warm:
         asyncio.run(closed_loop(cfg, warm, 1))
-    before = counters(url)
+    before = counters(url, api_key)
     result = asyncio.run(closed_loop(cfg, measured, concurrency))
-    after = counters(url)
+    after = counters(url, api_key)
     delta = prometheus_delta(before, after)
     rows = []
     for rec in result.records:
@@ -114,6 +116,7 @@ def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str,
             pc["warmup_requests"],
             pc["seed"],
             pc["request_timeout_s"],
+            api_key=study.api_key,
         )
         for r in rows:
             r["variant"] = variant

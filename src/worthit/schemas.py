@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from worthit import atomic, fmt
+from worthit import atomic, fmt, secrets
 from worthit.errors import InputError
 
 STATUS_OK = "ok"
@@ -961,8 +961,10 @@ def write(
         raise ValueError(f"status {status!r} not in {STATUSES}")
     arrow = to_arrow(table, rows)
     meta = dict(arrow.schema.metadata or {})
-    meta.update(_encode_meta({"status": status, "reason": reason or "", "log_tail": log_tail or ""}))
-    meta.update(_encode_meta(metadata or {}))
+    # nothing secret is written (worthit.secrets; docs/security.md): keys, tokens, URL credentials
+    said = {"status": status, "reason": reason or "", "log_tail": log_tail or ""}
+    meta.update(_encode_meta(secrets.redact(said)))
+    meta.update(_encode_meta(secrets.redact(dict(metadata or {}))))
     arrow = arrow.replace_schema_metadata(meta)
     path = Path(path)
     with atomic.open_binary(path) as fh:

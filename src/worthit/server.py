@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -37,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit import atomic, compile_cache, engine_args, gating
+from worthit import atomic, compile_cache, engine_args, gating, secrets
 from worthit.quantize import manifest_status
 
 TERM_GRACE_S = 20.0
@@ -115,7 +116,7 @@ def argv_command(python: str, argv: Sequence[str], port: int) -> tuple[list[str]
     it); only the address is added (``--host 127.0.0.1 --port P``), which a printed command leaves to vLLM's
     defaults. Returns the command and the model name the server answers to (``--served-model-name``, else
     the model argument, as vLLM itself defaults it)."""
-    argv = list(argv)
+    argv = _without_key_flags(argv)
     if len(argv) < 3 or argv[0] != "vllm" or argv[1] != "serve":
         raise ValueError(f"not a 'vllm serve MODEL ...' command: {argv[:3]}")
     script = Path(python).parent / "vllm"
@@ -127,6 +128,21 @@ def argv_command(python: str, argv: Sequence[str], port: int) -> tuple[list[str]
         elif a.startswith("--served-model-name="):
             served = a.split("=", 1)[1]
     return [*head, *argv[1:], "--host", "127.0.0.1", "--port", str(port)], served
+
+
+def _without_key_flags(argv: Sequence[str]) -> list[str]:
+    """``argv`` less ``--api-key`` and its argument (a printed command shows ``--api-key "$VLLM_API_KEY"``):
+    the supervisor gives vLLM the key in its environment instead (:func:`worthit.secrets.server_env`)."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--api-key":
+            skip = True
+        elif not a.startswith("--api-key="):
+            out.append(a)
+    return out
 
 
 def free_port() -> int:
@@ -383,27 +399,48 @@ def _claim_gpus(
 
 
 def _start(cmd: list[str], log_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str | None]:
-    """Start the server in a process group of its own, its output appended to ``log_path``, with a private
-    IPC folder (:func:`private_ipc_dir`); return it and that folder."""
+    """Start the server in a process group of its own, its output appended to ``log_path`` with every
+    secret masked (:func:`_copy_redacted`), with a private IPC folder (:func:`private_ipc_dir`); return it
+    and that folder."""
     ipc_dir = private_ipc_dir(env)
+    key = env.get(secrets.SERVER_KEY_ENV)
     with open(log_path, "ab") as log:
-        log.write(f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n".encode())
+        line = f"[worthit] {time.strftime('%F %T')} starting: {' '.join(cmd)}\n"
+        log.write(secrets.redact_text(line, [key] if key else []).encode())
         log.flush()
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_set_pdeathsig,
-            )
-        except BaseException:
-            if ipc_dir:
-                shutil.rmtree(ipc_dir, ignore_errors=True)
-            raise
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_set_pdeathsig,
+        )
+    except BaseException:
+        if ipc_dir:
+            shutil.rmtree(ipc_dir, ignore_errors=True)
+        raise
+    assert proc.stdout is not None
+    copier = threading.Thread(
+        target=_copy_redacted, args=(proc.stdout, log_path, [key] if key else []), name="server-log", daemon=True
+    )
+    copier.start()
+    proc.log_copier = copier  # type: ignore[attr-defined]
     return proc, ipc_dir
+
+
+def _copy_redacted(pipe: Any, log_path: Path, extra: Sequence[str]) -> None:
+    """Append the server's output to its log line by line, every secret masked (vLLM prints its arguments
+    and, at debug level, parts of its environment as it starts: docs/security.md)."""
+    with open(log_path, "ab") as log:
+        for raw in iter(pipe.readline, b""):
+            text = raw.decode(errors="replace")
+            log.write(secrets.redact_text(text, extra).encode() if text.strip() else raw)
+            log.flush()
+    with contextlib.suppress(OSError):
+        pipe.close()
 
 
 def supervise(
@@ -418,6 +455,7 @@ def supervise(
     gpus: int = 0,
     devices: Sequence[gating.Gpu] | None = None,
     argv: Sequence[str] | None = None,
+    api_key: Mapping[str, Any] | None = None,
 ) -> int:
     """Run the server until told to stop; return 0 after a clean stop.
 
@@ -425,6 +463,8 @@ def supervise(
     A variant the gate refuses is never started: the exit file says ``not_applicable`` and why.
     With ``argv`` (a printed ``vllm serve ...`` command: a recommended deployment) that command is served
     as printed (:func:`argv_command`) instead of one built from ``model_dir`` and ``args``.
+    ``api_key``: where the server's key comes from (:func:`worthit.secrets.key_source`; None: VLLM_API_KEY);
+    vLLM gets it as VLLM_API_KEY in its environment, never on its command line.
     """
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -456,13 +496,25 @@ def supervise(
         cmd, served_name = argv_command(python, argv, port)
     else:
         cmd = serve_command(python, model_dir, variant, port, args, extra)
-    child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
-    if cuda is not None:
-        child_env["CUDA_VISIBLE_DEVICES"] = cuda
+    child_env, key_error = _child_env(env, cuda, api_key)
     refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices, model_dir)
+    refused_status = "not_applicable"
+    if key_error:
+        refused, refused_status = key_error, "failed"
     if refused:
         return _refuse(
-            state_path, log_path, variant, model_dir, cmd, port, refused, locks, lambda: stopping, parent, gpus=cuda
+            state_path,
+            log_path,
+            variant,
+            model_dir,
+            cmd,
+            port,
+            refused,
+            locks,
+            lambda: stopping,
+            parent,
+            status=refused_status,
+            gpus=cuda,
         )
     reap_leftover_group(state_path, log_path)
     compile_cache.share_model_info(child_env)
@@ -485,7 +537,7 @@ def supervise(
         started_at=time.time(),
         gpus=cuda,
     )
-    atomic.write_text(state_path, json.dumps(asdict(state), indent=1))
+    atomic.write_text(state_path, json.dumps(secrets.redact(asdict(state)), indent=1))
 
     returncode: int | None = None
     watch = ConsumerWatch(state_path)
@@ -521,6 +573,20 @@ def supervise(
         )
     _stop_and_clean(proc, ipc_dir, state_path, locks)
     return 0
+
+
+def _child_env(
+    env: Mapping[str, str], cuda: str | None, api_key: Mapping[str, Any] | None
+) -> tuple[dict[str, str], str | None]:
+    """The server's environment (this one, the spec's ``env``, its GPUs, its key as VLLM_API_KEY), and why
+    the key cannot be read (None: it can, or none is set)."""
+    child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    if cuda is not None:
+        child_env["CUDA_VISIBLE_DEVICES"] = cuda
+    try:
+        return secrets.server_env(child_env, secrets.read_key(api_key)), None
+    except secrets.SecretError as e:
+        return child_env, str(e)
 
 
 def _placeholder(state_path: Path) -> None:
@@ -607,7 +673,7 @@ def _refuse(
         command=cmd,
         started_at=time.time(),
     )
-    atomic.write_text(state_path, json.dumps(asdict(state), indent=1))
+    atomic.write_text(state_path, json.dumps(secrets.redact(asdict(state)), indent=1))
     watch = ConsumerWatch(state_path)
     while not stopping() and os.getppid() == parent and not watch.orphaned():
         time.sleep(0.25)
@@ -628,6 +694,9 @@ def stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRAC
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+    copier = getattr(proc, "log_copier", None)
+    if copier is not None:  # the server's last lines reach its log
+        copier.join(timeout=5)
 
 
 def _alive(pid: int) -> bool:
@@ -643,9 +712,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+def http_get(url: str, timeout: float = 5.0, api_key: str | None = None) -> tuple[int, str]:
+    """GET ``url`` (with ``api_key`` as a Bearer token): the status and the body ('' for an error status)."""
+    req = urllib.request.Request(url, headers=secrets.auth_headers(api_key))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback only
             return resp.status, resp.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, ""
@@ -963,6 +1034,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec.get("env", {}),
         int(spec.get("gpus", 0)),
         argv=spec.get("argv"),
+        api_key=spec.get("api_key"),
     )
 
 

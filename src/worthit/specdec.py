@@ -160,21 +160,22 @@ def run_verify(
     seed: int = 0,
     timeout_s: float = 600.0,
     concurrencies: Sequence[int] = (1,),
+    api_key: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Time one-step requests of a cached context + m new tokens for each m in ``sizes``, in waves of each
     concurrency (a wave's requests start together, so the server batches them into one step)."""
-    info = kvmod.cache_config(scrape(url))
+    info = kvmod.cache_config(scrape(url, api_key))
     block = int(float(info.get("block_size", 16)))
     # Only full blocks are cached: round the context down to a block multiple (at least one block).
     context = max(block, context_tokens // block * block)
     tok = load_tokenizer(tokenizer_dir)
-    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s)
+    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s, api_key=api_key)
     rows: list[dict[str, Any]] = []
     before = None
     for conc in concurrencies:
         warm, waves = verify_specs(tok, context, sizes, repeats, conc, seed)
         asyncio.run(closed_loop(cfg, [warm], 1))
-        before = before or counters(url)
+        before = before or counters(url, api_key)
         for m, wave in waves:
             result = asyncio.run(closed_loop(cfg, wave, conc))
             rows += [
@@ -189,7 +190,7 @@ def run_verify(
                 }
                 for i, rec in enumerate(result.records)
             ]
-    delta = prometheus_delta(before or {}, counters(url))
+    delta = prometheus_delta(before or {}, counters(url, api_key))
     return rows, {
         "metrics_delta": delta,
         "hit_rate": prom.hit_rate(delta),
@@ -223,6 +224,7 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
             study.cfg["loadtest"]["seed"],
             study.cfg["loadtest"]["request_timeout_s"],
             study.levels,
+            api_key=study.api_key,
         )
         for r in rows:
             r["variant"] = variant

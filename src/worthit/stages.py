@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit import errors, prom, schemas, sweetspot
+from worthit import errors, prom, schemas, secrets, sweetspot
 from worthit import kv as kvmod
 from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen import levels as levelmod
 from worthit.loadgen import timeline as tl
-from worthit.loadgen.client import ClientConfig, RequestRecord, closed_loop, sessions_loop
+from worthit.loadgen.client import REFUSED_STATUSES, ClientConfig, Refused, RequestRecord, closed_loop, sessions_loop
 from worthit.loadgen.levels import CONC, Level
 from worthit.loadgen.workload import RandomWorkload, load_tokenizer
 from worthit.loadgen.workloads import Plan, from_config
@@ -44,21 +44,37 @@ def setup_logging(path: str | None) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         handlers = [logging.FileHandler(path, mode="w")]
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers, force=True
-    )
+    for h in handlers:  # nothing secret reaches a log (docs/security.md)
+        h.setFormatter(secrets.RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=handlers, force=True)
 
 
-def scrape(url: str) -> str:
-    status, body = http_get(url.rstrip("/") + "/metrics", timeout=30)
+def scrape(url: str, api_key: str | None = None) -> str:
+    status, body = http_get(url.rstrip("/") + "/metrics", timeout=30, api_key=api_key)
+    if status in REFUSED_STATUSES:
+        raise ServerFailed(secrets.auth_failure(status, url.rstrip("/") + "/metrics", api_key))
     if status != 200:
         raise ServerFailed(f"GET /metrics answered HTTP {status}")
     return body
 
 
-def counters(url: str) -> dict[str, float]:
+def counters(url: str, api_key: str | None = None) -> dict[str, float]:
     """The server's watched counters now (:data:`worthit.prom.WATCHED_COUNTERS`), summed over labels."""
-    return kvmod.counters(scrape(url), prom.WATCHED_COUNTERS)
+    return kvmod.counters(scrape(url, api_key), prom.WATCHED_COUNTERS)
+
+
+def check_access(url: str, api_key: str | None) -> None:
+    """Raise :class:`ServerFailed` naming the cause and the fix when the server refuses this client (HTTP
+    401/403 on ``GET /v1/models``, which vLLM guards with its API key): every measurement asks first, so none
+    runs, and none is recorded as evidence, without the key."""
+    status, _ = http_get(url.rstrip("/") + "/v1/models", timeout=30, api_key=api_key)
+    if status in REFUSED_STATUSES:
+        raise ServerFailed(secrets.auth_failure(status, url.rstrip("/") + "/v1/models", api_key))
+
+
+def refused(e: Refused, api_key: str | None) -> ServerFailed:
+    """A level the server refused (:class:`worthit.loadgen.client.Refused`) as the failure it records."""
+    return ServerFailed(secrets.auth_failure(e.status, e.url, api_key) + f" (the server said: {e.detail[:200]})")
 
 
 def result_meta(study: Study, variant: str, manifest: Manifest, **extra: Any) -> dict[str, Any]:
@@ -133,17 +149,20 @@ def consume_in_turn(
     meta: dict[str, Any],
     body: Callable[[ServerState], tuple[list[dict[str, Any]], dict[str, Any]]],
     measured: Collection[int] = (),
+    api_key: str | None = None,
 ) -> None:
     """Wait for the server, take turn ``index`` on it, measure, write; failures are results. The file is
     written before the turn passes on, so a later consumer finds every earlier one's result. Every member
     of a service group measures through here (a variant's consumers, a deployment's validation runs).
-    ``measured``: earlier indices whose results exist (see :func:`worthit.server.turn`)."""
+    ``measured``: earlier indices whose results exist (see :func:`worthit.server.turn`); ``api_key``: the
+    server's key (:func:`check_access` asks with it before measuring)."""
     try:
         with stop_on_request(name), consumer_presence(state_path, name, index):
             state = wait_ready(state_path, startup_timeout_s)
             with turn(state_path, index, name, measured=measured):
                 log.info("measuring %s on %s", name, state.url)
                 state = wait_ready(state_path, 30)  # it may have died while we waited for our turn
+                check_access(state.url, api_key)
                 rows, extra = body(state)
                 schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
     except ServerFailed as e:
@@ -168,7 +187,7 @@ def consume(
     folder = Path(state_path).parent
     measured = [i for i, c in enumerate(consumers[:index]) if (folder / f"{c}.parquet").exists()]
     timeout = study.cfg["serve"]["startup_timeout_s"]
-    consume_in_turn(state_path, consumer, index, timeout, out, table, meta, body, measured)
+    consume_in_turn(state_path, consumer, index, timeout, out, table, meta, body, measured, study.api_key)
 
 
 def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
@@ -179,7 +198,7 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         row = kvmod.kv_row(
             variant,
-            scrape(state.url),
+            scrape(state.url, study.api_key),
             manifest.model_dir,
             v.served_dtype,
             study.tokens_per_request,
@@ -259,12 +278,15 @@ def measure_level(
     progress: bool = True,
     open_loop: Mapping[str, Any] | None = None,
     timeline_interval_s: float | None = None,
+    api_key: str | None = None,
 ) -> LevelRun:
     """One level: closed loop at a concurrency, open loop at a rate, or a trace replayed in time.
 
     ``workload``: ``{"name": ..., **its config}`` (None: random prompts of exactly ``prompt_tokens``
     tokens, the study's default); ``open_loop``: the loadtest section's arrival, max_concurrency,
-    rate_tolerance and max_queue_delay_ms; ``timeline_interval_s``: scrape /metrics that often meanwhile.
+    rate_tolerance and max_queue_delay_ms; ``timeline_interval_s``: scrape /metrics that often meanwhile;
+    ``api_key``: the server's key, sent with every request and scrape. A request the server refuses (HTTP
+    401/403) ends the level at once: :class:`ServerFailed` naming the cause and the fix.
     """
     tok = load_tokenizer(tokenizer_dir)
     offset = _offset(level)
@@ -296,11 +318,11 @@ def measure_level(
         arrivals = levelmod.rate_arrivals(len(plan.sessions), float(level.rate_per_s or 0), burst, seed)
     elif level.kind == levelmod.REPLAY:
         arrivals = plan.arrivals_s
-    cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s)
+    cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s, api_key=api_key)
     label = f"conc={level.concurrency}" if level.kind == CONC else level.name
     on_done = _progress(label, len(plan.specs)) if progress else None
-    before = counters(url)
-    scraper = tl.Scraper(url, timeline_interval_s).start() if timeline_interval_s else None
+    before = counters(url, api_key)
+    scraper = tl.Scraper(url, timeline_interval_s, api_key=api_key).start() if timeline_interval_s else None
     try:
         if arrivals is None and plan.flat:
             run = closed_loop(cfg, plan.specs, int(level.concurrency or 1), warmup=warm, on_done=on_done)
@@ -311,9 +333,11 @@ def measure_level(
                 cfg, plan.sessions, None, arrivals, plan.think_time_s, warm, on_done, ol.get("max_concurrency")
             )
         result = asyncio.run(run)
+    except Refused as e:
+        raise refused(e, api_key) from None
     finally:
         samples = scraper.stop() if scraper is not None else None
-    after = counters(url)
+    after = counters(url, api_key)
     rows = result.rows()
     if not plan.flat:
         where = plan.positions()
@@ -377,6 +401,7 @@ def study_level(
         lt["request_timeout_s"],
         open_loop=lt,
         timeline_interval_s=timeline_interval_s,
+        api_key=study.api_key,
     )
 
 

@@ -20,8 +20,11 @@ keep-alive connection per in-flight request, so the pool is always the concurren
 parsed in ``data_received``, timestamped there, without a coroutine wake-up per network read. That is
 several times cheaper per streamed token than aiohttp's reader, which matters on a small CPU where the
 client shares cores with the server it measures. ``https://`` URLs go through aiohttp with the same SSE
-parser. When one process still can't keep up, :func:`run` spreads the clients over worker processes and
-merges their records (``perf_counter_ns`` is the system-wide monotonic clock, so times compare).
+parser, TLS verification on unless ``verify_tls`` is off. Every request carries the server's API key
+(``Authorization: Bearer``) and any other headers a gateway wants (``ClientConfig.api_key``, ``headers``); a
+request the server refuses (HTTP 401/403) ends the level at once with :class:`Refused`: nothing measured
+without the key is evidence. When one process still can't keep up, :func:`run` spreads the clients over
+worker processes and merges their records (``perf_counter_ns`` is the system-wide monotonic clock, so times compare).
 """
 
 from __future__ import annotations
@@ -39,9 +42,23 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from worthit import secrets
 from worthit.metrics import tpot_ms
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+# A server answering these refuses the client, not the request: the level stops (Refused).
+REFUSED_STATUSES = (401, 403)
+
+
+class Refused(Exception):
+    """The server refused a request for want of (the right) credentials: HTTP 401 or 403."""
+
+    def __init__(self, status: int, detail: str, url: str) -> None:
+        super().__init__(status, detail, url)
+        self.status, self.detail, self.url = status, detail, url
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status} from {self.url}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,7 @@ class RequestRecord:
     success: bool = False
     error: str | None = None
     scheduled_ns: int | None = None  # open loop: when the request was due (start - this: queueing delay)
+    http_status: int = 0  # the response's status (0: none came)
 
     @property
     def tpot_ms(self) -> float | None:
@@ -114,6 +132,11 @@ class ClientConfig:
     # Sent as X-Request-Id (prefix + request id), so a server's own log of a request can be matched
     # with the client's record (benchmarks/loadgen_fidelity); None sends no such header.
     request_id_prefix: str | None = None
+    # The server's API key, sent as "Authorization: Bearer <key>" (None: no such header), other headers a
+    # gateway wants, and whether an https:// server's certificate is verified.
+    api_key: str | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    verify_tls: bool = True
 
     def __post_init__(self) -> None:
         if self.endpoint not in ENDPOINTS:
@@ -121,7 +144,10 @@ class ClientConfig:
 
 
 def _headers(cfg: ClientConfig, request_id: int) -> dict[str, str]:
-    return {} if cfg.request_id_prefix is None else {"X-Request-Id": f"{cfg.request_id_prefix}{request_id}"}
+    out = secrets.auth_headers(cfg.api_key, cfg.headers)
+    if cfg.request_id_prefix is not None:
+        out["X-Request-Id"] = f"{cfg.request_id_prefix}{request_id}"
+    return out
 
 
 def _payload(cfg: ClientConfig, spec: RequestSpec) -> dict[str, Any]:
@@ -269,7 +295,9 @@ async def send(session: aiohttp.ClientSession, cfg: ClientConfig, spec: RequestS
             json=_payload(cfg, spec),
             headers=_headers(cfg, request_id),
             timeout=aiohttp.ClientTimeout(total=cfg.request_timeout_s),
+            ssl=cfg.verify_tls,
         ) as resp:
+            rec.http_status = resp.status
             if resp.status != 200:
                 body = (await resp.text())[:300]
                 rec.error = f"HTTP {resp.status}: {body}"
@@ -470,6 +498,7 @@ class _FastClient:
                 rec.sent_ns = time.perf_counter_ns()
                 conn.begin(request, timer, done)
                 await done
+            rec.http_status = conn.status
             if conn.status != 200:
                 timer.error = f"HTTP {conn.status}: {conn.body.decode(errors='replace')[:300]}"
         except (asyncio.TimeoutError, TimeoutError):
@@ -514,10 +543,16 @@ class _Client:
             await self.session.close()
 
     async def send(self, spec: RequestSpec, request_id: int) -> RequestRecord:
+        """One request's record; :class:`Refused` when the server refuses the client (401/403)."""
         if self.fast is not None:
-            return await self.fast.send(spec, request_id)
-        assert self.session is not None
-        return await send(self.session, self.cfg, spec, request_id)
+            rec = await self.fast.send(spec, request_id)
+        else:
+            assert self.session is not None
+            rec = await send(self.session, self.cfg, spec, request_id)
+        if rec.http_status in REFUSED_STATUSES:
+            detail = (rec.error or "").split(": ", 1)[-1]
+            raise Refused(rec.http_status, detail, self.cfg.base_url.rstrip("/") + ENDPOINTS[self.cfg.endpoint])
+        return rec
 
 
 @dataclass

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from worthit import prom
+from worthit import prom, secrets
 from worthit.kv import parse_metrics
 
 # timeline column -> vLLM metric (summed over its label sets: engines)
@@ -56,10 +56,11 @@ class Sample:
 class Scraper:
     """Scrape ``<url>/metrics`` every ``interval_s`` in a daemon thread between :meth:`start` and :meth:`stop`."""
 
-    def __init__(self, url: str, interval_s: float, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, interval_s: float, timeout_s: float = 10.0, api_key: str | None = None) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, not {interval_s!r}")
         self.url = url.rstrip("/") + "/metrics"
+        self.headers = secrets.auth_headers(api_key)
         self.interval_s, self.timeout_s = interval_s, timeout_s
         self.samples: list[Sample] = []
         self._stop = threading.Event()
@@ -68,7 +69,8 @@ class Scraper:
     def _scrape(self) -> Sample:
         sent = time.perf_counter_ns()
         try:
-            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as resp:  # noqa: S310 - the server's own
+            req = urllib.request.Request(self.url, headers=self.headers)
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - the server's own
                 text = resp.read().decode(errors="replace")
             return Sample(sent, time.perf_counter_ns(), text)
         except (urllib.error.URLError, OSError, TimeoutError) as e:

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from worthit import atomic, errors, schemas
+from worthit import atomic, errors, schemas, secrets
 from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.errors import InputError
@@ -390,7 +390,7 @@ def save_config(cfg: Mapping[str, Any], outdir: PathLike) -> Path:
     """The validated config beside the tables, so ``worthit report`` can re-render the folder later."""
     import yaml
 
-    return atomic.write_text(Path(outdir) / "config.yaml", yaml.safe_dump(dict(cfg), sort_keys=False))
+    return atomic.write_text(Path(outdir) / "config.yaml", yaml.safe_dump(secrets.redact(dict(cfg)), sort_keys=False))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit import schemas
+from worthit import schemas, secrets
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ADOPT, LATENCY, THROUGHPUT, Verdict
 from worthit.report.experiments.capacity import Capacity
@@ -130,8 +130,8 @@ def _row(
         "variant": lv.variant,
         "model": cmd[2],
         "model_source": ctx.model_source(lv.variant) or None,
-        "argv": cmd,
-        "command": shlex.join(cmd),
+        "argv": secrets.printable_argv(cmd),  # a secret as the variable holding it: worthit.secrets
+        "command": secrets.shell_command(cmd),
         "max_num_seqs": lv.concurrency,
         "concurrency": lv.concurrency,
         "chosen_by": f"max-num-seqs {lv.concurrency}: {why}; {_flags_note(ctx, lv.variant, lv.concurrency, caps)}"

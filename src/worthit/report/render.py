@@ -22,7 +22,7 @@ import jinja2
 import yaml
 from markupsafe import Markup
 
-from worthit import atomic, fmt, schemas
+from worthit import atomic, fmt, schemas, secrets
 from worthit.report.context import Context
 from worthit.report.decide import REGIME_NAMES, WORDING
 from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown, measure_text
@@ -354,7 +354,7 @@ def html_page(
             f"{k.replace('_', ' ')} {prov[k]}" for k in ("worthit_version", "vllm_version") if prov.get(k)
         )
         + (f"; {_hardware_line(prov.get('hardware'))}" if prov.get("hardware") else ""),
-        config=yaml.safe_dump(dict(ctx.study.cfg), sort_keys=False),
+        config=yaml.safe_dump(secrets.redact(dict(ctx.study.cfg)), sort_keys=False),  # docs/security.md
     )
 
 

@@ -282,6 +282,19 @@ class Scheduler:
             await asyncio.sleep(0)
 
 
+@web.middleware
+async def _guard_v1(request: web.Request, handler: Any) -> web.StreamResponse:
+    """As vLLM guards its API with VLLM_API_KEY (vllm/entrypoints/serve/middleware/authenticate.py): /v1 paths
+    answer 401 without ``Authorization: Bearer <key>``; /health and /metrics are open."""
+    if (
+        request.path.startswith("/v1")
+        and request.headers.get("Authorization") != f"Bearer {os.environ['VLLM_API_KEY']}"
+    ):
+        return web.json_response({"error": "Unauthorized"}, status=401)
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
 class CalibrationServer:
     def __init__(
         self, timing: Timing, model: str = "calibration", record_dir: str | None = None, started: Any = None
@@ -294,7 +307,7 @@ class CalibrationServer:
         self.ids = itertools.count()
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[_guard_v1] if os.environ.get("VLLM_API_KEY") else [])
         app.router.add_post("/v1/completions", self.handle)
         app.router.add_post("/v1/chat/completions", self.handle)
         app.router.add_get("/health", self.health)
