@@ -303,3 +303,28 @@ def test_the_supervisor_starts_vllm_on_loopback_with_an_argument_list_and_the_ke
     text = log.read_text()
     assert "settings: api_key=***" in text and KEY not in text
     assert KEY not in state.read_text() and KEY not in json.dumps(spec["api_key"])
+
+
+def test_a_study_its_servers_refused_reads_failed_with_the_cause_not_not_run(tmp_path: Path) -> None:
+    """Every measurement of the recorded embedded-default study replaced by what a refused client records
+    (stages.check_access): the verdict reads failed and names the key, never "not run: nothing to compare"."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from worthit.report import build
+    from worthit.report.decide import FAILED
+
+    fixture = ROOT / "tests" / "fixtures" / "embedded-default"
+    results = tmp_path / "results"
+    shutil.copytree(fixture, results, ignore=shutil.ignore_patterns("config.yaml"))
+    cfg = validate(yaml.safe_load((fixture / "config.yaml").read_text()))
+    reason = secrets.auth_failure(401, "http://127.0.0.1:8000/v1/models", None)
+    for f in results.glob("variant~*/**/*.parquet"):
+        name = pq.read_schema(f).metadata[b"worthit.table"].decode()
+        meta = schemas.read(f, schemas.TABLES[name]).metadata
+        schemas.write_failure(f, schemas.TABLES[name], reason, metadata={"concurrency": meta.get("concurrency")})
+    r = build.from_dir(cfg, results)
+    (v,) = r.rows(schemas.REPORT_VERDICTS)
+    assert v["outcome"] == FAILED and "requires an API key" in v["reason"], v
+    assert "not run" not in v["outcome"]
