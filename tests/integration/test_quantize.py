@@ -248,6 +248,9 @@ def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_
             "warmup_requests": 1,
         },
         validate_deployments=False,  # serving the recommended commands is deploy.smk's (test_deployment_validation)
+        # planned as for a CPU with AVX-512, so both are quantised everywhere (without it the workflow quantises
+        # neither: test_not_applicable_skips); the supervisor's gate still judges this CPU
+        hardware={"cpu_avx512_or_amx": True},
     )
     run_snakemake(tmp_path, cfg, timeout=1500)
     strict = json.loads((tmp_path / "resources/models/smol-strict/manifest.json").read_text())["extra"]
