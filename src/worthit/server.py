@@ -541,19 +541,17 @@ def supervise(
 
     returncode: int | None = None
     watch = ConsumerWatch(state_path)
+    ready = _Readiness(state.url)
     while not stopping:
         if watch.orphaned():
             with open(log_path, "ab") as log:
                 log.write(f"[worthit] no consumer for {ORPHAN_AFTER_S:.0f}s: stopping the server\n".encode())
             break
         if returncode is None:
+            ready.poll()
             returncode = proc.poll()
             if returncode is not None:
-                _exit_path(state_path).write_text(
-                    json.dumps({"returncode": returncode, "at": time.time(), "gpu_devices": cuda})
-                )
-                with open(log_path, "ab") as log:
-                    log.write(f"[worthit] server exited with code {returncode}\n".encode())
+                _record_exit(state_path, log_path, proc, variant, returncode, cuda, ready.at)
         if os.getppid() != parent:  # Snakemake went away without telling us
             break
         time.sleep(0.25)
@@ -587,6 +585,138 @@ def _child_env(
         return secrets.server_env(child_env, secrets.read_key(api_key)), None
     except secrets.SecretError as e:
         return child_env, str(e)
+
+
+class _Readiness:
+    """When the server first answered /health: the supervisor asks once a second until it does, so an exit
+    after that is a death during the measurements, not a failed start (:func:`_record_exit`)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.at: float | None = None
+        self._next = 0.0
+
+    def poll(self) -> None:
+        if self.at is not None or time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + 1.0
+        with contextlib.suppress(OSError, urllib.error.URLError, ValueError):
+            if http_get(self.url + "/health", timeout=2)[0] == 200:
+                self.at = time.time()
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+# What vLLM logs when a server that was serving loses its engine, most telling first
+# (vllm/v1/engine/core_client.py: "engine core exited unexpectedly"; the executor's "died unexpectedly";
+# core.py's "EngineCore encountered a fatal error"; the EngineDeadError requests then get).
+_DEATH_PATTERNS = (
+    re.compile(r"exited unexpectedly|died unexpectedly", re.IGNORECASE),
+    re.compile(r"fatal error", re.IGNORECASE),
+    re.compile(r"EngineDeadError|EngineCore encountered an issue|out of memory|OOM", re.IGNORECASE),
+)
+
+
+def death_line(log_text: str) -> str | None:
+    """The log's own line saying why a server of the last start died while serving (e.g. ``[shutdown]
+    MPClient: engine core exited unexpectedly; starting cleanup``), without vLLM's prefix; None when none."""
+    start = log_text.rfind(" starting: ")
+    lines = [_LOG_PREFIX.sub("", raw.strip()).strip() for raw in log_text[max(start, 0) :].splitlines()]
+    for pattern in _DEATH_PATTERNS:
+        for line in lines:
+            if pattern.search(line) and not line.startswith("[worthit]"):
+                return line[:300]
+    return None
+
+
+def died_reason(variant: str, returncode: int | None, at: float, ready_at: float, log_path: str | Path) -> str:
+    """Why every measurement after a server's death fails: that it died during the measurements, when, and
+    the log's own line."""
+    line = death_line(_read_tail(log_path))
+    return (
+        f"the vLLM server of variant '{variant}' died during the measurements at {_clock(at)} "
+        f"(exit code {returncode}; it had served since {_clock(ready_at)}): "
+        + (line or f"its log names no cause (see {log_path})")
+    )
+
+
+def _record_exit(
+    state_path: Path,
+    log_path: Path,
+    proc: subprocess.Popen[bytes],
+    variant: str,
+    returncode: int,
+    cuda: str | None,
+    ready_at: float | None,
+) -> None:
+    """The exit record of a server that stopped on its own; after it had served, with the reason every later
+    consumer records (:func:`died_reason`)."""
+    at = time.time()
+    record: dict[str, Any] = {"returncode": returncode, "at": at, "gpu_devices": cuda}
+    if ready_at is not None:
+        copier = getattr(proc, "log_copier", None)
+        if copier is not None:  # the server's last lines, which say why, reach the log first
+            copier.join(timeout=3)
+        record.update(
+            status="failed", ready_at=ready_at, reason=died_reason(variant, returncode, at, ready_at, log_path)
+        )
+    with open(log_path, "ab") as log:
+        log.write(f"[worthit] server exited with code {returncode}\n".encode())
+    _exit_path(state_path).write_text(json.dumps(record))
+
+
+# A request's error that is the server's own, not the client's (HTTP 5xx, a stream the server ended with an
+# error, a connection refused, reset or lost because the engine died): worthit.loadgen.client's wording.
+_SERVER_ERROR = re.compile(
+    r"^HTTP 5\d\d|server error in stream|connection lost mid-response|ConnectionRefusedError|ConnectionResetError"
+    r"|ServerDisconnectedError|ClientConnectorError|ClientOSError|Connect call failed|Cannot connect"
+)
+
+
+def server_errors(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The errors of ``rows`` (request records) that the server caused (:data:`_SERVER_ERROR`)."""
+    return [str(r["error"]) for r in rows if r.get("error") and _SERVER_ERROR.search(str(r["error"]))]
+
+
+def failure_during(
+    state_path: str | os.PathLike[str], state: ServerState, errors: Sequence[str], n: int, wait_s: float = 20.0
+) -> ServerFailed:
+    """The failure a measurement records when the server failed some of its ``n`` requests with its own
+    ``errors``: never evidence. Waits up to ``wait_s`` for the server either to be recorded dead (then the
+    reason says it died, when, and the log's line) or to answer /health twice (it lives, and failed them)."""
+    exit_file = _exit_path(state_path)
+    deadline = time.monotonic() + wait_s
+    healthy, info = 0, {}
+    while time.monotonic() < deadline:
+        info = _read_json(exit_file)
+        if info.get("reason") and float(info.get("at", 0)) >= state.started_at:
+            break
+        info = {}
+        ok = False
+        if _alive(state.pid):
+            with contextlib.suppress(OSError, urllib.error.URLError, ValueError):
+                ok = http_get(state.url + "/health", timeout=2)[0] == 200
+        healthy = healthy + 1 if ok else 0
+        if healthy >= 2:
+            break
+        time.sleep(0.5)
+    what = (
+        f"{len(errors)} of {n} requests failed with the server's own errors (first: {errors[0][:200]})"
+        if n
+        else f"the server could not be reached ({errors[0][:200]})"
+    )
+    if info.get("reason"):
+        return ServerFailed(
+            f"{info['reason']}; in this measurement {what}: a measurement the server died in is no evidence",
+            log_tail(state.log),
+        )
+    return ServerFailed(
+        f"the vLLM server of variant '{state.variant}' failed requests: {what}; a measurement with server "
+        f"errors is no evidence (see {state.log})",
+        log_tail(state.log),
+    )
 
 
 def _placeholder(state_path: Path) -> None:
@@ -820,6 +950,7 @@ def wait_ready(
     while True:
         exit_file = _exit_path(state_path)
         if exit_file.exists() or not _alive(state.pid) or not _alive(state.supervisor_pid):
+            _await_exit_record(exit_file, state)
             info = _read_json(exit_file) if exit_file.exists() else {}
             if not info and not _alive(state.supervisor_pid):
                 raise _supervisor_gone(state, state_path)
@@ -842,6 +973,14 @@ def wait_ready(
                 f"vLLM server for variant '{state.variant}' not ready after {timeout_s:.0f}s", log_tail(state.log)
             )
         time.sleep(poll_s)
+
+
+def _await_exit_record(exit_file: Path, state: ServerState, wait_s: float = 8.0) -> None:
+    """A server found dead before its supervisor wrote why: give the supervisor (which polls every 0.25 s and
+    then lets the log's last lines in) the moment it needs, so the reason is its, not a guess."""
+    deadline = time.monotonic() + wait_s
+    while not exit_file.exists() and _alive(state.supervisor_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def _queue_dir(state_path: str | os.PathLike[str]) -> Path:

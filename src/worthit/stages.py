@@ -31,7 +31,16 @@ from worthit.loadgen.workloads import Plan, from_config
 from worthit.metrics import Slo, prometheus_delta, summarize
 from worthit.models import Manifest
 from worthit.provenance import stamp
-from worthit.server import ServerFailed, ServerState, consumer_presence, http_get, turn, wait_ready
+from worthit.server import (
+    ServerFailed,
+    ServerState,
+    consumer_presence,
+    failure_during,
+    http_get,
+    server_errors,
+    turn,
+    wait_ready,
+)
 
 log = logging.getLogger("worthit")
 
@@ -163,7 +172,12 @@ def consume_in_turn(
                 log.info("measuring %s on %s", name, state.url)
                 state = wait_ready(state_path, 30)  # it may have died while we waited for our turn
                 check_access(state.url, api_key)
-                rows, extra = body(state)
+                try:
+                    rows, extra = body(state)
+                except OSError as e:  # the server went away under the measurement (a scrape, a probe)
+                    raise failure_during(state_path, state, [f"{type(e).__name__}: {e}"], 0) from None
+                if errs := server_errors(rows):  # the server failed requests (it died?): no evidence
+                    raise failure_during(state_path, state, errs, len(rows))
                 schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
     except ServerFailed as e:
         log.error("server not available (%s): %s", e.status, e.reason)
@@ -337,8 +351,14 @@ def measure_level(
         raise refused(e, api_key) from None
     finally:
         samples = scraper.stop() if scraper is not None else None
-    after = counters(url, api_key)
     rows = result.rows()
+    try:
+        after = counters(url, api_key)
+    except OSError:
+        if not server_errors(rows):
+            raise
+        # the server died during the level: its requests' errors say so (consume_in_turn records the failure)
+        return LevelRun(rows, {"n_warmup": result.warmup, "wall_s": result.wall_s}, samples, result.t0_ns)
     if not plan.flat:
         where = plan.positions()
         for r in rows:
@@ -523,6 +543,8 @@ def sweet_spot(
             run = study_level(
                 study, variant, Level(CONC, c), state.url, state.served_model_name, manifest.model_dir, 1, 3000
             )
+            if errs := server_errors(run.rows):  # a probe the server failed decides nothing
+                raise failure_during(state_path, state, errs, len(run.rows))
             row = _sweet_row(variant, c, "search", len(probes) + 1, run.rows, slo)
             probes.append(row)
             log.info(
