@@ -141,7 +141,7 @@ def _redact(obj: Any, extra: list[str], env: bool) -> Any:
             nxt = items[i + 1]
             if items[i] in SECRET_FLAGS and isinstance(nxt, str) and not _is_reference(nxt):
                 items[i + 1] = MASK
-        return type(obj)(items) if isinstance(obj, tuple) else items
+        return tuple(items) if isinstance(obj, tuple) else items
     return obj
 
 
