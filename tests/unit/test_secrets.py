@@ -328,3 +328,27 @@ def test_a_study_its_servers_refused_reads_failed_with_the_cause_not_not_run(tmp
     (v,) = r.rows(schemas.REPORT_VERDICTS)
     assert v["outcome"] == FAILED and "requires an API key" in v["reason"], v
     assert "not run" not in v["outcome"]
+
+
+@pytest.mark.parametrize("schedule", ["open_loop", "sessions"])
+def test_a_refused_request_stops_an_open_loop_from_starting_more_arrivals(
+    guarded: str, schedule: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worthit.loadgen import client as client_mod
+
+    sent = []
+    real = client_mod._Client.send
+
+    async def counting(self: Any, spec: RequestSpec, request_id: int) -> Any:
+        sent.append(request_id)
+        return await real(self, spec, request_id)
+
+    monkeypatch.setattr(client_mod._Client, "send", counting)
+    cfg = ClientConfig(base_url=guarded, model="calibration")
+    n = 100  # 10 arrivals a second: ten seconds of schedule
+    with pytest.raises(Refused):
+        if schedule == "open_loop":
+            asyncio.run(client_mod.open_loop(cfg, specs(n), 10.0, seed=1))
+        else:
+            asyncio.run(sessions_loop(cfg, [specs(1)] * n, None, [i / 10 for i in range(n)]))
+    assert len(sent) < n / 2, len(sent)

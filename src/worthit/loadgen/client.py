@@ -629,6 +629,25 @@ async def closed_loop(
     return _result(records, t0, len(warmup), wall)
 
 
+class _Stop:
+    """Set once a watched task has ended with an exception (:class:`Refused`): an open loop then stops
+    starting arrivals, and gathering its tasks raises it."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def watch(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._set = True
+
+
 async def _dispatch(
     session: Callable[[int, int | None], Any], n: int, width: int, arrivals_s: Sequence[float] | None, t0: int
 ) -> None:
@@ -643,12 +662,15 @@ async def _dispatch(
         await asyncio.gather(*(worker() for _ in range(min(width, n))))
         return
     tasks = []
+    refused = _Stop()
     for i, at in enumerate(arrivals_s):
         due = t0 + int(at * 1e9)
         delay = (due - time.perf_counter_ns()) / 1e9
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(session(i, due)))
+        if refused.is_set():  # a refused request ends the level at once: no more arrivals
+            break
+        tasks.append(refused.watch(asyncio.create_task(session(i, due))))
     await asyncio.gather(*tasks)
 
 
@@ -754,14 +776,15 @@ async def open_loop(
         t0 = time.perf_counter_ns()
         deadline = t0 + int(duration_s * 1e9) if duration_s else None
         tasks = []
+        refused = _Stop()
         next_at = time.perf_counter()
         for i, gap in enumerate(gaps):
             delay = next_at - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if deadline is not None and time.perf_counter_ns() >= deadline:
+            if (deadline is not None and time.perf_counter_ns() >= deadline) or refused.is_set():
                 break
-            tasks.append(asyncio.create_task(one(i, specs[i % len(specs)])))
+            tasks.append(refused.watch(asyncio.create_task(one(i, specs[i % len(specs)]))))
             next_at += gap
         await asyncio.gather(*tasks)
         wall = (time.perf_counter_ns() - t0) / 1e9
