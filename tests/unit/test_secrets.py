@@ -352,3 +352,54 @@ def test_a_refused_request_stops_an_open_loop_from_starting_more_arrivals(
         else:
             asyncio.run(sessions_loop(cfg, [specs(1)] * n, None, [i / 10 for i in range(n)]))
     assert len(sent) < n / 2, len(sent)
+
+
+def test_metrics_scrapes_and_the_timeline_send_the_key() -> None:
+    """A gateway may guard /metrics too: every scrape carries the key (a server that records each request's
+    Authorization header)."""
+    import http.server
+    import threading
+
+    from worthit.cli import _counters
+    from worthit.loadgen.timeline import Scraper
+    from worthit.stages import scrape
+
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(self.headers.get("Authorization"))
+            body = b"vllm:num_requests_running 0\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        scrape(url, KEY)
+        assert _counters(url, KEY) is not None
+        sc = Scraper(url, 0.05, api_key=KEY).start()
+        time.sleep(0.3)
+        assert sc.stop()
+    finally:
+        server.shutdown()
+    assert len(seen) >= 3 and set(seen) == {f"Bearer {KEY}"}
+
+
+def test_lm_eval_gets_the_key_in_its_environment_not_its_arguments() -> None:
+    from worthit import accuracy
+
+    env = accuracy.lm_eval_env({"OPENAI_API_KEY": "stale-key-value"}, KEY)
+    assert env["OPENAI_API_KEY"] == KEY  # lm-eval's local-completions reads it there
+    assert accuracy.lm_eval_env({}, None)["OPENAI_API_KEY"] == "EMPTY"
+    task = accuracy.TaskSpec.from_config({"name": "worthit_arc"})
+    cmd = accuracy.lm_eval_command(
+        "python", task, model="m", base_url="http://127.0.0.1:1", tokenizer="t", include_path="i", output_path="o"
+    )
+    assert KEY not in " ".join(cmd) and "api_key" not in " ".join(cmd)
