@@ -231,7 +231,12 @@ class PooledSpread:
 
     def describe(self) -> str:
         out = f"run-to-run spread pooled over {len(self.cells)} cells, {self.df} df (sd {self.sd_log * 100:.1f}%)"
-        return out + (f"; {len(self.outliers)} cells far outside it keep their own" if self.outliers else "")
+        n = len(self.outliers)
+        if not n:
+            return out
+        return out + (
+            "; 1 cell far outside it keeps its own" if n == 1 else f"; {n} cells far outside it keep their own"
+        )
 
 
 def _pooled(cells: Sequence[SpreadCell]) -> tuple[float, int]:

@@ -321,3 +321,24 @@ def test_a_verdict_settled_by_repeated_levels_names_the_single_run_figures_besid
     assert v.basis == "3 runs (concurrency); single run (shared prefix)"
     prefix = next(o for o in v.regimes[LATENCY].settings if o.setting.dimension == "shared prefix")
     assert prefix.outcome == INCONCLUSIVE and prefix.leaning == ADOPT and "workload level" in prefix.settle
+
+
+def test_a_tail_the_medians_hide_counts_against_an_optimisation_only_when_demonstrated() -> None:
+    # Capping the batch on a compute-bound CPU: the median request is served sooner, the queued ones later.
+    def fig(q: str, base: float, var: float, rel: float, guard: bool = False) -> Comparison:
+        m = lambda x: Measure(x, 32, x * (1 - rel), x * (1 + rel), "2 runs")  # noqa: E731
+        return Comparison(q, "ms", m(base), m(var), False, LATENCY, Setting.concurrency(16), not guard, guard)
+
+    medians = [fig("TPOT P50", 115, 56, 0.05), fig("TTFT P50", 5700, 4800, 0.03)]
+    tail_worse = fig("TTFT P99", 5700, 9200, 0.05, guard=True)
+    v = decide(Evidence("x", comparisons=[*medians, tail_worse], lossless=True), Rules())
+    assert v.outcome == REJECT
+    assert "TTFT P99 +61% at concurrency 16" in v.reason and "a tail the medians hide" in v.reason
+    assert "although better: TPOT P50 -51%" in v.reason
+    # a P99 whose interval spans the margin is shown, not weighed: the medians decide
+    tail_open = fig("TTFT P99", 5700, 6300, 0.3, guard=True)
+    assert decide(Evidence("x", comparisons=[*medians, tail_open], lossless=True), Rules()).outcome == ADOPT
+    # and a P99 that is better never adopts on its own
+    tail_better = fig("TTFT P99", 9200, 5700, 0.05, guard=True)
+    equal = [fig("TPOT P50", 100, 100, 0.01), fig("TTFT P50", 100, 100, 0.01)]
+    assert decide(Evidence("x", comparisons=[*equal, tail_better], lossless=True), Rules()).outcome == REJECT

@@ -148,7 +148,10 @@ class Setting:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One figure, without vs with the optimisation. ``judged``: whether the rules weigh it (else shown only)."""
+    """One figure, without vs with the optimisation. ``judged``: whether the rules weigh it (else shown only).
+    ``guard``: a figure shown, not judged, that still counts against the optimisation where it is demonstrably
+    worse: a load level's P99s, whose intervals are too wide to adopt on but not to see a tail the median hides
+    (docs/verdicts.md, "Tails")."""
 
     quantity: str
     unit: str
@@ -158,6 +161,7 @@ class Comparison:
     regime: str = LATENCY
     setting: Setting = Setting("")
     judged: bool = True
+    guard: bool = False
     # Measurement conditions the two sides do not share (two machines): the factor a control measured between
     # two measurements of one configuration, and that control's name. The interval is widened by it.
     spread: float = 1.0
@@ -426,6 +430,17 @@ def judge(c: Comparison, rules: Rules) -> tuple[str, str]:
     return UNDETERMINED, f"{c.describe()} ({span} spans a {m:g}x margin)"
 
 
+def tail_harms(comparisons: Sequence[Comparison], rules: Rules) -> list[tuple[Comparison, str]]:
+    """The guard figures (shown, not judged) that are demonstrably worse, with why: they count as harms."""
+    out = []
+    for c in comparisons:
+        if c.guard and not c.judged:
+            finding, why = judge(c, rules)
+            if finding == WORSE:
+                out.append((c, why))
+    return out
+
+
 def _settle_perf(cs: Sequence[Comparison]) -> str:
     if any(c.improvement.single_run for c in cs):
         return "independent runs (loadtest.repeats: 3): the intervals are from a single run"
@@ -525,9 +540,11 @@ def _setting_outcome(
     better = [why for _, f, why in judged if f == BETTER] + [
         ch.reason for ch in checks if ch.finding == BETTER and not ch.prediction
     ]
-    worse = [why for _, f, why in judged if f == WORSE] + [
-        ch.reason for ch in checks if ch.finding == WORSE and not ch.prediction
-    ]
+    worse = (
+        [why for _, f, why in judged if f == WORSE]
+        + [f"{why}, a tail the medians hide" for _, why in tail_harms(comparisons, rules)]
+        + [ch.reason for ch in checks if ch.finding == WORSE and not ch.prediction]
+    )
     if not better:  # a model's warning stands only where no measurement shows a benefit
         worse += [ch.reason for ch in checks if ch.finding == WORSE and ch.prediction]
     undetermined = [(c, why) for c, f, why in judged if f == UNDETERMINED]

@@ -40,6 +40,7 @@ from worthit.report.decide import (
     Verdict,
     control_spread,
     judge,
+    tail_harms,
 )
 from worthit.report.measure import SINGLE_RUN
 from worthit.stats import UNACCEPTABLE
@@ -125,6 +126,7 @@ def deciding(v: Verdict, e: Evidence, rules: Rules) -> tuple[Comparison, str] | 
     adopted, for a rejection the largest harm (else the benefit shown to be below the margin), for an open
     verdict the way a single run leans, else the largest effect that could not be decided."""
     judged = [(c, judge(c, rules)[0]) for c in e.comparisons if c.judged and c.improvement.value is not None]
+    judged += [(c, WORSE) for c, _ in tail_harms(e.comparisons, rules)]
     if not judged:
         return None
     adopted = {r for r, o in v.finals.items() if o == ADOPT}
@@ -138,8 +140,9 @@ def deciding(v: Verdict, e: Evidence, rules: Rules) -> tuple[Comparison, str] | 
     for want in order:
         found = [(c, f) for c, f in judged if f == want]
         if found:
-            # the latency-first regime first (the interactive SLO), then the largest effect
-            return max(found, key=lambda cf: (cf[0].regime == "latency", _log_size(cf[0])))
+            # the latency-first regime first (the interactive SLO), a judged figure before a tail, then the
+            # largest effect
+            return max(found, key=lambda cf: (cf[0].regime == "latency", cf[0].judged, _log_size(cf[0])))
     return max(judged, key=lambda cf: _log_size(cf[0]))
 
 

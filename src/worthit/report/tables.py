@@ -148,7 +148,11 @@ def _comparison_row(ctx: Context, v: str, pair: Pair, c: Comparison) -> dict[str
         **measure_cols("value", c.with_),
         "change_pct": c.change_pct,
         **measure_cols("improvement", imp),
-        "finding": finding if c.judged else f"{finding} (shown, not judged)",
+        "finding": finding
+        if c.judged
+        else f"{finding} (shown; counts when worse)"
+        if c.guard
+        else f"{finding} (shown, not judged)",
         "interval_basis": (
             (imp.basis or imp.why_none or "")
             + (f"; widened x{c.spread:.2f} for machines ({c.spread_source})" if c.spread > 1 else "")
