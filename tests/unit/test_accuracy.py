@@ -16,6 +16,7 @@ from worthit import schemas, taskdata
 from worthit.aggregate import accuracy_delta, accuracy_rows, paired_delta, task_delta, write_accuracy_summary
 from worthit.config import Study, validate
 from worthit.stats import noninferiority
+from worthit.taskdata import hellaswag
 
 
 class _TaskLoader(yaml.SafeLoader):
@@ -71,7 +72,7 @@ def test_every_shipped_task_has_at_least_100_evaluated_items():
 
 def test_hellaswag_items_keep_the_original_schema_and_one_right_ending():
     items = taskdata.generate()["worthit_hellaswag"]["validation"]
-    endings_of = {a[0]: a[3] for a in taskdata._ACTIVITIES}
+    endings_of = {a[0]: a[3] for a in hellaswag.ACTIVITIES}
     for it in items:
         assert {"activity_label", "ctx_a", "ctx_b", "ctx", "endings", "label"} <= set(it)
         assert len(it["endings"]) == 4 == len(set(it["endings"]))

@@ -9,11 +9,13 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from worthit import taskdata
+from worthit.taskdata import arc, hellaswag
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = taskdata.generate()
@@ -40,12 +42,25 @@ def test_the_bytes_do_not_depend_on_the_interpreter_run(tmp_path):
     assert outs[0] == outs[1] and len(outs[0]) == 6
 
 
+def test_the_written_task_files_are_the_package_s_own_with_absolute_data_files(tmp_path):
+    """What lm-eval reads is the package data's task files (found through importlib.resources, as an
+    installed package has them), only each YAML's data_files made absolute."""
+    shipped = resources.files("worthit") / "data" / "tasks"
+    taskdata.write_tasks(tmp_path / "out")
+    out = (tmp_path / "out").resolve()
+    assert (out / "worthit_utils.py").read_bytes() == (shipped / "worthit_utils.py").read_bytes()
+    for task in taskdata.TASKS:
+        written = (out / f"{task}.yaml").read_text()
+        assert f'"{out}/{task}/' in written
+        assert written.replace(f'"{out}/', '"') == (shipped / f"{task}.yaml").read_text()
+
+
 def test_a_limit_of_the_original_size_keeps_to_the_original_families():
     assert taskdata.families("worthit_hellaswag", 126) == {"activities": 126}
     assert taskdata.families("worthit_arc", 105) == {"science facts": 105}
     assert taskdata.families("worthit_gsm", 128) == {"one- and two-step problems": 128}
     # past them, every added family turns up within one round
-    n_arc = len(taskdata._more_arc_rows())
+    n_arc = len(arc.added_rows())
     assert len(taskdata.families("worthit_arc", 105 + n_arc)) == 1 + n_arc
     assert len(taskdata.families("worthit_hellaswag", 126 + 4)) == 1 + 4
     with pytest.raises(KeyError, match="hellaswag"):
@@ -53,9 +68,9 @@ def test_a_limit_of_the_original_size_keeps_to_the_original_families():
 
 
 def test_hellaswag_every_label_has_one_ending_and_wrong_endings_come_from_other_families():
-    table = taskdata._ACTIVITIES
+    table = hellaswag.ACTIVITIES
     assert len({a[0] for a in table}) == len(table) == len({a[3] for a in table})
-    family_of_ending = {a[3]: taskdata._FAMILY_OF[i] for i, a in enumerate(table)}
+    family_of_ending = {a[3]: hellaswag.FAMILY_OF[i] for i, a in enumerate(table)}
     ending_of = {a[0]: a[3] for a in table}
     items = DATA["worthit_hellaswag"]["validation"]
     for it in items[126:]:
@@ -66,27 +81,25 @@ def test_hellaswag_every_label_has_one_ending_and_wrong_endings_come_from_other_
         assert "{" not in it["ctx"] and it["ctx"] == f"{it['ctx_a']} {it['ctx_b']}"
     # every added activity appears once per round, with a different person each time
     added = Counter(it["activity_label"] for it in items[126:])
-    assert set(added.values()) == {taskdata.MORE_HELLASWAG_VARIANTS}
+    assert set(added.values()) == {hellaswag.MORE_VARIANTS}
     assert Counter(int(it["label"]) for it in items).most_common(1)[0][1] / len(items) < 0.3
 
 
 # --------------------------------------------------------------------------------------------- ARC
 _TABLE_CHECKS = {
-    r"What is the chemical symbol for (.+)\?": lambda m: dict(taskdata._ELEMENTS)[m[1]],
-    r"Which element has the chemical symbol (\w+)\?": lambda m: {s: e for e, s in taskdata._ELEMENTS}[m[1]],
-    r"What is a young (.+) called\?": lambda m: taskdata._an(dict(taskdata._YOUNG)[m[1]]),
-    r"How many sides does an? (\w+) have\?": lambda m: str(dict(taskdata._POLYGONS)[m[1]]),
-    r"Which planet is (\w+) from the Sun\?": lambda m: taskdata._PLANETS[taskdata._ORDINALS.index(m[1])],
-    r"Which planet comes right after (\w+) in order from the Sun\?": lambda m: taskdata._PLANETS[
-        taskdata._PLANETS.index(m[1]) + 1
-    ],
-    r"The (.+) is a unit of which quantity\?": lambda m: {u: q for q, u in taskdata._UNITS}[m[1]],
+    r"What is the chemical symbol for (.+)\?": lambda m: dict(arc.ELEMENTS)[m[1]],
+    r"Which element has the chemical symbol (\w+)\?": lambda m: {s: e for e, s in arc.ELEMENTS}[m[1]],
+    r"What is a young (.+) called\?": lambda m: arc.an(dict(arc.YOUNG)[m[1]]),
+    r"How many sides does an? (\w+) have\?": lambda m: str(dict(arc.POLYGONS)[m[1]]),
+    r"Which planet is (\w+) from the Sun\?": lambda m: arc.PLANETS[arc.ORDINALS.index(m[1])],
+    r"Which planet comes right after (\w+) in order from the Sun\?": lambda m: arc.PLANETS[arc.PLANETS.index(m[1]) + 1],
+    r"The (.+) is a unit of which quantity\?": lambda m: {u: q for q, u in arc.UNITS}[m[1]],
     r"What state of matter is (.+) at room temperature\?": lambda m: next(
-        s for s, xs in taskdata._STATES.items() if m[1] in xs
+        s for s, xs in arc.STATES.items() if m[1] in xs
     ),
     # numbers recomputed from the question
     r"How many (\w+) are in (\d+) (\w+)s\?": lambda m: str(
-        int(m[2]) * next(f for big, small, f in taskdata._CONVERSIONS if (big, small) == (m[3], m[1]))
+        int(m[2]) * next(f for big, small, f in arc.CONVERSIONS if (big, small) == (m[3], m[1]))
     ),
     r"A car travels (\d+) kilometers in (\d+) hours": lambda m: f"{int(m[1]) // int(m[2])} kilometers per hour",
     r"accelerate a (\d+)-kilogram cart at (\d+) meters": lambda m: f"{int(m[1]) * int(m[2])} newtons",
@@ -96,7 +109,7 @@ _TABLE_CHECKS = {
 
 
 def _animal_class(name: str) -> str:
-    classes = {c: taskdata._ANIMAL_CLASSES[c] + taskdata._MORE_ANIMALS[c] for c in taskdata._ANIMAL_CLASSES}
+    classes = {c: arc.ANIMAL_CLASSES[c] + arc.MORE_ANIMALS[c] for c in arc.ANIMAL_CLASSES}
     (cls,) = [c for c, xs in classes.items() if name in xs]
     return cls
 
@@ -107,7 +120,7 @@ def _arc_answer(question: str, choices: list[str]) -> str:
         (right,) = [c for c in choices if _animal_class(c) == m[1]]
         return right
     if m := re.fullmatch(r"What kind of animal is an? (.+)\?", question):
-        return taskdata._an(_animal_class(m[1]))
+        return arc.an(_animal_class(m[1]))
     for pattern, answer in _TABLE_CHECKS.items():
         if m := re.search(pattern, question):
             return answer(m)
