@@ -88,12 +88,16 @@ def refused(e: Refused, api_key: str | None) -> ServerFailed:
 
 def result_meta(study: Study, variant: str, manifest: Manifest, **extra: Any) -> dict[str, Any]:
     """The provenance every measurement of ``variant`` records: the served model, the engine arguments,
-    the config's hash, and the measurement's own settings in ``extra``."""
+    the server's environment variables (``serve.env`` and ``variants.<v>.env``: vLLM selects some things
+    only through one; secret-named ones are masked where the file is written, worthit.secrets.redact), the
+    config's hash, and the measurement's own settings in ``extra``."""
+    v = study.variant(variant)
     return stamp(
         variant=variant,
         manifest=manifest,
-        engine_args=study.variant(variant).engine_args,
+        engine_args=v.engine_args,
         config_hash=config_hash(study.cfg),
+        env=dict(v.env),
         **extra,
     )
 

@@ -21,8 +21,9 @@ from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit import schemas, secrets
 from worthit.config import ROOT, ConfigError, Study, validate
 from worthit.loadgen.client import ClientConfig, Refused, RequestSpec, closed_loop, run, sessions_loop
+from worthit.models import Manifest
 from worthit.server import ServerFailed, argv_command, engine_flags, http_get
-from worthit.stages import check_access, measure_level
+from worthit.stages import check_access, measure_level, result_meta
 
 KEY = "sk-sentinel-0123456789"
 
@@ -156,6 +157,29 @@ def test_parquet_metadata_and_logs_are_redacted(tmp_path: Path, monkeypatch: pyt
     lg.warning("token is %s", "hf_sentinel_token_44")
     handler.close()
     assert "hf_sentinel_token_44" not in log_file.read_text() and "***" in log_file.read_text()
+
+
+def test_a_variants_environment_is_in_its_results_provenance_with_secrets_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every measurement records the server's environment variables (serve.env, then variants.<v>.env: vLLM
+    selects some things only through one) beside its engine arguments; a secret-named one (refused in a
+    config, here put in by hand) is masked where the file is written."""
+    cfg = copy.deepcopy(study_cfg())
+    cfg["serve"] = {**(cfg.get("serve") or {}), "env": {"VLLM_CACHE_ROOT": "/tmp/c", "VLLM_X": "serve"}}
+    cfg["variants"]["baseline"]["env"] = {"VLLM_X": "variant", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    study = Study(validate(cfg))
+    manifest = Manifest(name="m", source="path:/m", revision=None, model_dir="/m")
+    meta = result_meta(study, "baseline", manifest)
+    assert meta["env"] == {"VLLM_CACHE_ROOT": "/tmp/c", "VLLM_X": "variant", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert result_meta(study, "no_prefix_cache", manifest)["env"] == {"VLLM_CACHE_ROOT": "/tmp/c", "VLLM_X": "serve"}
+    monkeypatch.setenv("HF_TOKEN", "hf_sentinel_token_45")
+    out = tmp_path / "kv.parquet"
+    schemas.write_failure(
+        out, schemas.KV_CACHE, "x", metadata={**meta, "env": {**meta["env"], "HF_TOKEN": "hf_sentinel_token_45"}}
+    )
+    assert b"hf_sentinel_token_45" not in out.read_bytes()
+    assert schemas.read(out, schemas.KV_CACHE).metadata["env"] == {**meta["env"], "HF_TOKEN": "***"}
 
 
 # ------------------------------------------------------------------------------------------ clients
