@@ -8,7 +8,9 @@ if [ ! -f /tmp/stage/machine.txt ]; then
   mkdir -p /tmp/stage
   { date -u +%FT%TZ; nvidia-smi --query-gpu=name,uuid,driver_version,compute_cap,memory.total --format=csv,noheader
     python3 -c 'import sys, torch, transformers; print(sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)'
-    nproc; } > /tmp/stage/machine.txt 2>&1
+    nproc
+    python3 -c 'import sys; print("dont_write_bytecode", sys.flags.dont_write_bytecode)'
+    ls -d /opt/torch/.venv/lib/python3*/site-packages/torch/__pycache__ 2>&1 | head -1; } > /tmp/stage/machine.txt 2>&1
   cat /tmp/stage/machine.txt
 fi
 python3 tools/device/parts.py receive || exit 1

@@ -1,7 +1,14 @@
 """Adapter: loadtest rule -> worthit.stages.loadtest."""
 
+import contextlib
+
 from worthit.config import Study
 from worthit.stages import loadtest, setup_logging
+
+# The tokenizer's library, imported now, while this job waits for its turn on the server, not in its turn
+# (its measurement imports it where it loads the tokenizer: seconds of the server's time on a slow machine).
+with contextlib.suppress(ImportError):
+    from transformers import AutoTokenizer  # noqa: F401
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])

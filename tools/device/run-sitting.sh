@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call of a sitting that measures several variants on one machine, one after another
+# (examples/h200-qwen/README.md, sitting 11):
+#   WARMUP=1 VARIANTS="bf16 int8_kv eager" CALL_BUDGET_S=595 tools/device/run-sitting.sh CONFIG
+# runs tools/device/run-study.sh for one variant at a time, in the order VARIANTS gives (given several
+# variants' targets, Snakemake picks its own order: in sitting 10 int8_kv ran before its baseline and the
+# baseline never ran), each with what is left of this call's CALL_BUDGET_S. The same command in the next call
+# resumes where this one stopped: a variant whose measurements are all on disk is skipped, and a variant is
+# started only when the call has time left for what it still has to measure (NEED_S, default 330 s: a server
+# start ~150 s, six load runs ~130 s and the 55 s run-study.sh keeps for stopping and packing; ACCURACY_S,
+# default 80 s, more while its accuracy is missing), else the call ends and the next one starts with it. The
+# first variant that has something left always runs (the call was made for it; run-study.sh stops it in time).
+# Every run-study.sh log of the call is appended to $OUT/run-sitting.log; the other files in $OUT are the
+# last run-study.sh's (results.tgz holds the whole study's results).
+set -uo pipefail
+CONFIG=$1; shift
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+t0=$(date +%s)
+budget=${CALL_BUDGET_S:-570}
+need=${NEED_S:-330}
+acc_s=${ACCURACY_S:-80}
+el() { echo "[run-sitting +$(( $(date +%s) - t0 ))s] $*"; }
+study=$(sed -n 's/^study: *//p' "$CONFIG" | tr -d '"'"'"' ')
+: > "${OUT:-/tmp}/run-sitting.log"
+first=1
+for v in ${VARIANTS:?VARIANTS names the variants in order}; do
+  left=$(( budget - ($(date +%s) - t0) ))
+  # what v still has to measure (before the wheels are in, or before anything of the study was measured
+  # here, all of it; snakemake --summary takes seconds)
+  missing=""
+  if [ -f /tmp/site/.done ] && [ -d "results/$study" ]; then
+    missing=$(PYTHONPATH=/tmp/site:$PWD/src python3 tools/device/targets.py "$CONFIG" --missing "$v" 2>/dev/null) ||
+      missing="unknown"
+    if [ -z "$missing" ]; then el "$v: nothing left to measure"; continue; fi
+  fi
+  want=$need
+  case " $missing " in *"/variant~$v/accuracy"*|" unknown "|"  ") want=$(( need + acc_s )) ;; esac
+  if [ -z "$first" ] && [ "$left" -lt "$want" ]; then
+    el "$v: ${left}s left in this call, it needs ~${want}s: the next call starts with it"
+    break
+  fi
+  el "$v: ${left}s left (needs ~${want}s): ${missing:+$(echo "$missing" | wc -w) file(s)}${missing:-all} to make"
+  VARIANTS="$v" CALL_BUDGET_S=$left tools/device/run-study.sh "$CONFIG" "$@"
+  { echo "===== $v ($(date -u +%FT%TZ))"; cat /tmp/run-study.log 2>/dev/null; } >> "${OUT:-/tmp}/run-sitting.log"
+  first=""
+done
+el "done; results of $study: $(find "results/$study" -name '*.parquet' 2>/dev/null | wc -l) Parquet file(s)"
+exit 0
