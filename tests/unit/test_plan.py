@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from worthit import cli, gating, schemas
 from worthit import plan as P
 from worthit.config import load
+from worthit.plan import predictions, shapes, study
 from worthit.quantize import manifest_status as quantize_status
 
 MODELS = ROOT / "tests" / "fixtures" / "models"
@@ -58,20 +59,20 @@ def subject(args: dict | None = None, shape: P.ModelShape | None = None, **kw: o
     return P.Subject("v", dict(args or {}), shape if shape is not None else qwen(), **kw)  # type: ignore[arg-type]
 
 
-def rules(s: P.Subject, hw: P.Hardware) -> dict[str, P.Check]:
+def rules(s: P.Subject, hw: P.Hardware) -> dict[str, P.PrerequisiteCheck]:
     return {c.rule: c for c in P.check(s, hw)}
 
 
-def seed_plan(hw: P.Hardware = RTX3090, calibration: P.Calibration | None = None) -> dict[str, dict]:
+def seed_plan(hw: P.Hardware = RTX3090, calibration: P.PlanCalibration | None = None) -> dict[str, dict]:
     cfg = load(SEED_STUDY)
-    plan = P.make_plan(cfg, hw, ROOT / "no-such-dir", SEED_CONFIGS, calibration, hub=False)
+    plan = P.make_plan(cfg, hw, ROOT / "no-such-dir", given=SEED_CONFIGS, calibration=calibration, hub=False)
     return {r["variant"]: r for r in plan.rows}
 
 
-def h200_plan(calibration: P.Calibration | None = None) -> dict[str, dict]:
+def h200_plan(calibration: P.PlanCalibration | None = None) -> dict[str, dict]:
     cfg = load(ROOT / "examples" / "h200" / "config.yaml")
     given = {"qwen7b-random": str(QWEN7B), "smollm2-135m": _smollm2_dir()}
-    plan = P.make_plan(cfg, H200, ROOT / "no-such-dir", given, calibration, hub=False)
+    plan = P.make_plan(cfg, H200, ROOT / "no-such-dir", given=given, calibration=calibration, hub=False)
     return {r["variant"]: r for r in plan.rows}
 
 
@@ -287,7 +288,7 @@ def test_wall_time_counts_the_server_start_and_every_level_and_grows_with_repeat
     assert rows["bf16"]["est_wall_s"] > P.SERVER_START_S
     cfg = load(SEED_STUDY)
     cfg["loadtest"]["repeats"] += 2
-    again = {r["variant"]: r for r in P.make_plan(cfg, RTX3090, ROOT / "x", SEED_CONFIGS, hub=False).rows}
+    again = {r["variant"]: r for r in P.make_plan(cfg, RTX3090, ROOT / "x", given=SEED_CONFIGS, hub=False).rows}
     assert again["bf16"]["est_wall_s"] > rows["bf16"]["est_wall_s"]
 
 
@@ -303,7 +304,7 @@ def test_cpu_kv_pool_from_kv_cache_memory_bytes_is_exact():
     kv = schemas.read(ROOT / "tests/fixtures/embedded-default/variant~baseline/kv.parquet", schemas.KV_CACHE)
     row, args = kv.to_pandas().iloc[0].to_dict(), kv.metadata["engine_args"]
     s = P.Subject("baseline", args, P.ModelShape.from_config(SMOLLM2))
-    pred = P.predict(s, P.Hardware.host_cpu(), P.Workload(128, 32, (1,)))
+    pred = P.predict(s, P.Hardware.host_cpu(), P.WorkloadShape(128, 32, (1,)))
     assert (pred["num_blocks"], pred["block_size_tokens"]) == (row["num_blocks"], row["block_size_tokens"])
     assert pred["kv_bytes_per_token"] == row["kv_bytes_per_token"]
     assert "tpot_floor_ms_c1" not in pred
@@ -311,7 +312,7 @@ def test_cpu_kv_pool_from_kv_cache_memory_bytes_is_exact():
 
 
 def test_unknown_shapes_predict_nothing_and_say_so():
-    pred = P.predict(P.Subject("v", {}), RTX3090, P.Workload(512, 256, (1,)))
+    pred = P.predict(P.Subject("v", {}), RTX3090, P.WorkloadShape(512, 256, (1,)))
     assert set(pred) == {"notes"} and "--model-config" in pred["notes"][0]
 
 
@@ -493,24 +494,24 @@ def test_the_time_estimate_counts_workload_levels_and_sweet_spot_probes_beyond_t
     assert len(probes) == ss["max_probes"] and not [e for e in off.extra if e != chat]
     roof = P.Roofline(weight_bytes=1e9, kv_bytes_per_seq=1e6, bandwidth_b_s=1e11, flops_per_seq=1e9, flops_s=1e13)
     bare = replace(base, extra=())
-    per_level = [P._wall_s(roof, replace(base, extra=(e,)), 1.0, 0.0) for e in base.extra]
+    per_level = [predictions._wall_s(roof, replace(base, extra=(e,)), 1.0, 0.0) for e in base.extra]
     # each level beyond the grid adds its own time, and the estimate is their sum over the grid's
-    grid = P._wall_s(roof, bare, 1.0, 0.0)
-    assert P._wall_s(roof, base, 1.0, 0.0) == pytest.approx(grid + sum(t - grid for t in per_level))
+    grid = predictions._wall_s(roof, bare, 1.0, 0.0)
+    assert predictions._wall_s(roof, base, 1.0, 0.0) == pytest.approx(grid + sum(t - grid for t in per_level))
     assert all(t > grid for t in per_level)
 
 
 def test_a_checkpoint_of_kv_cache_scales_only_plans_with_unquantised_weights() -> None:
     # the plan before it is made (scheme NONE) and the checkpoint's own quantization_config after
-    assert P._planned_quant({"quantize": {"base": "smol", "scheme": "NONE", "kv_cache": "fp8"}}) is None
+    assert study._planned_quant({"quantize": {"base": "smol", "scheme": "NONE", "kv_cache": "fp8"}}) is None
     kv_only = {
         "quant_method": "compressed-tensors",
         "config_groups": {"group_0": {"targets": ["Linear"], "weights": None}},
         "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"},
     }
-    assert P._quant(kv_only) is None
+    assert shapes._quant(kv_only) is None
     with_weights = {**kv_only, "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 128}}}}
-    assert P._quant(with_weights) == P.Quant("compressed-tensors", 4, 128, zero_point=False)
+    assert shapes._quant(with_weights) == P.Quant("compressed-tensors", 4, 128, zero_point=False)
 
 
 def test_fp8_kv_on_a_cpu_without_avx512_or_amx_is_not_applicable_with_vllms_reason():
@@ -585,11 +586,11 @@ def test_a_quantisation_only_variants_the_plan_refuses_would_serve_is_not_made(t
     assert m["source"] == "quantize:smol:awq:W4A16_ASYM" and m["model_dir"] == "resources/models/smol-awq/model"
     # a CPU with AVX-512 serves both; a GPU plan, or a CPU plan beside a GPU build of vLLM (a cluster's
     # login node), rules nothing out before serving: the supervisor's gate judges the devices each server gets
-    assert P.refused_before_serving(cfg, P.Hardware.host_cpu(True), "0.32.0+cpu", tmp_path) == P.Refused()
-    assert P.refused_before_serving(cfg, P.Hardware.host_cpu(False), "0.32.0", tmp_path) == P.Refused()
-    assert P.refused_before_serving(cfg, RTX3090, "0.32.0", tmp_path) == P.Refused()
+    assert P.refused_before_serving(cfg, P.Hardware.host_cpu(True), "0.32.0+cpu", tmp_path) == P.RuledOut()
+    assert P.refused_before_serving(cfg, P.Hardware.host_cpu(False), "0.32.0", tmp_path) == P.RuledOut()
+    assert P.refused_before_serving(cfg, RTX3090, "0.32.0", tmp_path) == P.RuledOut()
     # unknown CPU flags never refuse
-    assert P.refused_before_serving(cfg, P.Hardware("CPU", 0, cpu=True), "0.32.0+cpu", tmp_path) == P.Refused()
+    assert P.refused_before_serving(cfg, P.Hardware("CPU", 0, cpu=True), "0.32.0+cpu", tmp_path) == P.RuledOut()
 
 
 def test_a_quantisation_another_variant_serves_or_drafts_with_is_made() -> None:

@@ -46,7 +46,7 @@ try:
         config, plan.hardware_for(config), compile_cache.vllm_version(STUDY.python("serve")), Path.cwd()
     )
 except InputError:  # a plan that cannot be made rules nothing out; plan_study records why
-    REFUSED = plan.Refused()
+    REFUSED = plan.RuledOut()
 # Models are fetched (fetch_model, wildcard {model}) or quantised from another model (quantize_model,
 # wildcard {qmodel}): disjoint name sets, so exactly one rule makes each resources/models/<name>/manifest.json.
 # A model not made (record_model_not_made, wildcard {unmade}) has its stand-in manifest under results/.

@@ -1,0 +1,254 @@
+"""The plan against the measurement: the fractions a finished study measured (:func:`calibrate`, for
+``--calibration``) and each predicted figure beside its measurement (:func:`compare`, ``plan_vs_measured``),
+flagging every figure off by more than its tolerance. These read Parquet: pyarrow is imported when called."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from worthit import engine_args as eargs
+from worthit import gpus
+from worthit.plan.predictions import PlanCalibration
+from worthit.plan.shapes import GIB, PlanError
+
+DEFAULT_TOLERANCES = {"kv_blocks": 0.10, "tpot": 0.25, "throughput": 0.30, "knee_factor": 2.0}
+
+
+def _read(path: Path, table: Any) -> Any:
+    from worthit import schemas
+
+    return schemas.read(path, table) if path.is_file() else None
+
+
+def _engine_util(args: Mapping[str, Any]) -> float:
+    return float(eargs.get(args, "gpu-memory-utilization") or 0.9)
+
+
+def calibrate(results: str | os.PathLike[str]) -> PlanCalibration:
+    """Fractions a finished study measured (``results/<study>``): the bandwidth fraction at the lowest
+    load level (MBU: weight and KV bytes per step / TPOT / peak), the memory vLLM kept beyond weights and
+    KV, and (when the study has a ``plan_vs_measured`` table) measured / predicted throughput."""
+    from worthit import schemas
+
+    root = Path(results)
+    if not root.is_dir():
+        raise PlanError(f"--calibration {root}: no such results folder (expected results/<study>)")
+    summary = _read(root / "summary.parquet", schemas.SUMMARY)
+    mbus, overheads, gpu = [], [], None
+    for kv_path in sorted(root.glob("variant~*/kv.parquet")):
+        res = _read(kv_path, schemas.KV_CACHE)
+        if res is None or not res.ok or res.table.num_rows == 0:
+            continue
+        row = res.to_pandas().iloc[0].to_dict()
+        meta = res.metadata
+        args = meta.get("engine_args") or {}
+        hwm = meta.get("hardware") or {}
+        gpu = gpu or hwm.get("gpu")
+        spec = gpus.lookup(hwm.get("gpu"))
+        tp = int(eargs.get(args, "tensor-parallel-size") or 1)
+        kv_bytes = float(row["kv_tokens"]) * float(row["kv_bytes_per_token"])
+        if spec is not None and not eargs.get(args, "kv-cache-memory-bytes") and row.get("weight_bytes"):
+            cap = spec.memory_gib * GIB
+            overheads.append((_engine_util(args) * cap - (float(row["weight_bytes"]) + kv_bytes) / tp) / GIB)
+        if summary is None or spec is None or eargs.speculative_config(args):
+            continue
+        variant = row["variant"]
+        df = summary.to_pandas()
+        df = df[(df["variant"] == variant) & (df["status"] == "ok") & df["tpot_ms_p50"].notna()]
+        if df.empty:
+            continue
+        lowest = df[df["concurrency"] == df["concurrency"].min()]
+        c = int(lowest["concurrency"].iloc[0])
+        tpot = float(lowest["tpot_ms_p50"].median())
+        wl = _workload_of(root / kv_path.parent.name / "load" / f"conc~{c}.parquet")
+        ctx = wl[0] + wl[1] / 2 if wl else float(row["tokens_per_request"]) * 0.75
+        read = float(row["weight_bytes"]) + c * ctx * float(row["kv_bytes_per_token"])
+        mbus.append(read / (tpot / 1e3) / (spec.bandwidth_gb_s * 1e9 * tp))
+    ratios = []
+    pvm = _read(root / "plan_vs_measured.parquet", schemas.PLAN_VS_MEASURED)
+    if pvm is not None and pvm.table.num_rows:
+        df = pvm.to_pandas()
+        ratios = [float(r) for r in df[(df["quantity"] == "output_tok_per_s") & df["ratio"].notna()]["ratio"]]
+    if not mbus and not overheads:
+        raise PlanError(f"--calibration {root}: no measured KV capacity or TPOT of a known GPU to calibrate from")
+    return PlanCalibration(
+        source=str(root),
+        gpu=gpu,
+        bandwidth_fraction=_median(mbus),
+        overhead_gib=_median(overheads),
+        throughput_fraction=_median(ratios),
+    )
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def _workload_of(load_path: Path) -> tuple[int, int] | None:
+    from worthit import schemas
+
+    res = _read(load_path, schemas.LOAD_REQUESTS)
+    w = (res.metadata.get("workload") if res else None) or {}
+    if w.get("prompt_tokens") and w.get("output_tokens"):
+        return int(w["prompt_tokens"]), int(w["output_tokens"])
+    return None
+
+
+def measured_knee(levels: Sequence[tuple[int, float]], fraction: float = 0.9) -> int | None:
+    """The lowest concurrency whose output tok/s reaches ``fraction`` of the best measured."""
+    pts = [(c, t) for c, t in levels if t is not None and not math.isnan(t)]
+    if not pts:
+        return None
+    peak = max(t for _, t in pts)
+    return min(c for c, t in pts if t >= fraction * peak)
+
+
+def compare(
+    plan_rows: Sequence[Mapping[str, Any]],
+    results: str | os.PathLike[str],
+    tolerances: Mapping[str, float] | None = None,
+    knee_fraction: float = 0.9,
+) -> list[dict[str, Any]]:
+    """Rows of the ``plan_vs_measured`` table: per variant, each predicted figure next to its measurement."""
+    from worthit import schemas
+
+    tol = {**DEFAULT_TOLERANCES, **(tolerances or {})}
+    root = Path(results)
+    summary = _read(root / "summary.parquet", schemas.SUMMARY)
+    sdf = summary.to_pandas() if summary is not None else None
+    out: list[dict[str, Any]] = []
+
+    def add(
+        variant: str,
+        quantity: str,
+        *,
+        unit: str,
+        predicted: Any,
+        measured: Any,
+        kind: str,
+        tolerance: float,
+        note: str = "",
+    ) -> None:
+        ok_pred, ok_meas = predicted is not None and not _nan(predicted), measured is not None and not _nan(measured)
+        ratio = float(measured) / float(predicted) if ok_pred and ok_meas and float(predicted) else None
+        within: bool | None = None
+        if ratio is not None:
+            within = (1 / tolerance <= ratio <= tolerance) if kind == "factor" else abs(ratio - 1) <= tolerance
+        out.append(
+            {
+                "variant": variant,
+                "quantity": quantity,
+                "unit": unit,
+                "predicted": float(predicted) if ok_pred else None,
+                "measured": float(measured) if ok_meas else None,
+                "ratio": ratio,
+                "tolerance": tolerance,
+                "tolerance_kind": kind,
+                "within_tolerance": within,
+                "flag": None if within is not False else ("over" if ratio is not None and ratio > 1 else "under"),
+                "note": note or None,
+            }
+        )
+
+    for p in plan_rows:
+        v = str(p["variant"])
+        if p.get("status") == "not_applicable":
+            continue
+        kv = _read(root / f"variant~{v}" / "kv.parquet", schemas.KV_CACHE)
+        kvrow = kv.to_pandas().iloc[0].to_dict() if kv is not None and kv.ok and kv.table.num_rows else {}
+        if p.get("num_blocks") is not None or kvrow:
+            add(
+                v,
+                "kv_blocks",
+                unit="blocks",
+                predicted=p.get("num_blocks"),
+                measured=kvrow.get("num_blocks"),
+                kind="relative",
+                tolerance=tol["kv_blocks"],
+            )
+            add(
+                v,
+                "critical_concurrency",
+                unit="requests",
+                predicted=p.get("critical_concurrency"),
+                measured=kvrow.get("critical_concurrency"),
+                kind="relative",
+                tolerance=tol["kv_blocks"],
+            )
+        if sdf is None:
+            continue
+        d = sdf[(sdf["variant"] == v) & (sdf["status"] == "ok") & sdf["concurrency"].notna()]
+        if d.empty:
+            continue
+        by_level = d.groupby("concurrency").agg({"tpot_ms_p50": "median", "output_tok_per_s": "median"})
+        pts = [(int(c), float(r["output_tok_per_s"])) for c, r in by_level.iterrows()]
+        knee, highest = measured_knee(pts, knee_fraction), max(c for c, _ in pts)
+        note = (
+            f"predicted bound: {p.get('bound')}; measured: lowest level reaching {knee_fraction:.0%} of the best "
+            f"tok/s (levels {', '.join(str(c) for c, _ in pts)})"
+        )
+        if knee == highest and (p.get("knee_concurrency") or 0) > highest:
+            # throughput still rose at the highest level: the knee lies beyond the levels measured
+            note += f"; still rising at {highest}: the knee is beyond the levels measured, not judged"
+            knee = None
+        add(
+            v,
+            "knee_concurrency",
+            unit="requests",
+            predicted=p.get("knee_concurrency"),
+            measured=knee,
+            kind="factor",
+            tolerance=tol["knee_factor"],
+            note=note,
+        )
+        lowest = int(by_level.index.min())
+        levels = list(p.get("levels") or [])
+        exp = list(p.get("tpot_expected_ms") or [])
+        floor = list(p.get("tpot_floor_ms") or [])
+        i = levels.index(lowest) if lowest in levels else None
+        tpot_meas = float(by_level.loc[lowest, "tpot_ms_p50"])
+        mbu = floor[i] / tpot_meas if i is not None and floor and tpot_meas else None
+        add(
+            v,
+            f"tpot_ms_c{lowest}",
+            unit="ms",
+            predicted=exp[i] if i is not None and exp else None,
+            measured=tpot_meas,
+            kind="relative",
+            tolerance=tol["tpot"],
+            note=f"roofline floor {floor[i]:.2f} ms: achieved bandwidth fraction (MBU) {mbu:.0%}"
+            if mbu is not None and i is not None
+            else "",
+        )
+        best_c, best = max(pts, key=lambda x: x[1])
+        j = levels.index(best_c) if best_c in levels else None
+        tput = list(p.get("output_tok_per_s") or [])
+        ceiling = p.get("throughput_ceiling_tok_per_s")
+        add(
+            v,
+            "output_tok_per_s",
+            unit="tok/s",
+            predicted=tput[j] if j is not None and tput else None,
+            measured=best,
+            kind="relative",
+            tolerance=tol["throughput"],
+            note=f"best measured at concurrency {best_c}; roofline ceiling {ceiling:,.0f} tok/s at the predicted limit"
+            if ceiling is not None
+            else f"best measured at concurrency {best_c}",
+        )
+    return out
+
+
+def _nan(x: Any) -> bool:
+    try:
+        return math.isnan(float(x))
+    except (TypeError, ValueError):
+        return True

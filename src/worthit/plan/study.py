@@ -1,0 +1,248 @@
+"""The study plan: every variant of a study checked and predicted on one hardware, and what the workflow
+leaves out before anything runs."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from worthit import engine_args as eargs
+from worthit import models
+from worthit.config import Study
+from worthit.plan.hardware import Hardware, hardware_for
+from worthit.plan.memory import CUDA_GRAPH_GIB_PER_LAYER, NON_TORCH_GIB
+from worthit.plan.model_sources import model_configs
+from worthit.plan.predictions import DEFAULT_BANDWIDTH_FRACTION, PlanCalibration, WorkloadShape, predict
+from worthit.plan.prerequisites import UNKNOWN, PrerequisiteCheck, Subject, check, first_unmet
+from worthit.plan.shapes import PlanError, Quant
+from worthit.quantize import NO_WEIGHTS
+
+
+@dataclass
+class StudyPlan:
+    """A plan of every variant of a study on one hardware: rows of the ``plan`` table, and what they used."""
+
+    study: str
+    hardware: Hardware
+    rows: list[dict[str, Any]]
+    calibration: PlanCalibration | None = None
+    shapes: dict[str, str] = field(default_factory=dict)  # model -> where its config came from
+    took_s: float = 0.0
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "study": self.study,
+            "hardware": asdict(self.hardware),
+            "calibration": asdict(self.calibration) if self.calibration else None,
+            "model_configs": self.shapes,
+            "constants": {
+                "non_torch_gib": NON_TORCH_GIB,
+                "cuda_graph_gib_per_layer": CUDA_GRAPH_GIB_PER_LAYER,
+            },
+            "took_s": self.took_s,
+        }
+
+
+def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: str | None = None) -> WorkloadShape:
+    """The request shape and levels of the study; with ``variant``, also the levels beyond the grid it
+    measures: the closed-loop workload levels that name it (or name none, where it load-tests) and, where
+    sweet_spot.variants names it, its probes (sweet_spot.max_probes, one run each, costed at the grid's
+    geometric-mean concurrency: where the bracket lies is known only once the grid is measured). Rate and
+    replay levels are not costed."""
+    lt, px = cfg["loadtest"], cfg["prefix"]
+    levels = tuple(int(c) for c in lt["levels"])
+    n = lt["num_requests"]
+    repeats = int(lt.get("repeats", 1))
+
+    def requests(c: int) -> int:
+        return max(int(n["min"]), int(n["per_concurrency"]) * c) + int(lt["warmup_requests"])
+
+    extra: list[tuple[int, int, int]] = []
+    if variant is not None:
+        study = Study(cfg)  # which workload levels a variant measures: one rule (Study.variant_levels)
+        beyond = [lv.concurrency for lv in study.variant_levels(variant) if lv.workload is not None]
+        extra += [(c, requests(c), repeats) for c in beyond if c is not None]
+        if "loadtest" in experiments and levels and variant in study.sweet_spot_variants:
+            mid = max(1, round(math.exp(sum(math.log(c) for c in levels) / len(levels))))
+            extra += [(mid, requests(mid), 1)] * int(cfg["sweet_spot"]["max_probes"])
+    return WorkloadShape(
+        prompt_tokens=int(lt["prompt_tokens"]),
+        output_tokens=int(lt["output_tokens"]),
+        levels=levels,
+        requests=tuple(requests(c) for c in levels),
+        repeats=repeats,
+        prefix=tuple(
+            (int(L) + int(px["suffix_tokens"]), int(px["num_requests"]) + int(px["warmup_requests"]))
+            for L in px["lengths"]
+        ),
+        prefix_output_tokens=int(px["output_tokens"]),
+        experiments=tuple(experiments),
+        extra=tuple(extra),
+    )
+
+
+def _planned_quant(spec: Mapping[str, Any]) -> Quant | None:
+    q = spec.get("quantize")
+    if not q:
+        return None
+    scheme = str(q.get("scheme", "W4A16_ASYM"))
+    if scheme == NO_WEIGHTS:  # weights as the base's (a checkpoint of KV-cache scales only)
+        return None
+    bits = 4 if scheme.startswith("W4") else 8
+    group = q.get("group_size", 64) if scheme.startswith("W4") else None
+    return Quant("compressed-tensors", bits, group, zero_point=scheme.endswith("ASYM"))
+
+
+def make_plan(
+    cfg: Mapping[str, Any],
+    hw: Hardware,
+    root: Path = Path("."),
+    *,
+    given: Mapping[str, str] | None = None,
+    calibration: PlanCalibration | None = None,
+    hub: bool = True,
+) -> StudyPlan:
+    """The plan of a validated study config on ``hw``."""
+    t0 = time.monotonic()
+    pcfg = cfg.get("plan") or {}
+    configs = model_configs(cfg, root, given, hub)
+    hw = hw.override(cfg.get("hardware") or {})
+    rows = []
+    for vname, v in cfg["variants"].items():
+        args = {**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}
+        mspec = cfg["models"][v["model"]]
+        shape, checkpoint, folder, _ = configs.get(v["model"], (None, None, None, ""))
+        s = Subject(vname, args, shape, checkpoint=checkpoint, gpus_claimed=int(v.get("gpus", 1)), tokenizer=folder)
+        if "quantize" in mspec and (shape is None or shape.quant is None):  # not made yet: judged by its recipe
+            s.planned_quant = _planned_quant(mspec)
+            s.shape = replace(shape, quant=s.planned_quant) if shape is not None else None
+            s.checkpoint = None
+        sc = eargs.speculative_config(args)
+        d = configs.get(str(sc["model"])) if sc and sc.get("model") else None
+        if sc and d is not None and d[0] is not None:
+            s.draft, s.draft_name, s.draft_tokenizer = d[0], str(sc["model"]), d[2]
+        try:
+            checks = check(s, hw, pcfg.get("memory_overhead_gib"))
+            pred = predict(
+                s,
+                hw,
+                workload(cfg, v.get("experiments") or (), vname),
+                calibration=calibration,
+                bandwidth_fraction=float(pcfg.get("bandwidth_fraction") or DEFAULT_BANDWIDTH_FRACTION),
+                overhead_gib=pcfg.get("memory_overhead_gib"),
+                server_start_s=pcfg.get("server_start_s"),
+            )
+        except PlanError as e:
+            checks, pred = [PrerequisiteCheck("model", UNKNOWN, str(e))], {"notes": [str(e)]}
+        failed = first_unmet(checks)
+        row = {
+            "variant": vname,
+            "model": v["model"],
+            "model_config": configs.get(v["model"], (None, None, None, "unknown"))[3],
+            "status": "not_applicable" if failed else "ok",
+            "reason": failed.reason if failed else None,
+            "failed_rule": failed.rule if failed else None,
+            "checks": [asdict(c) for c in checks],
+            "gpu": hw.name,
+            "gpu_count": hw.count,
+            "tensor_parallel_size": s.parallel[0],
+            "data_parallel_size": s.parallel[2],
+            **{k: v for k, v in pred.items() if k != "notes"},
+            "notes": "; ".join(pred.get("notes", [])) or None,
+        }
+        rows.append(row)
+    return StudyPlan(
+        study=str(cfg["study"]),
+        hardware=hw,
+        rows=rows,
+        calibration=calibration,
+        shapes={k: v[3] for k, v in configs.items()},
+        took_s=time.monotonic() - t0,
+    )
+
+
+def fill_in(
+    rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any], cfg: Mapping[str, Any], root: Path
+) -> list[dict[str, Any]]:
+    """The plan's rows, those without predictions (model shapes unknown before the fetch) planned again
+    now that the models' manifests exist, on the hardware the plan was made for."""
+    out = [dict(r) for r in rows]
+    if all(r.get("kv_bytes_per_token") is not None for r in out):
+        return out
+    hw_meta = dict(metadata.get("hardware") or {})
+    if hw_meta.get("compute_capability") is not None:
+        hw_meta["compute_capability"] = tuple(hw_meta["compute_capability"])
+    hw = Hardware(**hw_meta) if hw_meta else hardware_for(cfg)
+    again = {r["variant"]: r for r in make_plan(cfg, hw, root, hub=False).rows}
+    for i, r in enumerate(out):
+        fresh = again.get(r["variant"])
+        if r.get("kv_bytes_per_token") is None and fresh and fresh.get("kv_bytes_per_token") is not None:
+            note = "planned after the model was fetched (its shapes were unknown before)"
+            out[i] = {**fresh, "notes": "; ".join(x for x in (note, fresh.get("notes")) if x)}
+    return out
+
+
+@dataclass(frozen=True)
+class RuledOut:
+    """What the workflow leaves out before anything runs (workflow/rules/common.smk): the variants the plan
+    rules not applicable, each with the reason its server and every measurement of it record, and the
+    ``quantize:`` models no other variant would serve, which are never made (quantize.smk)."""
+
+    variants: dict[str, str] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+
+    def reason(self, cfg: Mapping[str, Any], variant: str) -> str | None:
+        """Why ``variant`` is not served (None: it is): the plan's reason, and that its model was not made."""
+        if variant not in self.variants:
+            return None
+        model = str(cfg["variants"][variant]["model"])
+        return self.variants[variant] + (f"; {self.models[model]}" if model in self.models else "")
+
+    def manifest(self, cfg: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """The manifest standing in for a model not made: its would-be source and folder, status
+        ``not_applicable`` and why (the serve stage refuses any status but ok; the report reads it)."""
+        q = cfg["models"][model]["quantize"]
+        return asdict(
+            models.Manifest(
+                name=model,
+                source=f"quantize:{q['base']}:{q.get('method', 'awq')}:{q.get('scheme', 'W4A16_ASYM')}",
+                revision=None,
+                model_dir=f"resources/models/{model}/model",
+                extra={"status": "not_applicable", "reason": self.models[model], "quantization": dict(q)},
+            )
+        )
+
+
+def refused_before_serving(cfg: Mapping[str, Any], hw: Hardware, vllm_version: str, root: Path = Path(".")) -> RuledOut:
+    """What the plan of ``cfg`` on ``hw`` rules out before anything is fetched or served.
+
+    Only a plan for a CPU whose servers run vLLM's CPU build (``vllm_version`` ends in ``+cpu``, as the
+    serve environment's does) rules anything out here: this host's CPU is then where every server of the
+    study runs. A GPU plan (the config's ``hardware.gpu``, or the submitting host's nvidia-smi) is left to the
+    supervisor's gate on the devices each server is given, and a CPU plan beside a GPU build of vLLM is a
+    cluster's login node planning for itself. A ``quantize:`` model is not made when every variant serving it
+    is ruled out and no other variant's speculative-config names it. Planned without the hub: this runs at
+    every parse of the workflow."""
+    if not hw.cpu or not vllm_version.endswith("+cpu"):
+        return RuledOut()
+    rows = make_plan(cfg, hw, root, hub=False).rows
+    out = RuledOut({str(r["variant"]): str(r["reason"]) for r in rows if r["status"] == "not_applicable"})
+    drafts = " ".join(
+        str(sc.get("model") or "")
+        for name, v in cfg["variants"].items()
+        if name not in out.variants
+        and (sc := eargs.speculative_config({**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}))
+    )
+    for name, spec in cfg["models"].items():
+        users = [v for v, vs in cfg["variants"].items() if vs["model"] == name]
+        if "quantize" in spec and users and all(v in out.variants for v in users) and name not in drafts:
+            out.models[name] = (
+                f"model '{name}' was not quantised: the plan rules every variant serving it "
+                f"({', '.join(users)}) not applicable on this hardware"
+            )
+    return out
