@@ -179,9 +179,9 @@ def consume_in_turn(
                 try:
                     rows, extra = body(state)
                 except OSError as e:  # the server went away under the measurement (a scrape, a probe)
-                    raise failure_during(state_path, state, [f"{type(e).__name__}: {e}"], 0) from None
+                    raise failure_during(state_path, state, [f"{type(e).__name__}: {e}"], n=0) from None
                 if errs := server_errors(rows):  # the server failed requests (it died?): no evidence
-                    raise failure_during(state_path, state, errs, len(rows))
+                    raise failure_during(state_path, state, errs, n=len(rows))
                 schemas.write(out, table, rows, metadata={**meta, **extra, **stamp(server_url=state.url)})
     except ServerFailed as e:
         log.error("server not available (%s): %s", e.status, e.reason)
@@ -548,7 +548,7 @@ def sweet_spot(
                 study, variant, Level(CONC, c), state.url, state.served_model_name, manifest.model_dir, 1, 3000
             )
             if errs := server_errors(run.rows):  # a probe the server failed decides nothing
-                raise failure_during(state_path, state, errs, len(run.rows))
+                raise failure_during(state_path, state, errs, n=len(run.rows))
             row = _sweet_row(variant, c, "search", len(probes) + 1, run.rows, slo)
             probes.append(row)
             log.info(

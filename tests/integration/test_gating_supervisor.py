@@ -20,8 +20,9 @@ from pathlib import Path
 from worthit.gating import Gpu
 from worthit.server import supervise
 a = json.loads(sys.argv[1])
-sys.exit(supervise(Path(a["state"]), Path(a["log"]), "fp8", a["model_dir"], "/nonexistent/python",
-                   {"kv-cache-dtype": "fp8"}, [], {}, devices=[Gpu("0", "NVIDIA GeForce RTX 3090", "8.6")]))
+sys.exit(supervise(Path(a["state"]), Path(a["log"]), variant="fp8", model_dir=a["model_dir"],
+                   python="/nonexistent/python", args={"kv-cache-dtype": "fp8"}, extra=[], env={},
+                   devices=[Gpu("0", "NVIDIA GeForce RTX 3090", "8.6")]))
 """
 
 

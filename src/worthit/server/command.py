@@ -1,0 +1,94 @@
+"""A variant's ``vllm serve`` command line: its engine arguments as flags, or a printed command served as printed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from worthit import engine_args
+
+
+def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
+    """Engine arguments -> ``vllm serve`` flags, verbatim.
+
+    ``{"max-model-len": 2048}`` -> ``--max-model-len 2048``; ``True`` -> the bare flag; ``False`` or
+    ``None`` -> left out (so a variant can drop a default); dicts and lists -> JSON (e.g.
+    ``--speculative-config``). ``extra`` is appended as given.
+    """
+    flags: list[str] = []
+    for key, value in (args or {}).items():
+        flag = "--" + engine_args.flag(key)
+        if value is None or value is False:
+            continue
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, (dict, list)):
+            flags += [flag, json.dumps(value, separators=(",", ":"))]
+        else:
+            flags += [flag, str(value)]
+    return flags + list(extra)
+
+
+def serve_command(
+    python: str,
+    model_dir: str,
+    *,
+    served_name: str,
+    port: int,
+    args: Mapping[str, Any] | None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``python -m vllm.entrypoints.openai.api_server`` serving ``model_dir`` as ``served_name`` on the loopback
+    ``port``, with the engine arguments ``args`` as flags (:func:`engine_flags`) and ``extra`` after them."""
+    return [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_dir,
+        "--served-model-name",
+        served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *engine_flags(args, extra),
+    ]
+
+
+def argv_command(python: str, argv: Sequence[str], port: int) -> tuple[list[str], str]:
+    """A printed ``vllm serve MODEL --flag ...`` command, run as printed by the given environment's vLLM.
+
+    ``vllm`` becomes that environment's console script (the same ``vllm`` a user would type after activating
+    it); only the address is added (``--host 127.0.0.1 --port P``), which a printed command leaves to vLLM's
+    defaults. Returns the command and the model name the server answers to (``--served-model-name``, else
+    the model argument, as vLLM itself defaults it)."""
+    argv = _without_key_flags(argv)
+    if len(argv) < 3 or argv[0] != "vllm" or argv[1] != "serve":
+        raise ValueError(f"not a 'vllm serve MODEL ...' command: {argv[:3]}")
+    script = Path(python).parent / "vllm"
+    head = [str(script)] if script.exists() else [python, "-m", "vllm.entrypoints.cli.main"]
+    served = argv[2]
+    for i, a in enumerate(argv):
+        if a == "--served-model-name" and i + 1 < len(argv):
+            served = argv[i + 1]
+        elif a.startswith("--served-model-name="):
+            served = a.split("=", 1)[1]
+    return [*head, *argv[1:], "--host", "127.0.0.1", "--port", str(port)], served
+
+
+def _without_key_flags(argv: Sequence[str]) -> list[str]:
+    """``argv`` less ``--api-key`` and its argument (a printed command shows ``--api-key "$VLLM_API_KEY"``):
+    the supervisor gives vLLM the key in its environment instead (:func:`worthit.secrets.server_env`)."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--api-key":
+            skip = True
+        elif not a.startswith("--api-key="):
+            out.append(a)
+    return out
