@@ -345,10 +345,23 @@ def measure_level(
         if arrivals is None and plan.flat:
             run = closed_loop(cfg, plan.specs, int(level.concurrency or 1), warmup=warm, on_done=on_done)
         elif arrivals is None:
-            run = sessions_loop(cfg, plan.sessions, int(level.concurrency or 1), None, plan.think_time_s, warm, on_done)
+            run = sessions_loop(
+                cfg,
+                plan.sessions,
+                concurrency=int(level.concurrency or 1),
+                think_time_s=plan.think_time_s,
+                warmup=warm,
+                on_done=on_done,
+            )
         else:
             run = sessions_loop(
-                cfg, plan.sessions, None, arrivals, plan.think_time_s, warm, on_done, ol.get("max_concurrency")
+                cfg,
+                plan.sessions,
+                arrivals_s=arrivals,
+                think_time_s=plan.think_time_s,
+                warmup=warm,
+                on_done=on_done,
+                max_concurrency=ol.get("max_concurrency"),
             )
         result = asyncio.run(run)
     except Refused as e:

@@ -23,8 +23,9 @@ from tests.unit.loadgen_server import (  # noqa: F401  (fixture)
     calibration_server,
     running_calibration_server,
 )
-from worthit.loadgen import client as client_mod
-from worthit.loadgen.client import ClientConfig, RequestRecord, RequestSpec, _SseTimer, closed_loop, open_loop, run
+from worthit.loadgen import transports
+from worthit.loadgen.client import ClientConfig, RequestRecord, RequestSpec, closed_loop, open_loop, run
+from worthit.loadgen.sse import SseTimer
 from worthit.metrics import summarize
 from worthit.testing.calibration import Timing
 
@@ -119,7 +120,7 @@ def test_a_stream_of_only_empty_text_is_a_success_without_visible_text(server: s
 def test_sse_parser_times_chunks_with_choices_and_nothing_else() -> None:
     """vLLM's own event shapes, fed with chosen arrival times: what counts as a token chunk."""
     rec = RequestRecord(request_id=0, prompt_tokens=3)
-    timer = _SseTimer(rec, start=0)
+    timer = SseTimer(rec, start=0)
 
     def ev(obj: dict[str, Any]) -> bytes:
         return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
@@ -145,20 +146,20 @@ def test_sse_parser_times_chunks_with_choices_and_nothing_else() -> None:
 
     # without usage, tokens fall back to chunks less chat's role chunk
     rec = RequestRecord(request_id=1, prompt_tokens=3)
-    timer = _SseTimer(rec, start=0)
+    timer = SseTimer(rec, start=0)
     timer.feed(chat({"role": "assistant", "content": ""}) + chat({"content": ""}) + chat({"content": "a"}), 5)
     assert timer.finish(expected_tokens=2).output_tokens == 2
 
 
 def test_clock_starts_before_the_request_is_built(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[int] = []
-    real = client_mod._payload
+    real = transports._payload
 
     def payload(cfg: ClientConfig, spec: RequestSpec) -> dict[str, Any]:
         built.append(time.perf_counter_ns())
         return real(cfg, spec)
 
-    monkeypatch.setattr(client_mod, "_payload", payload)
+    monkeypatch.setattr(transports, "_payload", payload)
     for fast in (True, False):
         cfg = ClientConfig(base_url=server, model="m", fast=fast)
         rec = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 2)], 1)).records[0]

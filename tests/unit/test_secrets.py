@@ -200,8 +200,8 @@ def specs(n: int) -> list[RequestSpec]:
 def test_every_transport_and_schedule_sends_the_key(guarded: str, fast: bool) -> None:
     cfg = ClientConfig(base_url=guarded, model="calibration", api_key=KEY, fast=fast)
     closed = asyncio.run(closed_loop(cfg, specs(4), 2))
-    sessions = asyncio.run(sessions_loop(cfg, [specs(2), specs(2)], 2))
-    opened = asyncio.run(sessions_loop(cfg, [specs(1), specs(1)], None, [0.0, 0.01]))
+    sessions = asyncio.run(sessions_loop(cfg, [specs(2), specs(2)], concurrency=2))
+    opened = asyncio.run(sessions_loop(cfg, [specs(1), specs(1)], arrivals_s=[0.0, 0.01]))
     assert all(r.success for res in (closed, sessions, opened) for r in res.records)
 
 
@@ -358,23 +358,24 @@ def test_a_study_its_servers_refused_reads_failed_with_the_cause_not_not_run(tmp
 def test_a_refused_request_stops_an_open_loop_from_starting_more_arrivals(
     guarded: str, schedule: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from worthit.loadgen import client as client_mod
+    from worthit.loadgen import transports
+    from worthit.loadgen.scheduling import open_loop
 
     sent = []
-    real = client_mod._Client.send
+    real = transports.Client.send
 
     async def counting(self: Any, spec: RequestSpec, request_id: int) -> Any:
         sent.append(request_id)
         return await real(self, spec, request_id)
 
-    monkeypatch.setattr(client_mod._Client, "send", counting)
+    monkeypatch.setattr(transports.Client, "send", counting)
     cfg = ClientConfig(base_url=guarded, model="calibration")
     n = 100  # 10 arrivals a second: ten seconds of schedule
     with pytest.raises(Refused):
         if schedule == "open_loop":
-            asyncio.run(client_mod.open_loop(cfg, specs(n), 10.0, seed=1))
+            asyncio.run(open_loop(cfg, specs(n), 10.0, seed=1))
         else:
-            asyncio.run(sessions_loop(cfg, [specs(1)] * n, None, [i / 10 for i in range(n)]))
+            asyncio.run(sessions_loop(cfg, [specs(1)] * n, arrivals_s=[i / 10 for i in range(n)]))
     assert len(sent) < n / 2, len(sent)
 
 

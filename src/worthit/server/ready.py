@@ -168,7 +168,8 @@ def _await_exit_record(exit_file: Path, state: ServerState, wait_s: float = 8.0)
 
 
 # A request's error that is the server's own, not the client's (HTTP 5xx, a stream the server ended with an
-# error, a connection refused, reset or lost because the engine died): worthit.loadgen.client's wording.
+# error, a connection refused, reset or lost because the engine died), in the load generator's wording
+# (worthit.loadgen.transports, worthit.loadgen.sse).
 _SERVER_ERROR = re.compile(
     r"^HTTP 5\d\d|server error in stream|connection lost mid-response|ConnectionRefusedError|ConnectionResetError"
     r"|ServerDisconnectedError|ClientConnectorError|ClientOSError|Connect call failed|Cannot connect"
