@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from worthit.config import Study, load  # noqa: E402
-from worthit.loadgen.levels import CONC, Level  # noqa: E402
+from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.prefix import run_prefix_length  # noqa: E402
 from worthit.server import consumer_presence, wait_ready  # noqa: E402
 from worthit.stages import measure_level  # noqa: E402
@@ -114,7 +114,7 @@ def main() -> None:
                             st.url,
                             st.served_model_name,
                             model_dir,
-                            Level(CONC, c),
+                            LoadLevel(CONC, c),
                             None,
                             n,
                             int(lt["prompt_tokens"]),

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from worthit.loadgen.client import ClientConfig, RequestSpec, run
-from worthit.loadgen.workload import RandomWorkload, load_tokenizer
+from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
 from worthit.metrics import summarize
 
 ROOT = Path(__file__).resolve().parents[2]

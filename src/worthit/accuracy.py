@@ -517,7 +517,7 @@ def evaluate(
 
 
 def _prompt_ids(tokenizer_dir: str) -> list[int]:
-    from worthit.loadgen.workload import load_tokenizer
+    from worthit.loadgen.prompts import load_tokenizer
 
     text = "The capital of France is Paris. The capital of Italy is"
     return list(load_tokenizer(tokenizer_dir).encode(text))

@@ -39,14 +39,14 @@ def _counters(url: str, api_key: str | None = None) -> dict[str, float] | None:
 
 def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]:
     if a.tokenizer:
-        from worthit.loadgen.workload import RandomWorkload, load_tokenizer
+        from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
 
         tok = load_tokenizer(a.tokenizer)
         if a.prompts:  # the workflow's reader of the user's prompts (loadtest.workloads: kind jsonl)
             from worthit.loadgen.workloads import Lengths, UserPrompts
 
             prompts = UserPrompts("cli", Path(a.prompts), Lengths.parse(a.output_tokens, "--output-tokens"))
-            specs = prompts.build(tok, a.endpoint, a.num_requests, a.seed).specs
+            specs = prompts.build(tok, a.endpoint, a.num_requests, seed=a.seed).specs
         else:
             specs = RandomWorkload(
                 a.prompt_tokens, a.output_tokens, a.num_requests, seed=a.seed, prompt_tokens_spread=a.prompt_spread

@@ -23,7 +23,7 @@ from worthit import engine_args as eargs
 from worthit import measurements
 from worthit import secrets as secretsmod
 from worthit.errors import InputError
-from worthit.loadgen.levels import CONC, RATE, REPLAY, Level, parse_level
+from worthit.loadgen.levels import CONC, RATE, REPLAY, LoadLevel, parse_level
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
@@ -169,12 +169,12 @@ def _check_workloads(cfg: Mapping[str, Any], source: str) -> None:
                 "workload; only a trace has arrival times to replay (allowed: a concurrency or a rate)"
             )
     if cfg["workloads"]:
-        from worthit.loadgen.workload import WorkloadError  # imported only when a study defines workloads
+        from worthit.loadgen.prompts import WorkloadError  # imported only when a study defines workloads
         from worthit.loadgen.workloads import from_config
 
         for name, spec in cfg["workloads"].items():
             try:
-                from_config(name, spec, lt, source=source)
+                from_config(name, spec, defaults=lt, source=source)
             except WorkloadError as e:
                 raise ConfigError(str(e)) from None
 
@@ -320,19 +320,19 @@ class Study:
         return max(int(n["min"]), int(n["per_concurrency"]) * concurrency)
 
     @property
-    def load_levels(self) -> list[Level]:
+    def load_levels(self) -> list[LoadLevel]:
         """Every load level in the order measured: concurrencies, rates, then the levels naming a workload."""
         lt = self.cfg["loadtest"]
-        out = [Level(CONC, c) for c in self.levels] + [Level(RATE, float(r)) for r in lt["rates"]]
+        out = [LoadLevel(CONC, c) for c in self.levels] + [LoadLevel(RATE, float(r)) for r in lt["rates"]]
         for lv in lt["workload_levels"]:
             if lv.get("replay"):
-                out.append(Level(REPLAY, None, lv["workload"]))
+                out.append(LoadLevel(REPLAY, None, lv["workload"]))
             else:
                 kind = CONC if lv.get("concurrency") is not None else RATE
-                out.append(Level(kind, lv.get("concurrency") or float(lv["rate"]), lv["workload"]))
+                out.append(LoadLevel(kind, lv.get("concurrency") or float(lv["rate"]), lv["workload"]))
         return out
 
-    def variant_levels(self, variant: str) -> list[Level]:
+    def variant_levels(self, variant: str) -> list[LoadLevel]:
         """The load levels ``variant`` measures: with loadtest in its experiments, the concurrencies, rates and
         every workload level that names no variants or names it; without, only the workload levels naming it."""
         lt = self.cfg["loadtest"]
@@ -350,12 +350,12 @@ class Study:
         """Variants that measure at least one load level."""
         return [v for v in self.variants if self.variant_levels(v)]
 
-    def level_runs(self, variant: str) -> list[tuple[Level, int]]:
+    def level_runs(self, variant: str) -> list[tuple[LoadLevel, int]]:
         """(level, run) of ``variant`` in the order they are measured: every level once, then again per repeat."""
         levels = self.variant_levels(variant)
         return [(lv, r) for r in range(1, self.repeats + 1) for lv in levels]
 
-    def level(self, name: str) -> Level:
+    def level(self, name: str) -> LoadLevel:
         """A level of this study by its name (the loadtest rule's {level} wildcard: conc~4, rate~2.5, ...)."""
         lv = parse_level(name)
         if lv not in self.load_levels:
@@ -363,18 +363,18 @@ class Study:
             raise ConfigError(f"load level {name!r} is not part of the study (its levels: {known})")
         return lv
 
-    def workload_name(self, variant: str, level: Level) -> str | None:
+    def workload_name(self, variant: str, level: LoadLevel) -> str | None:
         """The workload a level of ``variant`` sends: the level's own, the variant's, the study's (None: the
         fixed-length random prompts)."""
         return level.workload or self.cfg["variants"][variant].get("workload") or self.cfg["loadtest"]["workload"]
 
-    def workload_files(self, variant: str, level: Level) -> list[str]:
+    def workload_files(self, variant: str, level: LoadLevel) -> list[str]:
         """Files the level's workload reads (a jsonl or trace workload's path), as the config names them."""
         name = self.workload_name(variant, level)
         spec = self.cfg["workloads"].get(name) if name else None
         return [str(spec["path"])] if spec and spec.get("path") else []
 
-    def level_requests(self, level: Level) -> int:
+    def level_requests(self, level: LoadLevel) -> int:
         """Requests a level sends (a replay level: the whole trace, 0 here)."""
         if level.kind == CONC:
             return self.num_requests(int(level.concurrency or 1))

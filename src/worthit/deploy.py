@@ -126,14 +126,14 @@ def validate(
 def _load(
     study: Study, state: ServerState, manifest: Manifest, variant: str, concurrency: int, run: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from worthit.loadgen.levels import CONC, Level
+    from worthit.loadgen.levels import CONC, LoadLevel
     from worthit.stages import study_level
 
     log.info("validating %s at concurrency %d (%s)", state.variant, concurrency, " ".join(state.command))
     # the deployed variant's workload, as its load levels measured it; prompts no load level used
     # (seed offset 1000), so prefix caching cannot answer them from a level's cache
     measured = study_level(
-        study, variant, Level(CONC, concurrency), state.url, state.served_model_name, manifest.model_dir, run, 1000
+        study, variant, LoadLevel(CONC, concurrency), state.url, state.served_model_name, manifest.model_dir, run, 1000
     )
     return measured.rows, measured.meta
 

@@ -21,7 +21,7 @@ import pandas as pd
 from worthit import prom, schemas
 from worthit.config import Study
 from worthit.loadgen.client import ClientConfig, closed_loop
-from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
+from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta
 from worthit.models import Manifest
 from worthit.server import ServerState

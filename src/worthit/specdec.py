@@ -38,7 +38,7 @@ from worthit import kv as kvmod
 from worthit import prom, schemas
 from worthit.config import Study
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
-from worthit.loadgen.workload import SharedPrefixWorkload, load_tokenizer
+from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta, summarize
 from worthit.models import Manifest
 from worthit.server import ServerState

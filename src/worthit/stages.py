@@ -25,9 +25,9 @@ from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen import levels as levelmod
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.client import REFUSED_STATUSES, ClientConfig, Refused, RequestRecord, closed_loop, sessions_loop
-from worthit.loadgen.levels import CONC, Level
-from worthit.loadgen.workload import RandomWorkload, load_tokenizer
-from worthit.loadgen.workloads import Plan, from_config
+from worthit.loadgen.levels import CONC, LoadLevel
+from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
+from worthit.loadgen.workloads import LevelRequests, from_config
 from worthit.metrics import Slo, prometheus_delta, summarize
 from worthit.models import Manifest
 from worthit.provenance import stamp
@@ -273,7 +273,7 @@ def _progress(label: str, total: int) -> Callable[[RequestRecord], None]:
     return on_done
 
 
-def _offset(level: Level) -> int:
+def _offset(level: LoadLevel) -> int:
     """The seed offset of a level's prompts: its concurrency (as always), distinct ranges for the others."""
     if level.kind == CONC:
         return int(level.concurrency or 0)
@@ -284,7 +284,7 @@ def measure_level(
     url: str,
     model: str,
     tokenizer_dir: str,
-    level: Level,
+    level: LoadLevel,
     workload: Mapping[str, Any] | None,
     num_requests: int,
     prompt_tokens: int,
@@ -312,7 +312,7 @@ def measure_level(
     wl = None
     if workload is None:
         specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=offset)
-        plan = Plan([[s] for s in specs])
+        to_send = LevelRequests([[s] for s in specs])
         described: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "output_tokens": output_tokens,
@@ -323,42 +323,42 @@ def measure_level(
     else:
         spec = {k: v for k, v in workload.items() if k != "name"}
         defaults = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
-        wl = from_config(str(workload["name"]), spec, defaults)
+        wl = from_config(str(workload["name"]), spec, defaults=defaults)
         # a closed loop keeps every worker busy; an open loop starts num_requests sessions (conversations)
         sessions = level.concurrency or (num_requests if level.kind == levelmod.RATE else 1)
-        plan = wl.build(tok, endpoint, num_requests, seed, offset, min_sessions=sessions)
-        described = {**wl.describe(), "num_requests": len(plan.specs), "seed": seed, "endpoint": endpoint}
+        to_send = wl.build(tok, endpoint, num_requests, seed=seed, offset=offset, min_sessions=sessions)
+        described = {**wl.describe(), "num_requests": len(to_send.specs), "seed": seed, "endpoint": endpoint}
     ol = dict(open_loop or {})
     arrivals: list[float] | None = None
     if level.kind == levelmod.RATE:
         arrival = ol.get("arrival") or {}
         burst = float(arrival.get("burstiness", 1.0)) if arrival.get("distribution") == "gamma" else 1.0
-        arrivals = levelmod.rate_arrivals(len(plan.sessions), float(level.rate_per_s or 0), burst, seed)
+        arrivals = levelmod.rate_arrivals(len(to_send.sessions), float(level.rate_per_s or 0), burst, seed)
     elif level.kind == levelmod.REPLAY:
-        arrivals = plan.arrivals_s
+        arrivals = to_send.arrivals_s
     cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s, api_key=api_key)
     label = f"conc={level.concurrency}" if level.kind == CONC else level.name
-    on_done = _progress(label, len(plan.specs)) if progress else None
+    on_done = _progress(label, len(to_send.specs)) if progress else None
     before = counters(url, api_key)
     scraper = tl.Scraper(url, timeline_interval_s, api_key=api_key).start() if timeline_interval_s else None
     try:
-        if arrivals is None and plan.flat:
-            run = closed_loop(cfg, plan.specs, int(level.concurrency or 1), warmup=warm, on_done=on_done)
+        if arrivals is None and to_send.flat:
+            run = closed_loop(cfg, to_send.specs, int(level.concurrency or 1), warmup=warm, on_done=on_done)
         elif arrivals is None:
             run = sessions_loop(
                 cfg,
-                plan.sessions,
+                to_send.sessions,
                 concurrency=int(level.concurrency or 1),
-                think_time_s=plan.think_time_s,
+                think_time_s=to_send.think_time_s,
                 warmup=warm,
                 on_done=on_done,
             )
         else:
             run = sessions_loop(
                 cfg,
-                plan.sessions,
+                to_send.sessions,
                 arrivals_s=arrivals,
-                think_time_s=plan.think_time_s,
+                think_time_s=to_send.think_time_s,
                 warmup=warm,
                 on_done=on_done,
                 max_concurrency=ol.get("max_concurrency"),
@@ -376,8 +376,8 @@ def measure_level(
             raise
         # the server died during the level: its requests' errors say so (consume_in_turn records the failure)
         return LevelRun(rows, {"n_warmup": result.warmup, "wall_s": result.wall_s}, samples, result.t0_ns)
-    if not plan.flat:
-        where = plan.positions()
+    if not to_send.flat:
+        where = to_send.positions()
         for r in rows:
             r["session_id"], r["turn"] = where[r["request_id"]]
     meta: dict[str, Any] = {
@@ -408,7 +408,7 @@ def measure_level(
 def study_level(
     study: Study,
     variant: str,
-    level: Level,
+    level: LoadLevel,
     url: str,
     served_model_name: str,
     tokenizer_dir: str,
@@ -445,18 +445,18 @@ def study_level(
 def loadtest(
     study: Study,
     variant: str,
-    level: int | str | Level,
+    level: int | str | LoadLevel,
     state_path: str,
     manifest_path: str,
     out: str,
     run: int = 1,
     timeline_out: str | None = None,
 ) -> None:
-    """One run of one load level (a concurrency, a level's name such as rate~2.5, or a Level). Run r of a
+    """One run of one load level (a concurrency, a level's name such as rate~2.5, or a LoadLevel). Run r of a
     level uses its own prompts (seed + 2(r-1)), so a server with prefix caching on cannot answer a repeat
     from the cache of an earlier run. With ``timeline_out`` the server's /metrics are sampled every
     ``loadtest.timeline_interval_s`` during the level and written there."""
-    lv = Level(CONC, level) if isinstance(level, int) else study.level(level) if isinstance(level, str) else level
+    lv = LoadLevel(CONC, level) if isinstance(level, int) else study.level(level) if isinstance(level, str) else level
     if not 1 <= run <= study.repeats:
         raise ConfigError(
             f"{out}: run {run} of level {lv.name} is not part of the study "
@@ -558,7 +558,7 @@ def sweet_spot(
         def measure(c: int) -> bool:
             log.info("sweet spot of %s: probing concurrency %d", variant, c)
             run = study_level(
-                study, variant, Level(CONC, c), state.url, state.served_model_name, manifest.model_dir, 1, 3000
+                study, variant, LoadLevel(CONC, c), state.url, state.served_model_name, manifest.model_dir, 1, 3000
             )
             if errs := server_errors(run.rows):  # a probe the server failed decides nothing
                 raise failure_during(state_path, state, errs, n=len(run.rows))

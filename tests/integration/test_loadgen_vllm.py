@@ -20,7 +20,7 @@ from tests.conftest import supervised_server
 from worthit import schemas
 from worthit.cli import main
 from worthit.loadgen.client import ENDPOINTS, ClientConfig, RequestSpec, closed_loop
-from worthit.loadgen.levels import CONC, Level
+from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.stages import measure_level
 
 pytestmark = pytest.mark.vllm
@@ -37,7 +37,7 @@ def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: st
         vllm_url,
         "smol",
         str(model_dir),
-        Level(CONC, 2),
+        LoadLevel(CONC, 2),
         None,
         num_requests=4,
         prompt_tokens=32,
@@ -82,7 +82,7 @@ def test_another_client_on_the_server_during_a_level_is_detected_and_named(vllm_
         assert started.wait(60)
         time.sleep(0.5)  # its first request is being served
         run = measure_level(
-            vllm_url, "smol", str(model_dir), Level(CONC, 2), None,
+            vllm_url, "smol", str(model_dir), LoadLevel(CONC, 2), None,
             num_requests=6, prompt_tokens=32, output_tokens=16, warmup=1, progress=False,
         )  # fmt: skip
     finally:

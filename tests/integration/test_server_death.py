@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import supervised_server
 from worthit import schemas
-from worthit.loadgen.levels import CONC, Level
+from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.stages import consume_in_turn, measure_level, scrape
 
 pytestmark = pytest.mark.vllm
@@ -67,7 +67,7 @@ def test_an_engine_killed_mid_level_fails_the_level_and_every_later_measurement_
         def level(s: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             threading.Thread(target=kill_when_some_finished, args=(s.url,), daemon=True).start()
             run = measure_level(
-                s.url, "smol", str(model_dir), Level(CONC, 2), None, 60, 32, 64, warmup=1, progress=False
+                s.url, "smol", str(model_dir), LoadLevel(CONC, 2), None, 60, 32, 64, warmup=1, progress=False
             )
             return run.rows, run.meta
 

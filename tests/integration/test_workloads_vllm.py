@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import supervised_server
 from tests.unit.loadgen_server import running_calibration_server
-from worthit.loadgen.levels import CONC, RATE, REPLAY, Level
+from worthit.loadgen.levels import CONC, RATE, REPLAY, LoadLevel
 from worthit.stages import measure_level
 
 pytestmark = pytest.mark.vllm
@@ -30,7 +30,7 @@ def vllm_url(serve_python: Path, model_dir: Path, tmp_path_factory: pytest.TempP
         yield state.url
 
 
-def level(url: str, model_dir: Path, lv: Level, workload: dict[str, Any] | None, n: int, **kw: Any) -> Any:
+def level(url: str, model_dir: Path, lv: LoadLevel, workload: dict[str, Any] | None, n: int, **kw: Any) -> Any:
     return measure_level(url, "smol", str(model_dir), lv, workload, n, 32, 8, warmup=1, progress=False, **kw)
 
 
@@ -51,7 +51,7 @@ def test_every_distribution_sends_exactly_the_tokens_it_counts(vllm_url: str, mo
             "prompt_tokens": lengths,
             "output_tokens": {"distribution": "uniform", "min": 2, "max": 12},
         }
-        run = level(vllm_url, model_dir, Level(CONC, 4), wl, 12, endpoint=endpoint)
+        run = level(vllm_url, model_dir, LoadLevel(CONC, 4), wl, 12, endpoint=endpoint)
         rows = run.rows
         assert len(rows) == 12 and all(r["success"] for r in rows), [r["error"] for r in rows]
         # the server counted exactly the prompt tokens the workload built (chat: through the chat template)
@@ -94,7 +94,7 @@ def test_user_prompts_trace_and_conversation_counts_match_the_server(
             {"name": "prod", "kind": "trace", "path": str(trace)},
             {"name": "chat", "kind": "conversation", "turns": 3, "user_tokens": 150, "output_tokens": 10},
         ):
-            run = level(vllm_url, model_dir, Level(CONC, 2), wl, 4, endpoint=endpoint)
+            run = level(vllm_url, model_dir, LoadLevel(CONC, 2), wl, 4, endpoint=endpoint)
             assert all(r["success"] for r in run.rows), [r["error"] for r in run.rows]
             assert [r["prompt_tokens_reported"] for r in run.rows] == [r["prompt_tokens"] for r in run.rows], (
                 wl,
@@ -119,7 +119,7 @@ def test_a_trace_replays_its_arrival_offsets_within_5_ms_median(vllm_url: str, m
         + "".join(f"{100 + t},{16 + i % 5},{2 + i % 3}\n" for i, t in enumerate(offsets))
     )
     run = level(
-        vllm_url, model_dir, Level(REPLAY, None, "prod"), {"name": "prod", "kind": "trace", "path": str(trace)}, 0
+        vllm_url, model_dir, LoadLevel(REPLAY, None, "prod"), {"name": "prod", "kind": "trace", "path": str(trace)}, 0
     )
     rows = sorted(run.rows, key=lambda r: r["request_id"])
     assert len(rows) == len(offsets) and all(r["success"] for r in rows)
@@ -137,7 +137,7 @@ def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(mode
             url,
             "calibration",
             str(model_dir),
-            Level(RATE, 40.0),
+            LoadLevel(RATE, 40.0),
             None,
             400,
             16,
@@ -171,7 +171,7 @@ def test_a_rate_the_client_cannot_deliver_is_flagged(model_dir: Path) -> None:
             url,
             "calibration",
             str(model_dir),
-            Level(RATE, 100.0),
+            LoadLevel(RATE, 100.0),
             None,
             60,
             16,

@@ -240,9 +240,9 @@ def test_a_level_without_the_key_fails_naming_the_cause_and_the_fix(guarded: str
 
 
 def _conc(c: int) -> Any:
-    from worthit.loadgen.levels import CONC, Level
+    from worthit.loadgen.levels import CONC, LoadLevel
 
-    return Level(CONC, c)
+    return LoadLevel(CONC, c)
 
 
 def test_worthit_loadtest_reads_openai_api_key_or_the_named_variable(guarded: str) -> None:

@@ -21,7 +21,7 @@ from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit.config import ConfigError, Study, validate
 from worthit.loadgen import levels as lv
 from worthit.loadgen import timeline as tl
-from worthit.loadgen.workload import WorkloadError
+from worthit.loadgen.prompts import WorkloadError
 from worthit.loadgen.workloads import Lengths, from_config
 
 
@@ -282,16 +282,16 @@ def test_workload_keys_of_another_kind_and_missing_files_are_refused(tmp_path: P
 
 def test_level_names_paths_and_parsing_round_trip() -> None:
     cases = [
-        (lv.Level(lv.CONC, 16), "conc~16", "load/conc~16.rep~2"),
-        (lv.Level(lv.RATE, 2.5), "rate~2.5", "load/rate~2.5.rep~2"),
-        (lv.Level(lv.RATE, 4.0), "rate~4", "load/rate~4.rep~2"),
-        (lv.Level(lv.CONC, 4, "chat"), "chat/conc~4", "load/chat/conc~4.rep~2"),
-        (lv.Level(lv.REPLAY, None, "prod"), "prod/replay", "load/prod/replay.rep~2"),
+        (lv.LoadLevel(lv.CONC, 16), "conc~16", "load/conc~16.rep~2"),
+        (lv.LoadLevel(lv.RATE, 2.5), "rate~2.5", "load/rate~2.5.rep~2"),
+        (lv.LoadLevel(lv.RATE, 4.0), "rate~4", "load/rate~4.rep~2"),
+        (lv.LoadLevel(lv.CONC, 4, "chat"), "chat/conc~4", "load/chat/conc~4.rep~2"),
+        (lv.LoadLevel(lv.REPLAY, None, "prod"), "prod/replay", "load/prod/replay.rep~2"),
     ]
     for level, name, path2 in cases:
         assert level.name == name and level.path(2) == path2 and level.path(1) == f"load/{name}"
         assert lv.parse_level(name) == level
-    assert lv.Level(lv.CONC, 16).timeline_path() == "load/conc~16.timeline"
+    assert lv.LoadLevel(lv.CONC, 16).timeline_path() == "load/conc~16.timeline"
     assert lv.rate_str(0.125) == "0.125" and lv.rate_str(1e-5) == "0.00001"
     with pytest.raises(ValueError, match="not a load level"):
         lv.parse_level("burst~3")

@@ -14,7 +14,7 @@ from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noq
 from worthit.deploy import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.deploy import validation_files  # noqa: E402
 from worthit.errors import InputError  # noqa: E402
-from worthit.loadgen.levels import CONC, Level  # noqa: E402
+from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.paths import manifest_path  # noqa: E402
 from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
@@ -189,11 +189,11 @@ def get_workload_files(wildcards):
 # sweetspot.smk's inputs: the grid it starts from (run 1 of each loadtest.levels concurrency) and the
 # variant's workload files (its probes send the variant's workload, as the grid did)
 def get_sweet_spot_grid(wildcards):
-    return [f"{RESULTS}/variant~{wildcards.variant}/{Level(CONC, c).path(1)}.parquet" for c in STUDY.levels]
+    return [f"{RESULTS}/variant~{wildcards.variant}/{LoadLevel(CONC, c).path(1)}.parquet" for c in STUDY.levels]
 
 
 def get_sweet_spot_workload_files(wildcards):
-    return STUDY.workload_files(wildcards.variant, Level(CONC, 1))
+    return STUDY.workload_files(wildcards.variant, LoadLevel(CONC, 1))
 
 
 LOAD_LEVEL_PATTERN = "|".join(re.escape(lv.name) for lv in STUDY.load_levels)

@@ -44,7 +44,7 @@ def rate_str(rate_per_s: float) -> str:
 
 
 @dataclass(frozen=True)
-class Level:
+class LoadLevel:
     """One load level: its kind, its concurrency or rate, and the workload it names (None: the variant's)."""
 
     kind: str
@@ -103,17 +103,17 @@ class Level:
         }
 
 
-def parse_level(name: str) -> Level:
-    """The inverse of :attr:`Level.name`: 'conc~4', 'rate~2.5', 'chat/conc~4', 'prod/replay'."""
+def parse_level(name: str) -> LoadLevel:
+    """The inverse of :attr:`LoadLevel.name`: 'conc~4', 'rate~2.5', 'chat/conc~4', 'prod/replay'."""
     workload, _, base = name.rpartition("/")
     wl = workload or None
     if base == "replay":
-        return Level(REPLAY, None, wl)
+        return LoadLevel(REPLAY, None, wl)
     kind, sep, value = base.partition("~")
     if not sep or kind not in (CONC, RATE):
         raise ValueError(f"{name!r} is not a load level (conc~C, rate~R, or <workload>/replay)")
     try:
-        return Level(kind, int(value) if kind == CONC else float(value), wl)
+        return LoadLevel(kind, int(value) if kind == CONC else float(value), wl)
     except ValueError as e:
         raise ValueError(f"{name!r} is not a load level: {e}") from None
 

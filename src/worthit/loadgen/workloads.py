@@ -1,11 +1,12 @@
 """Named workloads (the study's ``workloads:``): what a load level sends, built offline and seeded.
 
-Four kinds, each a :class:`Workload` that builds a :class:`Plan` (sessions of one or more requests):
+Four kinds, each a :class:`NamedWorkload` that builds a level's :class:`LevelRequests` (sessions of one or
+more requests):
 
 * ``random``: random-token prompts whose lengths follow a distribution (:class:`Lengths`: fixed,
   uniform, normal, lognormal, within [min, max]); every prompt has exactly the drawn number of tokens
   (the round trip through the tokenizer is checked, as for the fixed-length prompts of
-  :mod:`worthit.loadgen.workload`).
+  :mod:`worthit.loadgen.prompts`).
 * ``jsonl``: the user's own prompts, one JSON object a line: ``{"prompt": "..."}`` or
   ``{"messages": [{"role": ..., "content": ...}, ...]}``, optionally ``"output_tokens": N``.
 * ``trace``: a request trace (.jsonl, or .csv with a header) with, per request, ``arrival_s`` (offset
@@ -21,8 +22,9 @@ Four kinds, each a :class:`Workload` that builds a :class:`Plan` (sessions of on
 
 Prompts go to ``/v1/completions`` as token ids where a workload builds them from tokens (so shared
 prefixes are byte-identical), and to ``/v1/chat/completions`` as messages; ``prompt_tokens`` is then
-counted through the model's chat template, as the server counts it. Bad files raise a
-:class:`WorkloadError` naming the file, the line, the key and what is allowed.
+counted through the model's chat template, as the server counts it (:class:`~worthit.loadgen.prompts.Prompter`).
+Bad files raise a :class:`~worthit.loadgen.prompts.WorkloadError` naming the file, the line, the key and what is
+allowed.
 """
 
 from __future__ import annotations
@@ -31,17 +33,16 @@ import csv
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worthit.loadgen.client import RequestSpec
-from worthit.loadgen.workload import WorkloadError, _normal_ids, exact_prompt
+from worthit.loadgen.prompts import Prompter, WorkloadError
+from worthit.loadgen.records import RequestSpec
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
 KINDS = ("random", "jsonl", "trace", "conversation")
-ENDPOINTS = ("completions", "chat")
 # The keys each kind reads (besides kind and description); any other key is an error naming these.
 KIND_KEYS = {
     "random": ("prompt_tokens", "output_tokens"),
@@ -163,7 +164,7 @@ class Lengths:
 
 
 @dataclass
-class Plan:
+class LevelRequests:
     """What a level sends: sessions of requests (a conversation's turns; one request each otherwise)."""
 
     sessions: list[list[RequestSpec]]
@@ -185,52 +186,8 @@ class Plan:
         return [(i, t) for i, session in enumerate(self.sessions) for t in range(len(session))]
 
 
-class Prompter:
-    """Turns token ids or messages into request specs for one endpoint, counting tokens as the server will."""
-
-    def __init__(self, tok: Any, endpoint: str) -> None:
-        if endpoint not in ENDPOINTS:
-            raise WorkloadError(f"endpoint {endpoint!r} (allowed: {', '.join(ENDPOINTS)})")
-        self.tok = tok
-        self.endpoint = endpoint
-        self.pool = _normal_ids(tok)
-
-    def template(self, messages: Sequence[Mapping[str, str]]) -> str:
-        """The chat template's rendering (with the assistant's turn opened), as the server renders it."""
-        if not getattr(self.tok, "chat_template", None):
-            raise WorkloadError(
-                "the model's tokenizer has no chat template, so chat messages cannot be sent or counted; "
-                "use loadtest.endpoint: completions with text prompts"
-            )
-        return str(self.tok.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
-
-    def count(self, text: str) -> int:
-        return len(self.tok.encode(text, add_special_tokens=False))
-
-    def from_ids(self, ids: list[int], max_tokens: int) -> RequestSpec:
-        if self.endpoint == "completions":
-            return RequestSpec(prompt=ids, prompt_tokens=len(ids), max_tokens=max_tokens)
-        return self.from_messages([{"role": "user", "content": self.tok.decode(ids)}], max_tokens)
-
-    def from_text(self, text: str, max_tokens: int) -> RequestSpec:
-        if self.endpoint == "completions":
-            return RequestSpec(prompt=text, prompt_tokens=self.count(text), max_tokens=max_tokens)
-        return self.from_messages([{"role": "user", "content": text}], max_tokens)
-
-    def from_messages(self, messages: Sequence[Mapping[str, str]], max_tokens: int) -> RequestSpec:
-        rendered = self.template(messages)
-        if self.endpoint == "completions":
-            return RequestSpec(prompt=rendered, prompt_tokens=self.count(rendered), max_tokens=max_tokens)
-        msgs = tuple({"role": str(m["role"]), "content": str(m["content"])} for m in messages)
-        return RequestSpec(prompt=rendered, prompt_tokens=self.count(rendered), max_tokens=max_tokens, messages=msgs)
-
-    def random_ids(self, n: int, rng: random.Random) -> list[int]:
-        """Exactly ``n`` random token ids whose decoded text re-encodes to themselves."""
-        return exact_prompt(self.tok, n, rng, self.pool)[1]
-
-
-class Workload:
-    """A named workload; :meth:`build` makes a level's requests."""
+class NamedWorkload:
+    """A workload of the study's ``workloads:`` (its name, its kind); :meth:`build` makes a level's requests."""
 
     kind = ""
 
@@ -238,8 +195,8 @@ class Workload:
         self.name = name
 
     def build(
-        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
-    ) -> Plan:
+        self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> LevelRequests:
         """About ``num_requests`` requests (a conversation ends its last chat), in at least ``min_sessions``
         sessions; ``seed`` and ``offset`` fix every random choice."""
         raise NotImplementedError
@@ -253,10 +210,11 @@ class Workload:
 
 
 def _rng(seed: int, offset: int) -> random.Random:
+    """The random draws of one level (``offset``) of a workload seeded with ``seed``."""
     return random.Random(seed * 1_000_003 + offset)
 
 
-class RandomLengths(Workload):
+class RandomLengths(NamedWorkload):
     """Random-token prompts and outputs with lengths drawn from :class:`Lengths`."""
 
     kind = "random"
@@ -266,14 +224,14 @@ class RandomLengths(Workload):
         self.prompt, self.output = prompt, output
 
     def build(
-        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
-    ) -> Plan:
+        self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> LevelRequests:
         rng, p = _rng(seed, offset), Prompter(tok, endpoint)
         sessions = []
         for _ in range(max(num_requests, min_sessions)):
             n_in, n_out = self.prompt.sample(rng), self.output.sample(rng)
             sessions.append([p.from_ids(p.random_ids(n_in, rng), n_out)])
-        return Plan(sessions, describe=self.describe())
+        return LevelRequests(sessions, describe=self.describe())
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "prompt_tokens": self.prompt.describe(), "output_tokens": self.output.describe()}
@@ -288,7 +246,8 @@ def _resolve(path: str, where: str, base: Path | None) -> Path:
     return p
 
 
-def _int_field(obj: Mapping[str, Any], key: str, where: str, minimum: int = 0, required: bool = True) -> int | None:
+def _int_field(obj: Mapping[str, Any], key: str, where: str, *, minimum: int = 0, required: bool = True) -> int | None:
+    """``obj[key]`` as an integer >= ``minimum`` (None when absent and not ``required``), else a WorkloadError."""
     v = obj.get(key)
     if v is None or v == "":
         if required:
@@ -329,14 +288,14 @@ def _jsonl_objects(path: Path, limit: int | None) -> list[tuple[int, dict[str, A
 _ROLES = ("system", "user", "assistant")
 
 
-class UserPrompts(Workload):
+class UserPrompts(NamedWorkload):
     """The user's prompts, one JSON object a line: ``prompt`` (text) or ``messages`` (chat), optional
     ``output_tokens``. A level takes them in file order, from the start again when it needs more."""
 
     kind = "jsonl"
     PROMPT_KEYS = ("prompt", "messages")
 
-    def __init__(self, name: str, path: Path, output: Lengths, limit: int | None = None) -> None:
+    def __init__(self, name: str, path: Path, output: Lengths, *, limit: int | None = None) -> None:
         super().__init__(name)
         self.path, self.output = path, output
         self.items: list[tuple[str | list[dict[str, str]], int | None]] = []
@@ -366,8 +325,8 @@ class UserPrompts(Workload):
             self.items.append(([{"role": m["role"], "content": m["content"]} for m in msgs], out))
 
     def build(
-        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
-    ) -> Plan:
+        self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> LevelRequests:
         rng, p = _rng(seed, offset), Prompter(tok, endpoint)
         sessions = []
         for i in range(max(num_requests, min_sessions)):
@@ -375,7 +334,7 @@ class UserPrompts(Workload):
             n_out = out if out is not None else self.output.sample(rng)
             spec = p.from_text(prompt, n_out) if isinstance(prompt, str) else p.from_messages(prompt, n_out)
             sessions.append([spec])
-        return Plan(sessions, describe=self.describe())
+        return LevelRequests(sessions, describe=self.describe())
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": str(self.path), "prompts": len(self.items)}
@@ -386,6 +345,8 @@ class UserPrompts(Workload):
 
 @dataclass(frozen=True)
 class TraceRequest:
+    """One request of a trace: when it arrives, its lengths, and the prefix it shares (if any)."""
+
     arrival_s: float
     input_tokens: int
     output_tokens: int
@@ -393,7 +354,7 @@ class TraceRequest:
     prefix_tokens: int = 0
 
 
-class Trace(Workload):
+class Trace(NamedWorkload):
     """A request trace: arrival offsets, input and output lengths, optional shared-prefix ids."""
 
     kind = "trace"
@@ -403,6 +364,7 @@ class Trace(Workload):
         self,
         name: str,
         path: Path,
+        *,
         time_scale: float = 1.0,
         prefix_tokens: int | None = None,
         limit: int | None = None,
@@ -458,8 +420,8 @@ class Trace(Workload):
         return [(f"{path}:{lineno}", obj) for lineno, obj in _jsonl_objects(path, limit)]
 
     def build(
-        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
-    ) -> Plan:
+        self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> LevelRequests:
         """``num_requests`` <= 0: the whole trace with its arrival offsets (a replay level); else that many
         of its requests in order (from the start again when the trace is shorter), without arrivals."""
         rng, p = _rng(seed, offset), Prompter(tok, endpoint)
@@ -483,7 +445,7 @@ class Trace(Workload):
         if replay:
             t0 = reqs[0].arrival_s
             arrivals = [(r.arrival_s - t0) * self.time_scale for r in reqs]
-        return Plan(sessions, arrivals_s=arrivals, describe=self.describe())
+        return LevelRequests(sessions, arrivals_s=arrivals, describe=self.describe())
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -498,7 +460,7 @@ class Trace(Workload):
         return [str(self.path)]
 
 
-class Conversations(Workload):
+class Conversations(NamedWorkload):
     """Multi-turn chats: each turn sends the whole history and a new user message."""
 
     kind = "conversation"
@@ -506,6 +468,7 @@ class Conversations(Workload):
     def __init__(
         self,
         name: str,
+        *,
         turns: Lengths,
         user: Lengths,
         output: Lengths,
@@ -518,8 +481,8 @@ class Conversations(Workload):
         self.system_tokens, self.conversations, self.think_time_s = system_tokens, conversations, think_time_s
 
     def build(
-        self, tok: Any, endpoint: str, num_requests: int, seed: int, offset: int = 0, min_sessions: int = 1
-    ) -> Plan:
+        self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> LevelRequests:
         """``conversations`` chats if set, else enough for ``num_requests`` turns (and ``min_sessions`` chats)."""
         rng, p = _rng(seed, offset), Prompter(tok, endpoint)
         # One system prompt for every conversation, as a chat service sends to all its users.
@@ -539,7 +502,7 @@ class Conversations(Workload):
                 history.append(("assistant", p.random_ids(n_out, rng)))
             sessions.append(session)
             total += len(session)
-        return Plan(sessions, think_time_s=self.think_time_s, describe=self.describe())
+        return LevelRequests(sessions, think_time_s=self.think_time_s, describe=self.describe())
 
     @staticmethod
     def _spec(p: Prompter, history: list[tuple[str, list[int]]], n_out: int) -> RequestSpec:
@@ -562,10 +525,11 @@ class Conversations(Workload):
 def from_config(
     name: str,
     spec: Mapping[str, Any],
+    *,
     defaults: Mapping[str, Any] | None = None,
     base: Path | None = None,
     source: str = "config",
-) -> Workload:
+) -> NamedWorkload:
     """A workload from its ``workloads.<name>`` mapping; files are read and checked here.
 
     ``defaults``: the loadtest section (prompt_tokens, output_tokens fill what a workload leaves out);
@@ -606,7 +570,7 @@ def from_config(
         raise WorkloadError(f"{where}.path': a {kind} workload reads a file; name it")
     path = _resolve(str(spec["path"]), f"{where}.path'", base)
     if kind == "jsonl":
-        return UserPrompts(name, path, lengths("output_tokens", d.get("output_tokens", 64)), spec.get("limit"))
+        return UserPrompts(name, path, lengths("output_tokens", d.get("output_tokens", 64)), limit=spec.get("limit"))
     return Trace(
         name,
         path,

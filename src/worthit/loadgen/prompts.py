@@ -1,21 +1,26 @@
-"""Workloads: prompts with exact token counts, built with the served model's tokenizer.
+"""Prompts with exact token counts, built with the served model's tokenizer, and the requests they make.
 
 Random-token prompts are decoded to text and re-encoded until the round trip gives exactly the target
-length (the way vLLM's random dataset does it, with the check made explicit). Shared-prefix workloads
-put a common prefix of L tokens before a unique suffix, for the prefix-caching experiment. Everything
-is seeded, so a level re-run sends the same prompts.
+length (the way vLLM's random dataset does it, with the check made explicit). :class:`RandomWorkload` makes
+fixed-length prompts (the load levels' default, the warm-up); :class:`SharedPrefixWorkload` puts a common
+prefix of L tokens before a unique suffix, for the prefix-caching experiment; :class:`Prompter` turns token
+ids, text or chat messages into requests for one endpoint, counting tokens as the server will (the named
+workloads of :mod:`worthit.loadgen.workloads` build their requests with it). Everything is seeded, so a level
+re-run sends the same prompts.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from worthit.errors import InputError
-from worthit.loadgen.client import RequestSpec
+from worthit.loadgen.records import RequestSpec
+
+ENDPOINTS = ("completions", "chat")
 
 
 class Tokenizer(Protocol):
@@ -24,7 +29,7 @@ class Tokenizer(Protocol):
 
 
 class WorkloadError(InputError):
-    pass
+    """A workload that cannot be built as configured (a bad file, key or length), named with where it is."""
 
 
 def load_tokenizer(model_dir: str | Path) -> Any:
@@ -38,13 +43,14 @@ def load_tokenizer(model_dir: str | Path) -> Any:
 
 
 def _normal_ids(tok: Any) -> list[int]:
+    """The tokenizer's ids that are not special tokens: what random prompts are drawn from."""
     special = set(getattr(tok, "all_special_ids", []) or [])
     vocab = getattr(tok, "vocab_size", None) or len(tok)
     return [i for i in range(vocab) if i not in special]
 
 
 def exact_prompt(
-    tok: Any, n_tokens: int, rng: random.Random, pool: Sequence[int], attempts: int = 20
+    tok: Any, n_tokens: int, rng: random.Random, pool: Sequence[int], *, attempts: int = 20
 ) -> tuple[str, list[int]]:
     """A text whose encoding (without special tokens) is exactly ``n_tokens`` long."""
     if n_tokens <= 0:
@@ -62,6 +68,9 @@ def exact_prompt(
 
 @dataclass(frozen=True)
 class RandomWorkload:
+    """``num_requests`` random-token prompts of ``prompt_tokens`` (within a spread), each asking for
+    ``output_tokens``."""
+
     prompt_tokens: int
     output_tokens: int
     num_requests: int
@@ -109,3 +118,47 @@ class SharedPrefixWorkload:
             # Token ids keep the prefix byte-identical across requests (text could re-merge at the seam).
             specs.append(RequestSpec(prompt=ids, prompt_tokens=len(ids), max_tokens=self.output_tokens))
         return specs
+
+
+class Prompter:
+    """Turns token ids or messages into request specs for one endpoint, counting tokens as the server will."""
+
+    def __init__(self, tok: Any, endpoint: str) -> None:
+        if endpoint not in ENDPOINTS:
+            raise WorkloadError(f"endpoint {endpoint!r} (allowed: {', '.join(ENDPOINTS)})")
+        self.tok = tok
+        self.endpoint = endpoint
+        self.pool = _normal_ids(tok)
+
+    def template(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The chat template's rendering (with the assistant's turn opened), as the server renders it."""
+        if not getattr(self.tok, "chat_template", None):
+            raise WorkloadError(
+                "the model's tokenizer has no chat template, so chat messages cannot be sent or counted; "
+                "use loadtest.endpoint: completions with text prompts"
+            )
+        return str(self.tok.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
+
+    def count(self, text: str) -> int:
+        return len(self.tok.encode(text, add_special_tokens=False))
+
+    def from_ids(self, ids: list[int], max_tokens: int) -> RequestSpec:
+        if self.endpoint == "completions":
+            return RequestSpec(prompt=ids, prompt_tokens=len(ids), max_tokens=max_tokens)
+        return self.from_messages([{"role": "user", "content": self.tok.decode(ids)}], max_tokens)
+
+    def from_text(self, text: str, max_tokens: int) -> RequestSpec:
+        if self.endpoint == "completions":
+            return RequestSpec(prompt=text, prompt_tokens=self.count(text), max_tokens=max_tokens)
+        return self.from_messages([{"role": "user", "content": text}], max_tokens)
+
+    def from_messages(self, messages: Sequence[Mapping[str, str]], max_tokens: int) -> RequestSpec:
+        rendered = self.template(messages)
+        if self.endpoint == "completions":
+            return RequestSpec(prompt=rendered, prompt_tokens=self.count(rendered), max_tokens=max_tokens)
+        msgs = tuple({"role": str(m["role"]), "content": str(m["content"])} for m in messages)
+        return RequestSpec(prompt=rendered, prompt_tokens=self.count(rendered), max_tokens=max_tokens, messages=msgs)
+
+    def random_ids(self, n: int, rng: random.Random) -> list[int]:
+        """Exactly ``n`` random token ids whose decoded text re-encodes to themselves."""
+        return exact_prompt(self.tok, n, rng, self.pool)[1]
