@@ -271,8 +271,9 @@ def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_
 
 
 def test_a_checkpoint_saved_in_fp32_is_rewritten_in_the_base_dtype(quantize_python: Path, tmp_path: Path) -> None:
-    """The sitting-8 KV-only checkpoint came out of a GPU calibration in fp32 (examples/h200-qwen/README.md):
-    the stage rewrites the floating tensors in the base's dtype, scales and packed integers as they are."""
+    """A KV-only checkpoint can come out of a GPU calibration in fp32 (docs/experiments.md, "Weight
+    quantisation"): the stage rewrites the floating tensors in the base's dtype, scales and packed integers as
+    they are."""
     (tmp_path / "config.json").write_text(json.dumps({"dtype": "float32", "torch_dtype": "float32"}))
     code = (
         "import sys, torch\n"

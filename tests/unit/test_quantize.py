@@ -17,8 +17,8 @@ import pytest
 
 from worthit import config as cfgmod
 from worthit.quantize import (
-    Plan,
     QuantizeError,
+    QuantizePlan,
     check_quantize_plans,
     manifest_status,
     quantised_linears,
@@ -69,10 +69,10 @@ def smollm2_like(d: Path, arch: str = "LlamaForCausalLM") -> Path:
     )
 
 
-def plan(**kw: object) -> Plan:
+def plan(**kw: object) -> QuantizePlan:
     spec: dict[str, object] = {"base": "smol"}
     spec.update(kw)
-    return Plan.from_config("smol-q", spec)
+    return QuantizePlan.from_config("smol-q", spec)
 
 
 def test_group_size_128_is_refused_for_smollm2_naming_the_key_and_the_sizes_that_fit(tmp_path: Path) -> None:
