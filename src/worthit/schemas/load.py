@@ -1,0 +1,106 @@
+"""The load test's tables: each level's requests, the server's timeline beside them, and the summary per
+variant x level."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from worthit.schemas.table import VARIANT, Table, column
+
+LOAD_REQUESTS = Table(
+    "load_requests",
+    "One row per measured request of one load level (warm-up requests excluded, counted in metadata).",
+    (
+        VARIANT,
+        column("concurrency", pa.int32(), "closed-loop in-flight requests (0 for open loop)", False),
+        column("request_rate_per_s", pa.float64(), "open-loop target rate; null for closed loop"),
+        column("request_id", pa.int32(), "index of the request within the level", False),
+        column("prompt_tokens", pa.int32(), "prompt length in tokens as sent"),
+        column("prompt_tokens_reported", pa.int32(), "prompt tokens from the server's usage"),
+        column("output_tokens", pa.int32(), "output tokens from the server's usage (0 on error)"),
+        column("start_s", pa.float64(), "request start, seconds since the level's first request", False),
+        column("ttft_ms", pa.float64(), "time to the first streamed chunk with a choice, its text empty or not"),
+        column("first_text_ms", pa.float64(), "time to the first chunk with non-empty text; null if none"),
+        column("e2e_ms", pa.float64(), "time to the last chunk with a choice"),
+        column("tpot_ms", pa.float64(), "(e2e - ttft) / (output_tokens - 1); null for one token"),
+        column("itl_ms", pa.list_(pa.float64()), "gaps between chunks with a choice"),
+        column("chunks", pa.int32(), "chunks with a choice received (timed as tokens, as vllm bench serve does)"),
+        column("success", pa.bool_(), "request completed with the expected output", False),
+        column("error", pa.string(), "error reason; null on success"),
+        column("scheduled_s", pa.float64(), "open loop: when the request was due, on the start_s clock; null closed"),
+        column("queue_delay_ms", pa.float64(), "open loop: start - scheduled start (the client's queueing delay)"),
+        column("session_id", pa.int32(), "conversation workloads: the conversation (session) of the request"),
+        column("turn", pa.int32(), "conversation workloads: the turn within its conversation, from 0"),
+    ),
+)
+
+SERVER_TIMELINE = Table(
+    "server_timeline",
+    "The server's /metrics scraped at a fixed interval during one load level (load/<level>.timeline.parquet, "
+    "beside its requests): gauges as sampled, counters cumulative since the server started (differences "
+    "between rows are what happened in between). Gauges are summed over engines, KV usage is the fullest "
+    "engine's.",
+    (
+        VARIANT,
+        column("level", pa.string(), "the load level: conc~16, rate~2.5, chat/conc~4, prod/replay", False),
+        column("run", pa.int32(), "run of the level (loadtest.repeats)"),
+        column("t_s", pa.float64(), "when the server answered (mid-scrape), on the requests' start_s clock", False),
+        column("phase", pa.string(), "warmup (before the first measured request) / measure / after", False),
+        column("scrape_ms", pa.float64(), "round trip of the scrape"),
+        column("kv_cache_usage_frac", pa.float64(), "vllm:kv_cache_usage_perc: share of KV blocks in use, 0-1"),
+        column("requests_running", pa.float64(), "vllm:num_requests_running"),
+        column("requests_waiting", pa.float64(), "vllm:num_requests_waiting"),
+        column("preemptions_total", pa.float64(), "vllm:num_preemptions_total"),
+        column("prefix_cache_queries_total", pa.float64(), "vllm:prefix_cache_queries_total (prompt tokens looked up)"),
+        column("prefix_cache_hits_total", pa.float64(), "vllm:prefix_cache_hits_total (of those, tokens found)"),
+        column("prompt_tokens_total", pa.float64(), "vllm:prompt_tokens_total"),
+        column("generation_tokens_total", pa.float64(), "vllm:generation_tokens_total"),
+        column(
+            "spec_decode_drafts_total", pa.float64(), "vllm:spec_decode_num_drafts_total (null without speculation)"
+        ),
+        column("spec_decode_draft_tokens_total", pa.float64(), "vllm:spec_decode_num_draft_tokens_total"),
+        column("spec_decode_accepted_tokens_total", pa.float64(), "vllm:spec_decode_num_accepted_tokens_total"),
+        column("error", pa.string(), "why this scrape failed; null when it answered"),
+    ),
+)
+
+SUMMARY = Table(
+    "summary",
+    "One row per variant x load level: latency percentiles, throughput, goodput and KV capacity.",
+    (
+        VARIANT,
+        column("status", pa.string(), "ok / failed / not_applicable", False),
+        column("reason", pa.string(), "why the variant failed or does not apply"),
+        column("concurrency", pa.int32(), "closed-loop concurrency"),
+        column("run", pa.int32(), "run of the level (loadtest.repeats; run 1 when not repeated)"),
+        column("n", pa.int32(), "measured requests"),
+        column("n_errors", pa.int32(), "requests that failed"),
+        column("n_warmup", pa.int32(), "warm-up requests sent before measuring (excluded)"),
+        column("ttft_ms_p50", pa.float64(), "TTFT median"),
+        column("ttft_ms_p99", pa.float64(), "TTFT 99th percentile"),
+        column("tpot_ms_p50", pa.float64(), "TPOT median"),
+        column("tpot_ms_p99", pa.float64(), "TPOT 99th percentile"),
+        column("itl_ms_p50", pa.float64(), "inter-token latency median"),
+        column("e2e_ms_p50", pa.float64(), "end-to-end latency median"),
+        column("output_tok_per_s", pa.float64(), "output tokens of successful requests / duration"),
+        column("requests_per_s", pa.float64(), "successful requests / duration"),
+        column("goodput_tok_per_s", pa.float64(), "output tokens of requests meeting every SLO / duration"),
+        column("goodput_requests_per_s", pa.float64(), "requests meeting every SLO / duration"),
+        column("duration_s", pa.float64(), "first request start to last request end"),
+        column("num_blocks", pa.int64(), "KV blocks of the variant"),
+        column("kv_tokens", pa.int64(), "KV capacity in tokens"),
+        column("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
+        column("critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
+        column("level", pa.string(), "the load level: conc~16, rate~2.5, chat/conc~4, prod/replay"),
+        column("workload", pa.string(), "the workload the level sent (null: the fixed-length random prompts)"),
+        column("request_rate_per_s", pa.float64(), "open loop: the target request rate; null for closed loop"),
+        column(
+            "achieved_rate_per_s", pa.float64(), "open loop: scheduled starts / the time the client took to start them"
+        ),
+        column("queue_delay_ms_p50", pa.float64(), "open loop: client queueing delay (start - scheduled start) median"),
+        column("queue_delay_ms_p99", pa.float64(), "open loop: client queueing delay 99th percentile"),
+        column(
+            "rate_delivered", pa.bool_(), "open loop: false when the client could not deliver the rate (see reason)"
+        ),
+    ),
+)
