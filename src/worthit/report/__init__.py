@@ -5,7 +5,8 @@
 - ``experiments``: the registry; each experiment (load, capacity, accuracy, prefix, specdec) analyses its
   results (pure functions), feeds evidence to the decision layer, and declares its tables and figures;
 - ``decide``: evidence -> one of six outcomes per regime (adopt, reject, inconclusive, not applicable,
-  failed, not run), with the reason and what would settle it;
+  failed, not run), with the reason and what would settle it; ``outcomes`` (its vocabulary and verdict
+  types), ``evidence`` (the comparisons and their interval arithmetic) and ``wording`` (its texts) beside it;
 - ``tables``, ``deployments``: the views that span experiments; ``views``: how a table is declared;
 - ``plots``, ``render`` (Jinja2 template in ``templates/``): figures, Markdown and one HTML page;
 - ``build``: the stages in order, and ``worthit report``.

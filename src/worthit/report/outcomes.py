@@ -1,0 +1,99 @@
+"""The vocabulary of a verdict (:mod:`worthit.report.decide`): the outcomes, the findings on one figure, the
+regimes and the accuracy decisions, each with the words the report uses; and what a verdict holds, per
+setting, per regime and overall."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from worthit.report.evidence import Setting
+
+# --- the six outcomes on an optimisation, and a control's ------------------------------------------
+ADOPT = "adopt"
+REJECT = "reject"
+INCONCLUSIVE = "inconclusive"
+NOT_APPLICABLE = "not applicable"
+FAILED = "failed"
+NOT_RUN = "not run"
+CONTROL = "control"
+OUTCOMES = (ADOPT, REJECT, INCONCLUSIVE, NOT_APPLICABLE, FAILED, NOT_RUN, CONTROL)
+WORDING = {
+    ADOPT: "turn it on: the benefit is demonstrated and accuracy holds",
+    REJECT: "leave it off: it is worse, its benefit is below the margin, or accuracy drops too far",
+    INCONCLUSIVE: "the evidence cannot tell yet; the verdict says what would settle it",
+    NOT_APPLICABLE: "this hardware or model lacks a prerequisite (known before serving)",
+    FAILED: "it ran and broke; the reason is the root cause from its log",
+    NOT_RUN: "nothing measured that compares with the baseline",
+    CONTROL: "not an optimisation: the baseline's configuration measured again; it says how far two "
+    "measurements of one configuration differ (another machine, another day)",
+}
+
+# --- findings on one figure -----------------------------------------------------------------------
+BETTER = "better"
+WORSE = "worse"
+EQUIVALENT = "no meaningful difference"
+UNDETERMINED = "undetermined"
+INFO = "information"
+
+# --- regimes --------------------------------------------------------------------------------------
+LATENCY = "latency"
+THROUGHPUT = "throughput"
+CAPACITY = "capacity"
+ALL_REGIMES = "all"  # a check that settles every regime (a speculative variant whose drafter never proposed)
+REGIMES = (LATENCY, THROUGHPUT)
+REGIME_NAMES = {LATENCY: "latency-first", THROUGHPUT: "throughput-first"}
+
+# --- accuracy decisions ---------------------------------------------------------------------------
+NOT_MEASURED = "not measured"
+NOT_NEEDED = "not needed (lossless)"
+NOT_REPORTED = "not reported (random weights)"
+
+
+@dataclass(frozen=True)
+class SettingOutcome:
+    setting: Setting
+    outcome: str
+    reason: str
+    settle: str = ""
+    basis: str = ""
+    leaning: str = ""  # an inconclusive outcome's direction: what a single run's figures would have decided
+
+    @property
+    def label(self) -> str:
+        """How the outcome reads in a range: "adopt", or "leaning adopt (single run)"."""
+        return f"leaning {self.leaning} (single run)" if self.leaning else self.outcome
+
+
+@dataclass(frozen=True)
+class RegimeVerdict:
+    regime: str
+    outcome: str
+    condition: str = ""  # "up to concurrency 4"
+    detail: str = ""  # "adopt up to concurrency 4, reject from 16"
+    settings: Sequence[SettingOutcome] = ()
+    settle: str = ""
+    basis: str = ""
+    benefits: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    variant: str
+    optimisation: str
+    outcome: str
+    reason: str
+    condition: str = ""
+    regimes: Mapping[str, RegimeVerdict] = field(default_factory=dict)
+    finals: Mapping[str, str] = field(default_factory=dict)  # per measured regime, accuracy taken into account
+    accuracy_outcome: str = NOT_MEASURED
+    accuracy_detail: str = ""
+    accuracy_cost: str = ""
+    worst_accuracy_delta_pt: float | None = None
+    benefit: str = ""
+    settle: str = ""
+    basis: str = ""
+    effort: str = "not stated"
+    status: str = "ok"
