@@ -1,7 +1,7 @@
 """The HTML report as a person opening it sees it: headless Chromium at 1400x900 (worthit.testing.browser).
 
-On the committed H200 real-weights sample (examples/h200-qwen/results) and on the embedded default's recorded
-results (tests/fixtures/embedded-default), every optimisation's verdict and headline effect lie in the first
+On the committed H200 real-weights sample (examples/h200-qwen/results) and on the embedded default's committed
+full run (examples/embedded-default/results), every optimisation's verdict and headline effect lie in the first
 screen, read from the page's element boxes, and no table is wider than the page with every fold open.
 
 Needs the Debian package ``chromium`` (.ci/run installs it); skipped with that reason when absent.
@@ -24,7 +24,10 @@ from worthit.testing import browser
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = {
     "h200-qwen": (ROOT / "examples" / "h200-qwen" / "results", ROOT / "config" / "studies" / "h200-qwen2.5-coder.yaml"),
-    "embedded-default": (ROOT / "tests" / "fixtures" / "embedded-default", None),
+    "embedded-default": (
+        ROOT / "examples" / "embedded-default" / "results",
+        ROOT / "examples" / "embedded-default" / "results" / "report" / "config.yaml",
+    ),
 }
 # backgrounds of the verdict badges (report/templates/report.html.j2): adopt, reject, inconclusive, not applicable,
 # failed (not run is white with a dashed border)

@@ -34,18 +34,23 @@ from worthit.stats import SpreadCell, pool_spread
 
 LEVELS = (1, 4, 16)
 VARIANTS = ("baseline", "candidate", "other1", "other2")
-QUANTITIES = (("tpot", "TPOT P50"), ("ttft", "TTFT P50"))
-# Run-to-run sd of log(figure) pooled over the repeated load levels of real runs: a 2-core CPU run of the
-# embedded default (tests/unit/test_decision_properties.py::test_the_spreads_are_those_a_study_observed checks
-# them against the committed example) and the H200 sample's TPOT P50 on one machine.
-OBSERVED = {"cpu": {"tpot": 0.10, "ttft": 0.10}, "h200": {"tpot": 0.078, "ttft": 0.164}}
+QUANTITIES = (("tpot", "TPOT P50"), ("ttft", "TTFT P50"), ("tpot99", "TPOT P99"), ("ttft99", "TTFT P99"))
+GUARDS = {"tpot99", "ttft99"}  # shown, counted only when demonstrably worse (docs/verdicts.md, "Tails")
+# Run-to-run sd of log(figure) pooled over the repeated load levels of real runs: a quiet 2-core CPU run of
+# the embedded default (examples/embedded-default/results; test_the_cpu_spreads_are_the_committed_runs checks
+# them) and the H200 sample on one machine (its P99s taken as its P50s': too few repeated cells to pool).
+OBSERVED = {
+    "cpu": {"tpot": 0.133, "ttft": 0.044, "tpot99": 0.105, "ttft99": 0.047},
+    "h200": {"tpot": 0.078, "ttft": 0.164, "tpot99": 0.078, "ttft99": 0.164},
+}
 STUDIES = 300
 RULES = Rules()
 
 
 def simulate(sd: dict[str, float], effect: float, repeats: int = 2, studies: int = STUDIES, seed: int = 0):
-    """(verdict outcomes, per-figure findings) over simulated studies; ``effect``: how many times faster the
-    candidate's TPOT P50 is, as a log ratio, at every level (TTFT unchanged)."""
+    """(verdict outcomes, per-judged-figure findings) over simulated studies; ``effect``: how many times faster
+    the candidate's TPOT (P50 and P99) is, as a log ratio, at every level (TTFT unchanged). The P99s are
+    guards, as the load experiment makes them."""
     rng = np.random.default_rng(seed)
     verdicts: Counter[str] = Counter()
     figures: Counter[str] = Counter()
@@ -53,7 +58,7 @@ def simulate(sd: dict[str, float], effect: float, repeats: int = 2, studies: int
         runs = {
             (v, c, k): tuple(
                 100.0
-                * math.exp(-(effect if v == "candidate" and k == "tpot" else 0.0))
+                * math.exp(-(effect if v == "candidate" and k in ("tpot", "tpot99") else 0.0))
                 * np.exp(rng.normal(0.0, sd[k], repeats))
             )
             for v in VARIANTS
@@ -69,9 +74,11 @@ def simulate(sd: dict[str, float], effect: float, repeats: int = 2, studies: int
             for k, q in QUANTITIES:
                 b = pooled_over_runs(runs[("baseline", c, k)], 20, pools[k], f"baseline/{c}")
                 w = pooled_over_runs(runs[("candidate", c, k)], 20, pools[k], f"candidate/{c}")
-                comp = Comparison(q, "ms", b, w, False, LATENCY, Setting.concurrency(c))
+                guard = k in GUARDS
+                comp = Comparison(q, "ms", b, w, False, LATENCY, Setting.concurrency(c), not guard, guard)
                 comps.append(comp)
-                figures[judge(comp, RULES)[0]] += 1
+                if not guard:
+                    figures[judge(comp, RULES)[0]] += 1
         verdicts[decide(Evidence("candidate", comparisons=comps, lossless=True), RULES).outcome] += 1
     return verdicts, figures
 
@@ -94,10 +101,10 @@ def test_no_effect_is_called_better_or_worse_more_often_than_the_stated_rate(mac
     print(f"\n{machine}: no effect: figures better {better:.1%}, worse {worse:.1%}; verdicts decided {wrong:.1%}")
     # per judged figure: each side of a 95 % interval errs at most 2.5 %
     assert better <= 0.025 + _mc(0.025, n_fig) and worse <= 0.025 + _mc(0.025, n_fig)
-    # per verdict: at most the union bound over its 6 judged figures, both ways
-    assert wrong <= 6 * 0.05
+    # per verdict: at most the union bound over its 6 judged figures both ways and its 6 guards one way
+    assert wrong <= 6 * 0.05 + 6 * 0.025
     # and in fact far less: the stated verdict-level rate (docs/statistics.md)
-    assert wrong <= 0.13 + _mc(0.13, STUDIES)
+    assert wrong <= 0.15 + _mc(0.15, STUDIES)
 
 
 @pytest.mark.parametrize("machine", sorted(OBSERVED))
@@ -120,3 +127,29 @@ def test_twice_the_spread_is_adopted_in_most_cpu_studies_and_more_repeats_raise_
     )
     assert p2 >= 0.5
     assert p3 > p2
+
+
+def test_the_cpu_spreads_are_the_committed_runs(tmp_path):
+    """OBSERVED["cpu"] is what the product pools from the committed quiet CPU run of the embedded default."""
+    import re
+    from pathlib import Path
+
+    import pandas as pd
+
+    from worthit.config import load
+    from worthit.report import build
+
+    root = Path(__file__).resolve().parents[2]
+    results = root / "examples" / "embedded-default" / "results"
+    report = build.from_dir(load(results / "report" / "config.yaml"), results)
+    build.write_all(report, tmp_path / "report", tmp_path / "report.html", {})
+    comp = pd.read_parquet(tmp_path / "report" / "comparison.parquet")
+    pooled = {}
+    for quantity, key in (("TPOT P50", "tpot"), ("TTFT P50", "ttft"), ("TPOT P99", "tpot99"), ("TTFT P99", "ttft99")):
+        bases = comp.loc[comp.quantity == quantity, "interval_basis"].dropna()
+        sds = {
+            float(m[1]) / 100 for b in bases if (m := re.search(r"pooled over \d+ cells?, \d+ df \(sd ([\d.]+)%\)", b))
+        }
+        assert len(sds) == 1, (quantity, sds)
+        pooled[key] = sds.pop()
+    assert pooled == pytest.approx(OBSERVED["cpu"], abs=0.0015)
