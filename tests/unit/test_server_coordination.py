@@ -212,6 +212,35 @@ def test_without_the_settle_wait_the_late_member_is_overtaken(tmp_path, proc):
     assert _late_member_run(tmp_path, proc, settle_s=0.0, late_by_s=5.0) == ["m0", "m2", "m1"]
 
 
+def _late_after_two_turns(tmp_path, proc, settle_s, late_by_s=0.0):
+    """m0 and m1 measure; m3 waits from the start; m2 starts only once m0's and m1's turns have both ended
+    (the late member of a busy host, whose interpreter is still importing while short turns finish)."""
+    state = tmp_path / "server.json"
+    qdir = tmp_path / "server.json.queue"
+    log = tmp_path / "order.log"
+    m0, m1, m2, m3 = (proc(_turn_logged, state, i, f"m{i}", log, settle_s) for i in range(4))
+    m0.start()
+    _wait_for(qdir, "0000-*", "done-0000")
+    m1.start()
+    _wait_for(qdir, "0001-*", "done-0001")
+    m3.start()
+    _wait_for(qdir, "0003-*", "done-0003")
+    _wait_for(qdir, "done-0001")  # two turns have finished before the late member asks
+    time.sleep(late_by_s)
+    m2.start()
+    for p in (m0, m1, m2, m3):
+        p.join(_START_S)
+    return [line.split()[1] for line in log.read_text().splitlines()]
+
+
+def test_a_member_later_than_two_turns_still_goes_before_higher_indices(tmp_path, proc):
+    assert _late_after_two_turns(tmp_path, proc, settle_s=_START_S) == ["m0", "m1", "m2", "m3"]
+
+
+def test_without_the_settle_wait_a_member_later_than_two_turns_is_overtaken(tmp_path, proc):
+    assert _late_after_two_turns(tmp_path, proc, settle_s=0.0, late_by_s=5.0) == ["m0", "m1", "m3", "m2"]
+
+
 def test_an_earlier_index_already_measured_is_not_waited_for(tmp_path, proc):
     state = tmp_path / "server.json"
     qdir = tmp_path / "server.json.queue"

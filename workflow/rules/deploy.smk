@@ -36,7 +36,10 @@ rule serve_deployment:
         gpu=max([STUDY.variant(v).gpus for v in STUDY.variants] or [0]),
         host_load=1,
     shell:
-        f"exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} --spec-file {{input.spec}}"
+        # the empty placeholder comes before Python starts: consumers wait only --latency-wait for it
+        # (worthit.server.supervisor._placeholder)
+        f": > {{output.state}} && exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} "
+        "--spec-file {input.spec}"
 
 
 rule validate_deployment:

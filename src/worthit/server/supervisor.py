@@ -326,8 +326,10 @@ def _record_exit(
 def _placeholder(state_path: Path) -> None:
     """Snakemake removes a service's output as its job starts, and its group's consumers fail unless the
     file is back within --latency-wait (5 s): a placeholder goes there at once, before whatever may take
-    longer (a GPU the previous variant's stopping server still holds, nvidia-smi). Consumers wait on a
-    placeholder for the supervisor's own state (:func:`worthit.server.ready.wait_ready`)."""
+    longer (a GPU the previous variant's stopping server still holds, nvidia-smi). The serve rules write an
+    empty one before Python starts (a loaded host can take longer than that to start it); this one covers a
+    supervisor started otherwise. Consumers wait on a placeholder (empty or ``{}``) for the supervisor's own
+    state (:func:`worthit.server.ready.wait_ready`)."""
     if not state_path.exists():
         atomic.write_text(state_path, "{}")
 

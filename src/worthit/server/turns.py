@@ -95,10 +95,11 @@ def turn(
 
     One member may start late: Snakemake's local executor starts a group's jobs in a thread pool one
     thread short when the group is as large as the pool (``--cores 1``: six members or more), so that
-    member starts only when the first measurement has ended. After the first turn, a consumer that would
-    overtake a lower index holding neither a ticket nor a done marker waits up to ``settle_s`` for it
-    (:data:`LATE_MEMBER_SETTLE_S`). ``measured``: lower indices whose results exist already (not part of this
-    run), never waited for; one that is not requested costs that wait once per server.
+    member starts only when the first measurement has ended. Until ``settle_s`` after the first turn ended
+    (:data:`LATE_MEMBER_SETTLE_S`), a consumer that would overtake a lower index holding neither a ticket
+    nor a done marker waits for it, however many turns have finished meanwhile. ``measured``: lower
+    indices whose results exist already (not part of this run), never waited for; one that is not requested
+    costs that wait once per server.
     """
     settle = LATE_MEMBER_SETTLE_S if settle_s is None else settle_s
     qdir = queue_dir(state_path)
@@ -149,16 +150,18 @@ def _earlier_waiting(qdir: Path, ticket: Path, index: int) -> bool:
 
 
 def _late_member_expected(qdir: Path, index: int, settle_s: float, measured: Collection[int] = ()) -> bool:
-    """After exactly one finished turn, is a lower index missing (no live ticket, no done marker) while the
-    first turn ended less than ``settle_s`` ago? See :func:`turn`."""
-    done = {int(d.name[5:]): d for d in qdir.glob("done-*") if d.name[5:].isdigit()}
-    if len(done) != 1 or settle_s <= 0:
-        return False
-    (first,) = done.values()
-    try:
-        if time.time() - first.stat().st_mtime >= settle_s:
-            return False
-    except OSError:
+    """Once a turn has finished, is a lower index missing (no live ticket, no done marker) while the first turn
+    ended less than ``settle_s`` ago? See :func:`turn`.
+
+    The late member starts when the first measurement's job ends, and needs its interpreter and imports
+    before it can queue: on a busy host, short turns can finish meanwhile, so the wait counts from the first
+    finished turn, not only until the second one."""
+    done: dict[int, float] = {}
+    for d in qdir.glob("done-*"):
+        if d.name[5:].isdigit():
+            with contextlib.suppress(OSError):
+                done[int(d.name[5:])] = d.stat().st_mtime
+    if not done or settle_s <= 0 or time.time() - min(done.values()) >= settle_s:
         return False
     present = {i for i, pid, _ in _tickets(qdir) if alive(pid)}
     return any(j not in done and j not in present and j not in measured for j in range(index))
