@@ -25,10 +25,21 @@ from worthit.report.mbu import Bandwidth, peak_bandwidth
 # accuracy measurement before it can be adopted. Everything else (prefix caching, speculative decoding with
 # its exact rejection sampling, batch and memory limits, compilation) leaves the outputs as they were.
 LOSSY_FLAGS = ("kv-cache-dtype", "quantization", "dtype", "calculate-kv-scales")
-# Flags whose difference the name of an optimisation leaves out (how the engine runs, not what it is).
-_QUIET_FLAGS = ("enforce-eager", "gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes")
+# Flags whose difference the name of an optimisation leaves out (how much memory and context the engine gets,
+# not what it runs). --enforce-eager is not among them: it turns CUDA graphs (and compilation) off.
+_QUIET_FLAGS = ("gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes")
 # Results a machine does not set: which machine measured them never enters "one machine measured both sides".
 MACHINE_FREE_TABLES = (schemas.ACCURACY.name, schemas.ACCURACY_SAMPLES.name)
+
+
+def _flag_change(key: str, without: Any, with_: Any) -> str:
+    """One engine flag's difference in an optimisation's name: a switch reads as the command line writes it
+    (``--enforce-eager (vs unset)``), a value with the other side's beside it."""
+    if with_ is True and without in (None, False):
+        return f"--{key} (vs unset)"
+    if without is True and with_ in (None, False):
+        return f"no --{key} (vs --{key})"
+    return f"--{key} {with_ if with_ is not None else '(unset)'} (vs {without if without is not None else 'unset'})"
 
 
 @dataclass(frozen=True)
@@ -231,7 +242,7 @@ class Context:
             if key == "kv-cache-dtype":
                 parts.append(f"{str(vb or 'auto').upper()} KV cache (vs {va or 'auto'})")
             else:
-                parts.append(f"--{key} {vb if vb is not None else '(unset)'} (vs {va if va is not None else 'unset'})")
+                parts.append(_flag_change(key, va, vb))
         control = (
             ma == mb
             and all(eargs.get(a, k) == eargs.get(b, k) for k in {eargs.flag(k) for k in (*a, *b)})
