@@ -7,6 +7,8 @@ the key in OPENAI_API_KEY (as ``vllm bench serve`` does; ``--api-key-env NAME`` 
 ``--header K:V`` a gateway wants; https:// certificates are verified unless ``--insecure``.
 ``worthit plan`` checks each variant's prerequisites and predicts its figures from the roofline, before
 anything runs (:mod:`worthit.plan`).
+``worthit tune --dry-run --config FILE`` checks a study's ``tune:`` section against the installed vLLM and
+counts its search, the candidates the plan prunes before serving among them (:mod:`worthit.experiments.tune`).
 """
 
 from __future__ import annotations
@@ -257,12 +259,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     pl.add_argument("--calibration", default=None, help="results/<study> of a finished study: use its fractions")
     pl.add_argument("--no-hub", action="store_true", help="never read a config.json from the hub")
     pl.add_argument("--out", default=None, help="plan Parquet file (default: results/<study>/plan.parquet)")
+    tu = sub.add_parser("tune", help="search engine flags for the best deployment (so far: --dry-run only)")
+    tu.add_argument("--dry-run", action="store_true", help="check the tune: section and count it; serve nothing")
+    tu.add_argument("--config", default=None, help="study config with a tune: section (default: the embedded one)")
+    tu.add_argument("--gpu", default=None, help="plan the prunes for this GPU (worthit's table), e.g. H200")
+    tu.add_argument("--gpus", type=int, default=None, help="GPUs available (default: 1 with --gpu, else found)")
+    tu.add_argument("--no-hub", action="store_true", help="never read a config.json from the hub")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if a.command == "plan":
         from worthit.plan import run_cli
 
         return run_cli(a)
+    if a.command == "tune":
+        from worthit.experiments.tune.dry_run import run_cli as tune_cli
+
+        return tune_cli(a)
     if a.command == "loadtest":
         if a.concurrency < 1 or a.num_requests < 1:
             ap.error("--concurrency and --num-requests must be >= 1")

@@ -1,0 +1,241 @@
+"""The search: Optuna's TPE sampler, one study per scenario, in a journal file so a tune resumes.
+
+Why TPE per scenario rather than NSGA-II over both: each scenario has one scalar objective (latency-first:
+the highest load per GPU meeting the SLO; throughput-first: the most output tok/s per GPU under the TPOT
+ceiling), TPE is sample-efficient at the dozens of trials a budget of server starts allows, while NSGA-II
+wants generations of a population far larger than that. One measurement answers both scenarios (a
+candidate's load grid gives both figures), so every outcome is told to every scenario's study: a candidate
+proposed for latency teaches the throughput sampler too.
+
+A candidate is a dict of flag values (and ``variant``) with an id hashed from those values, so a candidate
+already finished is never proposed twice: a repeat the sampler asks for is told the known outcome again (it
+learns) and another is asked. Outcomes: measured figures (COMPLETE), failed with a reason (FAIL: the sampler
+avoids the region), pruned by the plan with a reason (PRUNED: recorded, not served).
+
+Deterministic for a seed: the samplers are seeded with ``seed`` plus the trials already in the journal, so a
+fresh tune and a resumed one propose the same next candidates for the same history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from worthit.experiments.tune.space import Choices, Range, TuneSection
+
+MEASURED = "measured"
+FAILED = "failed"
+PRUNED = "pruned"
+CANDIDATE_ID = "candidate_id"
+MAX_RESAMPLES = 32  # asks per proposal before a space is deemed exhausted
+
+
+def candidate_id(values: Mapping[str, Any]) -> str:
+    """A stable id from a candidate's values (order-free): the same values, the same id."""
+    blob = json.dumps({k: values[k] for k in sorted(values)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    values: dict[str, Any]
+    round: int = 0
+    scenario: str = ""  # the scenario whose sampler proposed it
+
+    @property
+    def id(self) -> str:
+        return candidate_id(self.values)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came of a candidate: measured figures per scenario (higher is better), or a failure or prune reason."""
+
+    status: str
+    figures: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    @classmethod
+    def measured(cls, figures: Mapping[str, float]) -> Outcome:
+        return cls(MEASURED, dict(figures))
+
+    @classmethod
+    def failed(cls, reason: str) -> Outcome:
+        return cls(FAILED, reason=reason)
+
+    @classmethod
+    def pruned(cls, reason: str) -> Outcome:
+        return cls(PRUNED, reason=reason)
+
+
+def distributions(section: TuneSection) -> dict[str, BaseDistribution]:
+    """Optuna's distribution of each space key."""
+    out: dict[str, BaseDistribution] = {}
+    for key, dim in section.space.items():
+        if isinstance(dim, Choices):
+            out[key] = CategoricalDistribution(dim.choices)
+        elif isinstance(dim, Range) and dim.integer:
+            out[key] = IntDistribution(int(dim.low), int(dim.high), log=dim.log, step=int(dim.step or 1))
+        else:
+            out[key] = FloatDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
+    return out
+
+
+class Search:
+    """The tune's search over ``section.space``, its state in ``journal`` (one Optuna study per scenario)."""
+
+    def __init__(self, section: TuneSection, journal: Path, study_name: str = "tune") -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.section = section
+        self.dists = distributions(section)
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        self.storage = JournalStorage(JournalFileBackend(str(journal)))
+        self.studies = {
+            s: optuna.create_study(
+                study_name=f"{study_name}~{s}", storage=self.storage, direction="maximize", load_if_exists=True
+            )
+            for s in section.scenarios
+        }
+
+    def _trials(self, scenario: str, states: Sequence[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:
+        return self.studies[scenario].get_trials(deepcopy=False, states=tuple(states) if states else None)
+
+    def finished(self) -> dict[str, str]:
+        """candidate id -> its status, over every scenario's finished trials."""
+        out: dict[str, str] = {}
+        for s in self.section.scenarios:
+            for t in self._trials(s, (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
+                cid = str(t.user_attrs.get(CANDIDATE_ID))
+                if not cid.endswith("~repeat"):
+                    out[cid] = str(t.user_attrs.get("status"))
+        return out
+
+    def _sampler(self, scenario: str, n_trials: int) -> optuna.samplers.BaseSampler:
+        seed = self.section.seed + 1000 * self.section.scenarios.index(scenario) + n_trials
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, self.section.per_round))
+
+    def propose(self, round_: int) -> list[Candidate]:
+        """This round's candidates, ``per_round`` split across the scenarios, none finished or proposed before.
+        Pending trials of a round proposed earlier (an interrupted tune) are returned again, not re-asked."""
+        pending = sorted(
+            (
+                (int(t.user_attrs.get("slot", 0)), Candidate(dict(t.params), round_, s))
+                for s in self.section.scenarios
+                for t in self._trials(s, (TrialState.RUNNING,))
+                if t.user_attrs.get("round") == round_
+            ),
+            key=lambda sc: sc[0],
+        )
+        if pending:
+            return [c for _, c in pending]
+        seen = set(self.finished()) | {
+            str(t.user_attrs.get(CANDIDATE_ID)) for s in self.section.scenarios for t in self._trials(s)
+        }
+        out: list[Candidate] = []
+        for i in range(self.section.per_round):
+            scenario = self.section.scenarios[i % len(self.section.scenarios)]
+            c = self._ask_new(scenario, round_, seen, slot=i)
+            if c is None:
+                break
+            seen.add(c.id)
+            out.append(c)
+        return out
+
+    def _ask_new(self, scenario: str, round_: int, seen: set[str], *, slot: int) -> Candidate | None:
+        study = self.studies[scenario]
+        for _ in range(MAX_RESAMPLES):
+            study.sampler = self._sampler(scenario, len(self._trials(scenario)))
+            trial = study.ask(fixed_distributions=self.dists)
+            cid = candidate_id(trial.params)
+            if cid not in seen:
+                trial.set_user_attr(CANDIDATE_ID, cid)
+                trial.set_user_attr("round", round_)
+                trial.set_user_attr("slot", slot)
+                return Candidate(dict(trial.params), round_, scenario)
+            # asked again for a known candidate: answer with what is known and ask once more
+            known = self._known(scenario, cid)
+            trial.set_user_attr(CANDIDATE_ID, f"{cid}~repeat")
+            trial.set_user_attr("status", known.user_attrs.get("status") if known else PRUNED)
+            if known is None:  # proposed and not yet measured: no verdict to teach
+                study.tell(trial, state=TrialState.PRUNED)
+            else:
+                study.tell(trial, known.value if known.state == TrialState.COMPLETE else None, state=known.state)
+        logging.info("tune: %s: no unseen candidate after %d asks (space exhausted?)", scenario, MAX_RESAMPLES)
+        return None
+
+    def _known(self, scenario: str, cid: str) -> optuna.trial.FrozenTrial | None:
+        for t in self._trials(scenario, (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
+            if t.user_attrs.get(CANDIDATE_ID) == cid:
+                return t
+        return None
+
+    def record(self, candidate: Candidate, outcome: Outcome) -> None:
+        """Tell every scenario's study what came of ``candidate`` (its pending trial, or a new one)."""
+        cid = candidate.id
+        for s in self.section.scenarios:
+            if self._known(s, cid) is not None:
+                continue  # finished already: never recorded twice
+            state, value = _state(outcome, s)
+            attrs = {CANDIDATE_ID: cid, "status": outcome.status, "reason": outcome.reason, "round": candidate.round}
+            running = [t for t in self._trials(s, (TrialState.RUNNING,)) if t.user_attrs.get(CANDIDATE_ID) == cid]
+            study = self.studies[s]
+            if running:
+                number = running[0].number
+                for k, v in attrs.items():
+                    self.storage.set_trial_user_attr(running[0]._trial_id, k, v)
+                study.tell(number, value, state=state)
+            else:
+                study.add_trial(
+                    optuna.trial.create_trial(
+                        params=dict(candidate.values),
+                        distributions=self.dists,
+                        value=value,
+                        state=state,
+                        user_attrs=attrs,
+                    )
+                )
+
+    def best(self, scenario: str) -> tuple[dict[str, Any], float] | None:
+        """The best measured candidate of a scenario so far (values, figure), None before any."""
+        done = self._trials(scenario, (TrialState.COMPLETE,))
+        if not done:
+            return None
+        t = max(done, key=lambda t: t.value if t.value is not None else float("-inf"))
+        return dict(t.params), float(t.value or 0.0)
+
+    def trace(self) -> list[dict[str, Any]]:
+        """Every finished trial of every scenario: scenario, round, candidate, status, value, reason."""
+        return [
+            {
+                "scenario": s,
+                "round": t.user_attrs.get("round"),
+                "candidate_id": t.user_attrs.get(CANDIDATE_ID),
+                "values": dict(t.params),
+                "status": t.user_attrs.get("status"),
+                "value": t.value,
+                "reason": t.user_attrs.get("reason", ""),
+            }
+            for s in self.section.scenarios
+            for t in self._trials(s, (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED))
+            if not str(t.user_attrs.get(CANDIDATE_ID, "")).endswith("~repeat")
+        ]
+
+
+def _state(outcome: Outcome, scenario: str) -> tuple[TrialState, float | None]:
+    if outcome.status == MEASURED:
+        # a scenario no level met (no load under the SLO) scores 0: measured, and the worst there is
+        return TrialState.COMPLETE, float(outcome.figures.get(scenario) or 0.0)
+    if outcome.status == PRUNED:
+        return TrialState.PRUNED, None
+    return TrialState.FAIL, None

@@ -1,0 +1,67 @@
+"""worthit tune: the space's flags checked against vLLM's own --help=all (parsed, cached per version)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worthit.config import ConfigError
+from worthit.experiments.tune import flags as F
+
+HELP = """usage: vllm serve [model_tag] [options]
+
+options:
+  -h, --help            show this help message and exit
+  --max-num-seqs MAX_NUM_SEQS
+                        Maximum number of sequences per iteration. See --not-a-flag-line too.
+  --enable-chunked-prefill, --no-enable-chunked-prefill
+                        If True, prefill requests can be chunked.
+  --speculative-config SPECULATIVE_CONFIG, -sc SPECULATIVE_CONFIG
+                        Speculative decoding configuration.
+  --gpu-memory-utilization GPU_MEMORY_UTILIZATION
+      --indented-description-flag is not an option line
+"""
+
+
+def test_the_option_lines_are_parsed() -> None:
+    assert F.parse_help(HELP) == {
+        "max-num-seqs",
+        "enable-chunked-prefill",
+        "no-enable-chunked-prefill",
+        "speculative-config",
+        "gpu-memory-utilization",
+    }
+
+
+def test_an_unknown_flag_names_the_key_and_the_closest_accepted() -> None:
+    accepted = F.parse_help(HELP)
+    F.check_flags(["max-num-seqs", "speculative-config.num_speculative_tokens"], accepted, version="0.1")
+    with pytest.raises(ConfigError) as e:
+        F.check_flags(["max-num-seq"], accepted, version="0.1", source="s.yaml")
+    assert (
+        str(e.value)
+        == "s.yaml: key 'tune.space.max-num-seq': vLLM 0.1 has no flag --max-num-seq (closest accepted: max-num-seqs)"
+    )
+    with pytest.raises(ConfigError, match=r"speculative-configs.k'.*closest accepted: speculative-config"):
+        F.check_flags(["speculative-configs.k"], accepted, version="0.1")
+    with pytest.raises(ConfigError, match=r"no flag --zzz \(see vllm serve --help=all\)"):
+        F.check_flags(["zzz"], accepted, version="0.1")
+
+
+def test_the_flags_are_cached_per_vllm_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(F, "vllm_version", lambda python: "9.9.9+cpu")
+    monkeypatch.setattr(F, "help_text", lambda python: calls.append(python) or HELP)
+    version, got = F.accepted_flags("/x/bin/python", tmp_path)
+    assert version == "9.9.9+cpu" and "max-num-seqs" in got
+    assert json.loads((tmp_path / "9.9.9+cpu.json").read_text())["vllm"] == "9.9.9+cpu"
+    assert F.accepted_flags("/x/bin/python", tmp_path)[1] == got and calls == ["/x/bin/python"]  # asked once
+    (tmp_path / "9.9.9+cpu.json").write_text("not json")  # a damaged cache is asked again
+    assert F.accepted_flags("/x/bin/python", tmp_path)[1] == got and len(calls) == 2
+
+
+def test_a_python_without_vllm_is_an_input_error_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(F.FlagsUnavailable, match="could not run|exited"):
+        F.help_text(str(tmp_path / "no-such-python"))

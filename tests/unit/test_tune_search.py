@@ -1,0 +1,121 @@
+"""worthit tune: the Optuna search: proposals, outcomes the sampler learns from, no repeats, resume, seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from worthit.experiments.tune.search import (
+    FAILED,
+    MEASURED,
+    PRUNED,
+    Candidate,
+    Outcome,
+    Search,
+    candidate_id,
+    distributions,
+)
+from worthit.experiments.tune.space import Choices, Range, TuneSection, parse
+
+SPACE = {
+    "max-num-seqs": Range(8, 64, integer=True, step=8),
+    "gpu-memory-utilization": Range(0.85, 0.95, integer=False),
+    "enable-chunked-prefill": Choices((True, False)),
+}
+
+
+def section(space: dict | None = None, per_round: int = 4, seed: int = 7) -> TuneSection:
+    s = parse({"variants": {"a": {}}, "tune": {"per_round": per_round, "seed": seed}})
+    return TuneSection(**{**s.__dict__, "space": dict(space or SPACE)})
+
+
+def figure(v: dict) -> dict[str, float]:
+    """A made-up measurement: throughput grows with max-num-seqs, latency load with chunked prefill."""
+    return {"throughput": 10.0 * v["max-num-seqs"], "latency": 8.0 + 4 * bool(v["enable-chunked-prefill"])}
+
+
+def run_rounds(search: Search, rounds: int, start: int = 0) -> list[Candidate]:
+    out = []
+    for r in range(start, start + rounds):
+        for c in search.propose(r):
+            search.record(c, Outcome.measured(figure(c.values)))
+            out.append(c)
+    return out
+
+
+def test_candidate_ids_are_stable_and_order_free() -> None:
+    a = candidate_id({"x": 1, "y": True})
+    assert a == candidate_id({"y": True, "x": 1}) and a != candidate_id({"x": 2, "y": True}) and len(a) == 12
+
+
+def test_distributions_follow_the_space() -> None:
+    d = distributions(section())
+    assert type(d["max-num-seqs"]).__name__ == "IntDistribution" and d["max-num-seqs"].step == 8
+    assert type(d["gpu-memory-utilization"]).__name__ == "FloatDistribution"
+    assert d["enable-chunked-prefill"].choices == (True, False)
+
+
+def test_a_round_proposes_per_round_candidates_across_the_scenarios(tmp_path: Path) -> None:
+    s = Search(section(), tmp_path / "j.log")
+    cands = s.propose(0)
+    assert len(cands) == 4 and {c.scenario for c in cands} == {"latency", "throughput"}
+    assert len({c.id for c in cands}) == 4
+    assert all(8 <= c.values["max-num-seqs"] <= 64 and c.values["max-num-seqs"] % 8 == 0 for c in cands)
+
+
+def test_same_seed_same_candidates(tmp_path: Path) -> None:
+    a = run_rounds(Search(section(seed=3), tmp_path / "a.log"), 3)
+    b = run_rounds(Search(section(seed=3), tmp_path / "b.log"), 3)
+    c = run_rounds(Search(section(seed=4), tmp_path / "c.log"), 3)
+    assert [x.values for x in a] == [x.values for x in b]
+    assert [x.values for x in a] != [x.values for x in c]
+
+
+def test_an_interrupted_tune_resumes_and_never_measures_a_candidate_twice(tmp_path: Path) -> None:
+    journal = tmp_path / "tune.log"
+    whole = run_rounds(Search(section(seed=5), tmp_path / "whole.log"), 3)
+    first = run_rounds(Search(section(seed=5), journal), 1)
+    pending = Search(section(seed=5), journal).propose(1)  # round 1 proposed, then the tune is interrupted
+    again = Search(section(seed=5), journal)
+    assert [c.id for c in again.propose(1)] == [c.id for c in pending]  # the same round, not re-asked
+    for c in pending:
+        again.record(c, Outcome.measured(figure(c.values)))
+        again.record(c, Outcome.measured(figure(c.values)))  # a second record is ignored
+    rest = run_rounds(Search(section(seed=5), journal), 1, start=2)
+    resumed = [*first, *pending, *rest]
+    assert [c.values for c in resumed] == [c.values for c in whole]
+    ids = [c.id for c in resumed]
+    assert len(ids) == len(set(ids))
+    trace = Search(section(seed=5), journal).trace()
+    assert len(trace) == 2 * len(ids)  # each candidate told to both scenarios' studies, once
+
+
+def test_a_small_space_is_exhausted_without_repeats(tmp_path: Path) -> None:
+    small = {"max-num-seqs": Range(8, 16, integer=True, step=8), "enable-chunked-prefill": Choices((True, False))}
+    s = Search(section(small, per_round=3), tmp_path / "j.log")
+    seen = run_rounds(s, 3)
+    assert sorted(c.id for c in seen) == sorted({c.id for c in seen}) and len(seen) == 4
+    assert s.propose(3) == []
+
+
+def test_failed_and_pruned_outcomes_are_recorded_with_their_reasons(tmp_path: Path) -> None:
+    s = Search(section(), tmp_path / "j.log")
+    a, b, c, d = s.propose(0)
+    s.record(a, Outcome.failed("CUDA out of memory at start"))
+    s.record(b, Outcome.pruned("pruned by the plan (predicted KV pool 1,000 tokens ...)"))
+    s.record(c, Outcome.measured({"throughput": 500.0, "latency": 16.0}))
+    s.record(d, Outcome.measured({"throughput": 700.0}))  # no load met the SLO: latency 0
+    by = {(t["candidate_id"], t["scenario"]): t for t in s.trace()}
+    assert by[(a.id, "throughput")]["status"] == FAILED and "out of memory" in by[(a.id, "throughput")]["reason"]
+    assert by[(b.id, "latency")]["status"] == PRUNED and by[(b.id, "latency")]["value"] is None
+    assert by[(c.id, "latency")]["status"] == MEASURED and by[(c.id, "latency")]["value"] == 16.0
+    assert by[(d.id, "latency")]["value"] == 0.0
+    assert s.best("throughput") == (d.values, 700.0) and s.best("latency") == (c.values, 16.0)
+    assert s.finished() == {a.id: FAILED, b.id: PRUNED, c.id: MEASURED, d.id: MEASURED}
+    assert all(x.id not in {a.id, b.id, c.id, d.id} for x in s.propose(1))
+
+
+def test_an_outcome_of_a_candidate_never_proposed_is_added(tmp_path: Path) -> None:
+    s = Search(section(), tmp_path / "j.log")
+    c = Candidate({"max-num-seqs": 16, "gpu-memory-utilization": 0.9, "enable-chunked-prefill": True}, round=0)
+    s.record(c, Outcome.measured({"throughput": 1.0, "latency": 2.0}))
+    assert s.finished() == {c.id: MEASURED}
