@@ -264,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tu.add_argument("--config", default=None, help="study config with a tune: section (default: the embedded one)")
     tu.add_argument("--gpu", default=None, help="plan the prunes for this GPU (worthit's table), e.g. H200")
     tu.add_argument("--gpus", type=int, default=None, help="GPUs available (default: 1 with --gpu, else found)")
+    tu.add_argument("--model-config", action="append", metavar="NAME=FILE", help="a model's config.json (repeatable)")
     tu.add_argument("--no-hub", action="store_true", help="never read a config.json from the hub")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")

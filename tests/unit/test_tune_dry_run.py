@@ -53,7 +53,8 @@ def test_the_dry_run_prints_space_count_prunes_and_budget(
     assert "  gpu-memory-utilization  floats 0.85 .. 0.95, step 0.05" in out
     assert f"candidates: {505 * 3 * 3 * 2:,}" in out
     assert "pruned by the plan before serving: " in out and "dominated by the same candidate at max-num-seqs" in out
-    assert "budget: 30 server starts or 120 GPU-minutes" in out
+    # 4 rounds x 4 candidates, then (2 scenarios x top 3 + the defaults) x 4 repeats
+    assert "budget: 30 server starts or 120 GPU-minutes (the rounds and the confirmation would start 44" in out
     assert "nothing was served" in out and not (tmp_path / "results").exists()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
-from worthit.experiments.tune.prune import bound, candidate_args, kv_prune, throughput_prune
+from worthit.experiments.tune.prune import bound, candidate_args, kv_prune, screen, throughput_prune
 from worthit.experiments.tune.space import Choices, Range, TuneSection, parse
 from worthit.plan import Hardware, ModelShape
 
@@ -92,3 +92,10 @@ def test_candidate_args_merge_serve_variant_and_values() -> None:
         "max-num-seqs": 4,
     }
     assert candidate_args(cfg, {"max-num-seqs": 8})[0] == "base"
+
+
+def test_screen_applies_both_prunes_kv_first() -> None:
+    space = section(Range(8, 512, integer=True))
+    assert "can never be used" in str(screen(b(512), space, best_lower_tok_s_per_gpu=1e9))
+    assert "predicted at most 1,826" in str(screen(b(32), space, best_lower_tok_s_per_gpu=2000.0))
+    assert screen(b(32), space) is None

@@ -21,6 +21,7 @@ from worthit.errors import InputError
 from worthit.experiments.tune import flags as flagsmod
 from worthit.experiments.tune.prune import MAX_NUM_SEQS, bound, candidate_args, kv_prune
 from worthit.experiments.tune.space import Choices, Dimension, Range, TuneSection, parse
+from worthit.plan.cli import parse_model_configs
 from worthit.plan.hardware import Hardware, hardware_for
 from worthit.plan.model_sources import model_configs
 
@@ -44,6 +45,7 @@ class DryRun:
     candidates: int | None  # None: a continuous range
     pruned: list[PrunedGroup]
     at_ends: bool  # the other flags were checked at their range ends only
+    checked: int  # candidates the plan checked (every one, or those at the other flags' range ends)
 
     @property
     def pruned_count(self) -> int:
@@ -81,6 +83,7 @@ def dry_run(
     accepted: tuple[str, set[str]],
     root: Path = Path("."),
     hub: bool = True,
+    given: Mapping[str, str] | None = None,
 ) -> DryRun:
     """Check and count the tune of a validated config on ``hw`` (``accepted``: vLLM's version and flags)."""
     section = parse(cfg, source)
@@ -90,11 +93,13 @@ def dry_run(
     flagsmod.check_flags(section.flags, accepted_flags, version=version, source=source)
     combos, at_ends = _others(section)
     groups: list[PrunedGroup] = []
+    checked = 0
     if MAX_NUM_SEQS in section.space:
-        configs = model_configs(cfg, root, None, hub)
+        configs = model_configs(cfg, root, given, hub)
         lt = cfg["loadtest"]
         max_load = max((int(c) for c in lt.get("levels") or []), default=None)
         seqs = _seq_values(section.space[MAX_NUM_SEQS])
+        checked = len(combos) * len(seqs)
         for others in combos:
             variant, args = candidate_args(cfg, {**others, MAX_NUM_SEQS: max(seqs)})
             b = bound(
@@ -109,7 +114,7 @@ def dry_run(
             reason = kv_prune(b, section)
             if reason and b.fit_seqs is not None:
                 groups.append(PrunedGroup(others, [v for v in seqs if v > b.fit_seqs], reason))
-    return DryRun(section, version, hw, section.size(), groups, at_ends)
+    return DryRun(section, version, hw, section.size(), groups, at_ends, checked)
 
 
 def lines(d: DryRun) -> list[str]:
@@ -121,8 +126,8 @@ def lines(d: DryRun) -> list[str]:
     out += [f"  {k:<{width}}  {dim.describe()}" for k, dim in s.space.items()]
     count = f"{d.candidates:,}" if d.candidates is not None else "continuous (a float range without a step)"
     out.append(f"candidates: {count}")
-    where = " (the other flags at their range ends)" if d.at_ends else ""
-    out.append(f"pruned by the plan before serving: {d.pruned_count:,} candidates{where}")
+    where = " (the other flags' ranges at their ends)" if d.at_ends else ""
+    out.append(f"pruned by the plan before serving: {d.pruned_count:,} of {d.checked:,} checked candidates{where}")
     for g in d.pruned[:8]:
         shown = ", ".join(f"{k}={v}" for k, v in g.others.items()) or "every candidate"
         span = f"{g.values[0]}..{g.values[-1]}" if len(g.values) > 1 else str(g.values[0])
@@ -137,7 +142,7 @@ def lines(d: DryRun) -> list[str]:
     out.append(
         "budget: "
         + (" or ".join(x for x in limits if x) or "no limit")
-        + f" (the rounds and confirmation ask for at most {budget_server_starts(s)} server starts)"
+        + f" (the rounds and the confirmation would start {budget_server_starts(s)} servers unbounded)"
     )
     out.append(
         f"search: {s.rounds} rounds x {s.per_round} candidates, Optuna TPE per scenario ({', '.join(s.scenarios)}), "
@@ -159,7 +164,9 @@ def run_cli(a: Any) -> int:
         python = Study(cfg).python("serve")
         section = parse(cfg, source)
         accepted = flagsmod.accepted_flags(python) if section.space else ("", set())
-        d = dry_run(cfg, source=source, hw=hw, accepted=accepted, root=Path.cwd(), hub=not a.no_hub)
+        hub = bool(cfg["plan"]["hub_configs"]) and not a.no_hub
+        given = parse_model_configs(a.model_config)
+        d = dry_run(cfg, source=source, hw=hw, accepted=accepted, root=Path.cwd(), hub=hub, given=given)
     except InputError as e:
         return errors.report("worthit tune", e)
     print("\n".join(lines(d)))
@@ -167,9 +174,8 @@ def run_cli(a: Any) -> int:
 
 
 def budget_server_starts(section: TuneSection) -> int:
-    """Server starts the search and its confirmation would take at most."""
-    confirm = len(section.scenarios) * section.confirm_top * section.confirm_repeats + section.confirm_repeats
-    search = section.rounds * section.per_round
-    total = search + confirm
-    cap = section.budget.server_starts
-    return min(total, cap) if cap else total
+    """Server starts the rounds and the confirmation would take, before the budget stops them: every
+    candidate of every round once, then the top of each scenario and vLLM's defaults ``confirm.repeats``
+    times each."""
+    confirm = (len(section.scenarios) * section.confirm_top + 1) * section.confirm_repeats
+    return section.rounds * section.per_round + confirm

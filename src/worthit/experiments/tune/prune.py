@@ -126,3 +126,8 @@ def throughput_prune(b: Bound, best_lower_tok_s_per_gpu: float | None) -> str | 
         f"sequences, the roofline at peak bandwidth; the best's measured lower bound is "
         f"{best_lower_tok_s_per_gpu:,.0f})"
     )
+
+
+def screen(b: Bound, section: TuneSection, best_lower_tok_s_per_gpu: float | None = None) -> str | None:
+    """Why the plan prunes a candidate before it is served (the KV prune first), None to serve it."""
+    return kv_prune(b, section) or throughput_prune(b, best_lower_tok_s_per_gpu)
