@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from worthit.config import Study, load  # noqa: E402
+from worthit.experiments.prefix.measure import run_prefix_length  # noqa: E402
 from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
-from worthit.prefix import run_prefix_length  # noqa: E402
 from worthit.server import consumer_presence, wait_ready  # noqa: E402
 from worthit.stages import measure_level  # noqa: E402
 
@@ -131,11 +131,11 @@ def main() -> None:
                     rows, _ = run_prefix_length(
                         st.url,
                         st.served_model_name,
-                        model_dir,
-                        length,
-                        int(px["suffix_tokens"]),
-                        int(px["output_tokens"]),
-                        a.prefix_requests or int(px["num_requests"]),
+                        tokenizer_dir=model_dir,
+                        prefix_tokens=length,
+                        suffix_tokens=int(px["suffix_tokens"]),
+                        output_tokens=int(px["output_tokens"]),
+                        num_requests=a.prefix_requests or int(px["num_requests"]),
                         warmup=int(px["warmup_requests"]),
                     )
                     ttft = [r["ttft_ms"] for r in rows if r["success"]]

@@ -98,6 +98,9 @@ def load_plugins() -> None:
     """Import the experiments named in WORTHIT_EXPERIMENTS and the installed entry points (once each; the
     installed distributions are scanned once per process: it is called at every turn of the study grid)."""
     global _entry_points_read
+    from worthit.experiments import register_builtin
+
+    register_builtin()
     names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
     for name in names:
         if name not in _loaded:
@@ -117,7 +120,8 @@ def load_plugins() -> None:
                 ep.load()
 
 
-# The built-in experiments: their functions and config sections live in worthit (stages, config,
+# The built-in experiments not yet in a folder of worthit.experiments (those register themselves there, on
+# the first load_plugins): their functions and config sections live in worthit (stages, config,
 # config/schema.yaml), their rules in workflow/rules/<rules>.
 
 
@@ -134,7 +138,7 @@ def _files_when_run(experiment: str, *files: str) -> Callable[[Study, str], list
     return files_of
 
 
-def _summary(stem: str, wanted: Callable[[Study], object]) -> Callable[[Study, str], list[str]]:
+def summary_files(stem: str, wanted: Callable[[Study], object]) -> Callable[[Study, str], list[str]]:
     """An experiment's study-level aggregate, ``<results>/<stem>.parquet`` and ``.md``, when ``wanted``."""
 
     def outputs(study: Study, results: str) -> list[str]:
@@ -156,10 +160,6 @@ def _sweet_spot(study: Study, variant: str) -> list[str]:
     return ["sweet_spot"] if variant in study.sweet_spot_variants else []  # after the grid it starts from
 
 
-def _prefix(study: Study, variant: str) -> list[str]:
-    return [f"prefix/len~{n}" for n in study.prefix_lengths] if _runs(study, variant, "prefix") else []
-
-
 def _verify(study: Study, variant: str) -> list[str]:
     return ["specdec/verify"] if study.spec_variants and variant == study.specdec_base else []
 
@@ -177,20 +177,12 @@ for _m in (
     ),
     Measurement("sweet_spot", _sweet_spot, "sweetspot.smk", order=30, selectable=False, tables=(S.SWEET_SPOT,)),
     Measurement(
-        "prefix",
-        _prefix,
-        "prefix.smk",
-        order=40,
-        outputs=_summary("prefix_summary", lambda study: study.variants_with("prefix")),
-        tables=(S.PREFIX, S.PREFIX_SUMMARY),
-    ),
-    Measurement(
         "specdec",
         _verify,
         "specdec.smk",
         order=50,
         selectable=False,
-        outputs=_summary("specdec_summary", lambda study: study.spec_variants),
+        outputs=summary_files("specdec_summary", lambda study: study.spec_variants),
         tables=(S.VERIFY, S.SPECDEC_SUMMARY),
     ),
     Measurement(

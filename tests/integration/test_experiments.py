@@ -14,6 +14,7 @@ import yaml
 
 from tests.conftest import run_snakemake, study_config
 from worthit import compile_cache, plan, schemas, specdec
+from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -74,7 +75,7 @@ def study(tmp_path_factory, model_dir) -> Path:
 
 
 def test_prefix_caching_cuts_ttft_of_a_long_shared_prefix_and_reports_hits(study):
-    rows = schemas.read(study / "prefix_summary.parquet", schemas.PREFIX_SUMMARY).table.to_pylist()
+    rows = schemas.read(study / "prefix_summary.parquet", PREFIX_SUMMARY).table.to_pylist()
     by = {(r["variant"], r["prefix_tokens"]): r for r in rows}
     assert set(by) == {("base", 0), ("base", 512), ("nocache", 0), ("nocache", 512)}
     assert all(r["status"] == "ok" and r["n"] == 3 and r["n_errors"] == 0 for r in rows)
@@ -83,7 +84,7 @@ def test_prefix_caching_cuts_ttft_of_a_long_shared_prefix_and_reports_hits(study
     assert on["hit_rate"] > 0.5 and not off["hit_rate"]
     assert on["reference_variant"] == "nocache" and on["ttft_p50_reduction_pct"] > 0
     assert on["ttft_slope_ms_per_1k_tokens"] < off["ttft_slope_ms_per_1k_tokens"]
-    raw = schemas.read(study / "variant~base/prefix/len~512.parquet", schemas.PREFIX)
+    raw = schemas.read(study / "variant~base/prefix/len~512.parquet", PREFIX)
     assert all(r["prompt_tokens_reported"] == 528 for r in raw.table.to_pylist())
     assert raw.metadata["n_warmup"] == 1
     assert "prefix caching" in (study / "prefix_summary.md").read_text()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worthit.prefix import reduction_pct, summary_rows
+from worthit.experiments.prefix.analysis import other_side, reduction_pct
+from worthit.experiments.prefix.measure import summary_rows
 from worthit.prom import hit_rate
 from worthit.stats import slope
 
@@ -64,3 +65,27 @@ def test_a_failed_length_stays_a_row_and_is_left_out_of_the_slope():
     )
     assert [r["status"] for r in rows] == ["ok", "ok", "failed"]
     assert rows[0]["ttft_slope_ms_per_1k_tokens"] == pytest.approx(10.0)
+
+
+def test_the_other_side_is_the_first_variant_measured_at_that_length_with_the_cache_the_other_way():
+    measured = [("on", True, 0), ("on", True, 512), ("off_a", False, 0), ("off_b", False, 0), ("off_b", False, 512)]
+    assert other_side(measured, 0, cache_on=True) == "off_a"  # the first cache-off variant, in study order
+    assert other_side(measured, 512, cache_on=True) == "off_b"  # off_a has no 512: the next one that does
+    assert other_side(measured, 512, cache_on=False) == "on"
+    assert other_side([("on", True, 0)], 0, cache_on=True) is None
+
+
+def test_the_summary_and_the_report_compare_with_the_same_other_side():
+    """One rule for both analyses of the measurement (the summary's reference_variant is the report's)."""
+    rows = summary_rows(
+        [
+            _row("on", True, 0, 30.0),
+            _row("on", True, 512, 20.0),
+            _row("off_a", False, 0, 31.0),
+            _row("off_b", False, 0, 32.0),
+            _row("off_b", False, 512, 60.0),
+        ]
+    )
+    on = {r["prefix_tokens"]: r for r in rows if r["variant"] == "on"}
+    assert (on[0]["reference_variant"], on[512]["reference_variant"]) == ("off_a", "off_b")
+    assert on[512]["ref_ttft_ms_p50"] == 60.0

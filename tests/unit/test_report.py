@@ -20,6 +20,7 @@ import yaml
 from worthit import aggregate, prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
+from worthit.experiments.prefix.tables import PREFIX
 from worthit.report import build, data
 from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
 from worthit.report.experiments import Experiment, Figure, register, unregister
@@ -420,7 +421,7 @@ def _prefix(results: Path, variant: str, base_ms: float, per_token_ms: float, hi
         delta = {"vllm:prefix_cache_queries_total": 100.0, "vllm:prefix_cache_hits_total": hits}
         schemas.write(
             results / f"variant~{variant}" / "prefix" / f"len~{length}.parquet",
-            schemas.PREFIX,
+            PREFIX,
             rows_,
             metadata={"metrics_delta": delta},
         )

@@ -1,6 +1,8 @@
-"""An experiment is one module and one rule file: a toy experiment written here, outside the package, joins
-the real workflow on real vLLM (CPU) through the registries alone (worthit.measurements for the measurement
-side, worthit.report.experiments for the report) and touches no other file of the repository."""
+"""An experiment is one folder and its rule file: a toy experiment written here, outside the package, in a folder
+laid out as the built-in ones in src/worthit/experiments/<name>/ (tables, measurement, report analysis, and an
+__init__ whose register() adds it to both registries), joins the real workflow on real vLLM (CPU) through the
+registries alone (worthit.measurements for the measurement side, worthit.report.experiments for the report).
+It touches no file of the repository: the one line elsewhere is WORTHIT_EXPERIMENTS naming it."""
 
 from __future__ import annotations
 
@@ -14,17 +16,14 @@ from tests.conftest import ROOT, run_snakemake, study_config
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-TOY_MODULE = '''
-"""A toy experiment: what the server's /v1/models says of the served model, with a greeting from its config."""
-import json
-import urllib.request
-from pathlib import Path
-
+# The toy experiment is one folder, laid out as a built-in one in src/worthit/experiments/<name>/: its tables,
+# its measurement, its analysis for the report, and an __init__ whose register() adds it to both registries
+# (its rule file and the rule's script sit in the folder too, outside the repository).
+TOY_TABLES = '''
+"""The toy's Parquet tables."""
 import pyarrow as pa
 
-from worthit import measurements, schemas, stages
-from worthit.report.experiments import Experiment, register
-from worthit.report.views import INT, Column, View
+from worthit import schemas
 
 TOY = schemas.Table(
     "toy_models",
@@ -41,6 +40,58 @@ REPORT_TOY = schemas.Table(
     "The toy's table in the report.",
     (schemas.Field("variant", pa.string(), "variant", False), schemas.Field("max_model_len", pa.int64(), "context")),
 )
+'''
+
+TOY_MEASURE = '''
+"""The toy's measurement: what the server's /v1/models says of the served model, with a greeting."""
+import json
+import urllib.request
+
+from toy_exp.tables import TOY
+from worthit import stages
+
+
+def measure(study, variant, state_path, out):
+    greeting = study.cfg["toy"]["greeting"]
+
+    def body(state):
+        with urllib.request.urlopen(state.url + "/v1/models", timeout=30) as resp:
+            card = json.loads(resp.read())["data"][0]
+        row = {"variant": variant, "model_id": card["id"], "max_model_len": card["max_model_len"], "greeting": greeting}
+        return [row], {}
+
+    stages.consume(study, variant, "toy", out, TOY, state_path, {"variant": variant}, body)
+'''
+
+TOY_REPORT = '''
+"""The toy's analysis for the report and its table."""
+from toy_exp.tables import REPORT_TOY, TOY
+from worthit.report.experiments import Experiment
+from worthit.report.views import INT, Column, View
+
+
+def analyse(ctx):
+    return {v: [r for f in ctx.results.variant(v).of(TOY.name) if f.ok for r in f.rows] for v in ctx.variants}
+
+
+def views(ctx, found):
+    rows = [{"variant": v, "max_model_len": r["max_model_len"]} for v, rs in found.items() for r in rs]
+    columns = [Column("variant", "variant"), Column("max_model_len", "context", INT)]
+    return [View(REPORT_TOY, "Toy", "What /v1/models says.", columns, rows, order=99)]
+
+
+EXPERIMENT = Experiment("toy", analyse, views=views)
+'''
+
+TOY_INIT = '''
+"""A toy experiment in one folder: its config section, its turns and its registration with both registries."""
+from pathlib import Path
+
+from toy_exp import report
+from toy_exp.tables import TOY
+from worthit import measurements
+from worthit.report import experiments
+
 SECTION = {
     "type": "object",
     "default": {},
@@ -54,36 +105,15 @@ def consumers(study, variant):
     return ["toy"] if "toy" in study.variant(variant).experiments else []
 
 
-measurements.register(
-    measurements.Measurement(
-        "toy", consumers, str(Path(__file__).with_name("toy.smk")), order=15, section=("toy", SECTION), tables=(TOY,)
+def register():
+    rules = str(Path(__file__).with_name("toy.smk"))
+    measurements.register(
+        measurements.Measurement("toy", consumers, rules, order=15, section=("toy", SECTION), tables=(TOY,))
     )
-)
+    experiments.register(report.EXPERIMENT)
 
 
-def measure(study, variant, state_path, out):
-    greeting = study.cfg["toy"]["greeting"]
-
-    def body(state):
-        with urllib.request.urlopen(state.url + "/v1/models", timeout=30) as resp:
-            card = json.loads(resp.read())["data"][0]
-        row = {"variant": variant, "model_id": card["id"], "max_model_len": card["max_model_len"], "greeting": greeting}
-        return [row], {}
-
-    stages.consume(study, variant, "toy", out, TOY, state_path, {"variant": variant}, body)
-
-
-def analyse(ctx):
-    return {v: [r for f in ctx.results.variant(v).of(TOY.name) if f.ok for r in f.rows] for v in ctx.variants}
-
-
-def views(ctx, found):
-    rows = [{"variant": v, "max_model_len": r["max_model_len"]} for v, rs in found.items() for r in rs]
-    columns = [Column("variant", "variant"), Column("max_model_len", "context", INT)]
-    return [View(REPORT_TOY, "Toy", "What /v1/models says.", columns, rows, order=99)]
-
-
-register(Experiment("toy", analyse, views=views))
+register()
 '''
 
 TOY_RULES = """
@@ -103,7 +133,7 @@ rule toy_measure:
 """
 
 TOY_SCRIPT = """
-from toy_exp import measure
+from toy_exp.measure import measure
 from worthit.config import Study
 from worthit.stages import setup_logging
 
@@ -116,16 +146,24 @@ measure(Study(sm.config), sm.wildcards.variant, sm.input.server, sm.output.resul
 @pytest.fixture
 def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     plugin = tmp_path / "plugin"
-    plugin.mkdir()
-    (plugin / "toy_exp.py").write_text(textwrap.dedent(TOY_MODULE))
-    (plugin / "toy.smk").write_text(TOY_RULES.lstrip())
-    (plugin / "toy_script.py").write_text(TOY_SCRIPT.lstrip())
+    folder = plugin / "toy_exp"  # the experiment's folder: everything it adds
+    folder.mkdir(parents=True)
+    files = {
+        "__init__.py": TOY_INIT,
+        "tables.py": TOY_TABLES,
+        "measure.py": TOY_MEASURE,
+        "report.py": TOY_REPORT,
+        "toy.smk": TOY_RULES,
+        "toy_script.py": TOY_SCRIPT,
+    }
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text).lstrip())
     monkeypatch.setenv("PYTHONPATH", f"{plugin}:{ROOT / 'src'}")
-    monkeypatch.setenv("WORTHIT_EXPERIMENTS", "toy_exp")
+    monkeypatch.setenv("WORTHIT_EXPERIMENTS", "toy_exp")  # the one line elsewhere: naming the experiment
     return plugin
 
 
-def test_a_toy_experiment_in_its_own_module_and_rule_file_is_configured_measured_and_reported(tmp_path, toy, model_dir):
+def test_a_toy_experiment_in_its_own_folder_is_configured_measured_and_reported(tmp_path, toy, model_dir):
     cfg = study_config(model_dir, validate_deployments=False)
     cfg["loadtest"]["levels"] = [1]
     cfg["variants"]["base"]["experiments"] = ["kv", "toy", "loadtest"]

@@ -1,7 +1,7 @@
-"""Adapter: prefix_test rule -> worthit.prefix.prefix_test."""
+"""Adapter: prefix_test rule -> worthit.experiments.prefix.measure.prefix_test."""
 
 from worthit.config import Study
-from worthit.prefix import prefix_test
+from worthit.experiments.prefix.measure import prefix_test
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -9,8 +9,8 @@ setup_logging(sm.log[0])
 prefix_test(
     Study(sm.config),
     sm.wildcards.variant,
-    int(sm.wildcards.length),
-    sm.input.server,
-    sm.input.manifest,
-    sm.output.requests,
+    prefix_tokens=int(sm.wildcards.length),
+    state_path=sm.input.server,
+    manifest_path=sm.input.manifest,
+    out=sm.output.requests,
 )

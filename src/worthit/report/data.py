@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from worthit import prom, schemas
+from worthit import measurements, prom, schemas
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
 
@@ -153,6 +153,7 @@ def _shared_server(f: Loaded) -> Loaded:
 
 
 def _read_result(path: Path) -> Loaded:
+    measurements.load_plugins()  # every experiment's tables in schemas.TABLES
     meta = schemas.read_file_metadata(path)
     name = meta.get(f"{schemas.META_PREFIX}table", "")
     variant, experiment = _variant_and_experiment(path)

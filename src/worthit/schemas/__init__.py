@@ -6,9 +6,11 @@ provenance and a status in the key-value metadata, so a failed experiment is a f
 ``status`` = ``failed`` / ``not_applicable`` and its reason and log tail (:mod:`.io`).
 
 The definitions live with the experiment that writes them: :mod:`.load` (requests, timeline, summary),
-:mod:`.kv`, :mod:`.sweet_spot`, :mod:`.prefix`, :mod:`.specdec`, :mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
+:mod:`.kv`, :mod:`.sweet_spot`, :mod:`.specdec`, :mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
 and the report's views in :mod:`.report`. :data:`TABLES` indexes every one of them by name; an experiment
-outside the package adds its own with :func:`register`. Everything is importable from ``worthit.schemas``.
+in a folder of :mod:`worthit.experiments` (or outside the package) adds its own with :func:`register`, as
+:func:`worthit.measurements.register` does with the tables it declares. Everything is importable from
+``worthit.schemas``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from worthit.schemas.io import (
 from worthit.schemas.kv import KV_CACHE
 from worthit.schemas.load import LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY
 from worthit.schemas.plan import PLAN, PLAN_VS_MEASURED
-from worthit.schemas.prefix import PREFIX, PREFIX_SUMMARY
 from worthit.schemas.report import (
     REPORT_ACCURACY,
     REPORT_CAPABILITY,
@@ -69,11 +70,9 @@ TABLES: dict[str, Table] = {
         LOAD_REQUESTS,
         SERVER_TIMELINE,
         KV_CACHE,
-        PREFIX,
         SWEET_SPOT,
         ACCURACY,
         SUMMARY,
-        PREFIX_SUMMARY,
         VERIFY,
         SPECDEC_SUMMARY,
         ACCURACY_SUMMARY,
@@ -109,8 +108,6 @@ __all__ = [
     "META_PREFIX",
     "PLAN",
     "PLAN_VS_MEASURED",
-    "PREFIX",
-    "PREFIX_SUMMARY",
     "REPORT_ACCURACY",
     "REPORT_CAPABILITY",
     "REPORT_CAPACITY",

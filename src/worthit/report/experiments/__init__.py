@@ -27,7 +27,6 @@ from typing import Any
 
 from matplotlib.figure import Figure as MplFigure
 
-from worthit import measurements
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, TaskAccuracy
 from worthit.report.views import View
@@ -70,6 +69,8 @@ def unregister(name: str) -> None:
 
 def registered() -> list[Experiment]:
     """The experiments in the order they run (an experiment after those it requires)."""
+    from worthit import measurements
+
     measurements.load_plugins()  # an experiment module outside this package registers its report side too
     done: list[Experiment] = []
     pending = sorted(REGISTRY.values(), key=lambda e: (e.order, e.name))
@@ -87,7 +88,6 @@ def _load_builtin() -> None:
         accuracy,
         capacity,
         load,
-        prefix,
         specdec,
         sweetspot,
         timeline,

@@ -20,10 +20,13 @@ import pandas as pd
 
 from worthit import prom, schemas
 from worthit.config import Study
+from worthit.experiments.prefix.analysis import other_side, reduction_pct
+from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
 from worthit.loadgen.client import ClientConfig, closed_loop
 from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta
 from worthit.models import Manifest
+from worthit.schemas import STATUS_OK
 from worthit.server import ServerState
 from worthit.stages import consume, counters, result_meta
 from worthit.stats import slope
@@ -36,6 +39,7 @@ log = logging.getLogger("worthit")
 def run_prefix_length(
     url: str,
     model: str,
+    *,
     tokenizer_dir: str,
     prefix_tokens: int,
     suffix_tokens: int,
@@ -95,7 +99,9 @@ def run_prefix_length(
     return rows, meta
 
 
-def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str, manifest_path: str, out: str) -> None:
+def prefix_test(
+    study: Study, variant: str, *, prefix_tokens: int, state_path: str, manifest_path: str, out: str
+) -> None:
     """The prefix_test rule: one length on the variant's server, in its turn; failures are results."""
     pc = study.cfg["prefix"]
     manifest = Manifest.load(manifest_path)
@@ -107,15 +113,15 @@ def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str,
         rows, extra = run_prefix_length(
             state.url,
             state.served_model_name,
-            manifest.model_dir,
-            prefix_tokens,
-            pc["suffix_tokens"],
-            pc["output_tokens"],
-            pc["num_requests"],
-            pc["concurrency"],
-            pc["warmup_requests"],
-            pc["seed"],
-            pc["request_timeout_s"],
+            tokenizer_dir=manifest.model_dir,
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=pc["suffix_tokens"],
+            output_tokens=pc["output_tokens"],
+            num_requests=pc["num_requests"],
+            concurrency=pc["concurrency"],
+            warmup=pc["warmup_requests"],
+            seed=pc["seed"],
+            timeout_s=pc["request_timeout_s"],
             api_key=study.api_key,
         )
         for r in rows:
@@ -131,17 +137,10 @@ def prefix_test(study: Study, variant: str, prefix_tokens: int, state_path: str,
         )
         return rows, extra
 
-    consume(study, variant, f"prefix/len~{prefix_tokens}", out, schemas.PREFIX, state_path, meta, body)
+    consume(study, variant, f"prefix/len~{prefix_tokens}", out, PREFIX, state_path, meta, body)
 
 
 # --- analysis (pure) ---------------------------------------------------------------------------------
-
-
-def reduction_pct(reference: float | None, value: float | None) -> float | None:
-    """How much lower ``value`` is than ``reference``, in % of the reference (negative = higher)."""
-    if reference is None or value is None or reference == 0:
-        return None
-    return (reference - value) / reference * 100.0
 
 
 def length_row(variant: str, prefix_caching: bool, prefix_tokens: int, result: schemas.Result) -> dict[str, Any]:
@@ -168,40 +167,44 @@ def length_row(variant: str, prefix_caching: bool, prefix_tokens: int, result: s
 
 
 def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Add the comparisons: every cache-on variant against the first cache-off variant, length by length,
-    and each variant's slope of TTFT P50 against prefix length (ms per 1,000 prefix tokens)."""
+    """Add the comparisons: every cache-on row against its other side (:func:`.analysis.other_side`: the first
+    variant measured at its length with the cache off), and each variant's slope of TTFT P50 against prefix
+    length (ms per 1,000 prefix tokens)."""
     out = [dict(r) for r in rows]
     by_variant: dict[str, list[dict[str, Any]]] = {}
     for r in out:
         by_variant.setdefault(r["variant"], []).append(r)
     slopes = {}
     for v, rs in by_variant.items():
-        ok = [r for r in rs if r["status"] == schemas.STATUS_OK]
+        ok = [r for r in rs if r["status"] == STATUS_OK]
         s = slope([r["prefix_tokens"] for r in ok], [r.get("ttft_ms_p50") for r in ok])
         slopes[v] = None if s is None else s * 1000.0
-    off = next((r["variant"] for r in out if r.get("prefix_caching") is False), None)
-    ref = {r["prefix_tokens"]: r for r in by_variant.get(off, [])} if off else {}
+    measured = [(r["variant"], bool(r.get("prefix_caching")), r["prefix_tokens"]) for r in out]
+    by_point = {(r["variant"], r["prefix_tokens"]): r for r in out}
     for r in out:
         r["ttft_slope_ms_per_1k_tokens"] = slopes[r["variant"]]
-        if off is None or not r.get("prefix_caching"):
+        if not r.get("prefix_caching"):
             continue
-        ref_row = ref.get(r["prefix_tokens"], {})
+        ref = other_side(measured, r["prefix_tokens"], cache_on=True)
+        if ref is None:
+            continue
+        ref_row = by_point[(ref, r["prefix_tokens"])]
         r.update(
-            reference_variant=off,
+            reference_variant=ref,
             ref_ttft_ms_p50=ref_row.get("ttft_ms_p50"),
             ref_ttft_ms_p99=ref_row.get("ttft_ms_p99"),
-            ref_ttft_slope_ms_per_1k_tokens=slopes.get(off),
+            ref_ttft_slope_ms_per_1k_tokens=slopes.get(ref),
         )
         r["ttft_p50_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p50"], r.get("ttft_ms_p50"))
         r["ttft_p99_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p99"], r.get("ttft_ms_p99"))
-        r["slope_reduction_pct"] = reduction_pct(slopes.get(off), slopes[r["variant"]])
+        r["slope_reduction_pct"] = reduction_pct(slopes.get(ref), slopes[r["variant"]])
     return out
 
 
 def read_rows(files: Mapping[tuple[str, int], str], prefix_caching: Mapping[str, bool]) -> list[dict[str, Any]]:
     """{(variant, length): path} -> summary rows (failed files become rows with their status)."""
     rows = [
-        length_row(v, prefix_caching[v], n, schemas.read(path, schemas.PREFIX))
+        length_row(v, prefix_caching[v], n, schemas.read(path, PREFIX))
         for (v, n), path in sorted(files.items(), key=lambda kv: (list(prefix_caching).index(kv[0][0]), kv[0][1]))
     ]
     return summary_rows(rows)
@@ -229,15 +232,15 @@ SLOPE_COLUMNS = (
 
 
 def write_summary(
-    rows: list[dict[str, Any]], parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
+    rows: list[dict[str, Any]], *, parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
 ) -> None:
     from worthit.aggregate import failures_section, markdown_table, write_markdown
 
-    schemas.write(parquet, schemas.PREFIX_SUMMARY, rows, metadata=metadata)
-    df = pd.DataFrame(rows, columns=schemas.PREFIX_SUMMARY.columns)
-    ok = df[df["status"] == schemas.STATUS_OK].copy()
+    schemas.write(parquet, PREFIX_SUMMARY, rows, metadata=metadata)
+    df = pd.DataFrame(rows, columns=PREFIX_SUMMARY.columns)
+    ok = df[df["status"] == STATUS_OK].copy()
     ok["hit_rate_pct"] = ok["hit_rate"].astype(float) * 100.0
-    failed = df[df["status"] != schemas.STATUS_OK]
+    failed = df[df["status"] != STATUS_OK]
     parts = [
         f"# {study}: prefix caching",
         "",

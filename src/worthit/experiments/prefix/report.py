@@ -14,11 +14,13 @@ import matplotlib.pyplot as plt
 
 from worthit import engine_args as eargs
 from worthit import prom, schemas
+from worthit.experiments.prefix.analysis import other_side
+from worthit.experiments.prefix.tables import PREFIX
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded
 from worthit.report.decide import LATENCY, Comparison, Setting
-from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
+from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, quantile
 from worthit.report.pooling import Pools, files_machine
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols, pct
@@ -48,7 +50,7 @@ def points_of(ctx: Context, variant: str) -> list[Point]:
     ttft: dict[int, list[float | None]] = {}
     hits: dict[int, list[float]] = {}
     files: dict[int, list[Loaded]] = {}
-    for f in v.of(schemas.PREFIX.name):
+    for f in v.of(PREFIX.name):
         if not f.ok:
             continue
         rate = prom.hit_rate(f.metadata.get("metrics_delta") or {})
@@ -108,12 +110,11 @@ def evidence(ctx: Context, a: dict[str, list[Point]], pair: Pair) -> list[Eviden
 
 
 def _reference(a: dict[str, list[Point]], p: Point) -> Point | None:
-    """The first variant measured at the same length with the cache the other way."""
-    for pts in a.values():
-        for q in pts:
-            if q.prefix_tokens == p.prefix_tokens and q.cache_on != p.cache_on:
-                return q
-    return None
+    """The point of its other side (:func:`.analysis.other_side`, as the study summary compares)."""
+    ref = other_side(
+        ((q.variant, q.cache_on, q.prefix_tokens) for pts in a.values() for q in pts), p.prefix_tokens, p.cache_on
+    )
+    return next((q for q in a.get(ref, []) if q.prefix_tokens == p.prefix_tokens), None) if ref else None
 
 
 def views(ctx: Context, a: dict[str, list[Point]]) -> list[View]:
@@ -138,7 +139,7 @@ def views(ctx: Context, a: dict[str, list[Point]]) -> list[View]:
                 }
             )
     for v in ctx.variants:
-        for f in ctx.results.variant(v).of(schemas.PREFIX.name):
+        for f in ctx.results.variant(v).of(PREFIX.name):
             if not f.ok:
                 rows.append({"variant": v, "status": f.status, "reason": f.cause})
     cols = [
@@ -209,20 +210,18 @@ def _figure(ctx: Context, a: dict[str, list[Point]]) -> Any:
     return plots.finish(fig, ax)
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        evidence=evidence,
-        views=views,
-        figures=(
-            Figure(
-                "prefix_ttft",
-                "TTFT P50 against shared-prefix length, prefix cache on and off (95% intervals).",
-                _figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    evidence=evidence,
+    views=views,
+    figures=(
+        Figure(
+            "prefix_ttft",
+            "TTFT P50 against shared-prefix length, prefix cache on and off (95% intervals).",
+            _figure,
         ),
-        capability=capability,
-        order=40,
-    )
+    ),
+    capability=capability,
+    order=40,
 )

@@ -1,0 +1,49 @@
+"""Prefix caching: TTFT of requests that share a prefix of each length, with the cache on and off.
+
+Config key ``prefix`` (section in config/schema.yaml) and the experiment name ``prefix`` in
+``variants.<v>.experiments``. Its files:
+
+- :mod:`.measure`: one shared-prefix length on a variant's server (``prefix_test``, run in its turn through
+  ``stages.consume``) and the study summary ``prefix_summary`` (``aggregate_prefix``);
+- :mod:`.tables`: its Parquet tables (``prefix_requests``, ``prefix_summary``);
+- :mod:`.analysis`: the one rule of which variant is the other side of a point, shared by the summary and the
+  report;
+- :mod:`.report`: its analysis for the report, the evidence of the "prefix caching (on vs off)" verdict, its
+  table and figure;
+- the rules: ``workflow/rules/prefix.smk``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from worthit import measurements
+from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
+
+if TYPE_CHECKING:
+    from worthit.config import Study
+
+NAME = "prefix"
+
+
+def consumers(study: Study, variant: str) -> list[str]:
+    """One turn per shared-prefix length on every variant whose experiments include ``prefix``."""
+    return [f"prefix/len~{n}" for n in study.prefix_lengths] if NAME in study.variant(variant).experiments else []
+
+
+def register() -> None:
+    """Register both sides, as an experiment outside the package does."""
+    from worthit.experiments.prefix import report
+    from worthit.report import experiments
+
+    measurements.register(
+        measurements.Measurement(
+            NAME,
+            consumers,
+            "prefix.smk",
+            order=40,
+            outputs=measurements.summary_files("prefix_summary", lambda study: study.variants_with(NAME)),
+            tables=(PREFIX, PREFIX_SUMMARY),
+        )
+    )
+    experiments.register(report.EXPERIMENT)
