@@ -160,10 +160,6 @@ def _sweet_spot(study: Study, variant: str) -> list[str]:
     return ["sweet_spot"] if variant in study.sweet_spot_variants else []  # after the grid it starts from
 
 
-def _verify(study: Study, variant: str) -> list[str]:
-    return ["specdec/verify"] if study.spec_variants and variant == study.specdec_base else []
-
-
 S = schemas
 for _m in (
     Measurement("kv", _files_when_run("kv", "kv"), "kv.smk", order=10, tables=(S.KV_CACHE,)),
@@ -176,15 +172,6 @@ for _m in (
         tables=(S.LOAD_REQUESTS, S.SERVER_TIMELINE, S.SUMMARY),
     ),
     Measurement("sweet_spot", _sweet_spot, "sweetspot.smk", order=30, selectable=False, tables=(S.SWEET_SPOT,)),
-    Measurement(
-        "specdec",
-        _verify,
-        "specdec.smk",
-        order=50,
-        selectable=False,
-        outputs=summary_files("specdec_summary", lambda study: study.spec_variants),
-        tables=(S.VERIFY, S.SPECDEC_SUMMARY),
-    ),
     Measurement(
         "accuracy",
         _files_when_run("accuracy", "accuracy"),

@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from tests.conftest import run_snakemake, study_config
-from worthit import compile_cache, plan, schemas, specdec
+from worthit import compile_cache, plan, schemas
 from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
+from worthit.experiments.specdec import measure as specdec
+from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -91,7 +93,7 @@ def test_prefix_caching_cuts_ttft_of_a_long_shared_prefix_and_reports_hits(study
 
 
 def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(study):
-    rows = schemas.read(study / "specdec_summary.parquet", schemas.SPECDEC_SUMMARY).table.to_pylist()
+    rows = schemas.read(study / "specdec_summary.parquet", SPECDEC_SUMMARY).table.to_pylist()
     by = {(r["variant"], r["concurrency"]): r for r in rows}
     assert {v for v, _ in by} == {"ngram", "draft", "badspec"}
     draft = by[("draft", 1)]
@@ -101,7 +103,7 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
     # c is the verify timing's: 1 + (TTFT of 4 new tokens - TTFT of 1) / the base's TPOT, medians of 4 waves.
     # On two busy cores the difference is within the timing noise (CI measured c = 0.41 once, > 1 before), so
     # the test checks the computation and that a c below 1 says so, not a value.
-    verify = schemas.read(study / "variant~base/specdec/verify.parquet", schemas.VERIFY)
+    verify = schemas.read(study / "variant~base/specdec/verify.parquet", VERIFY)
     med = specdec.verify_medians(verify.table.to_pylist())
     assert draft["c"] == pytest.approx(1 + (med[(1, 4)] - med[(1, 1)]) / draft["base_tpot_ms_p50"])
     assert ("cost less than the timing noise" in (draft["note"] or "")) == (draft["c"] < 1)
@@ -120,7 +122,7 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
 def test_a_speculative_server_that_cannot_start_is_a_failure_row_with_its_log(study):
     level = schemas.read(study / "variant~badspec/load/conc~1.parquet", schemas.LOAD_REQUESTS)
     assert level.status == "failed" and "exited" in level.reason and level.log_tail
-    rows = schemas.read(study / "specdec_summary.parquet", schemas.SPECDEC_SUMMARY).table.to_pylist()
+    rows = schemas.read(study / "specdec_summary.parquet", SPECDEC_SUMMARY).table.to_pylist()
     assert [r["status"] for r in rows if r["variant"] == "badspec"] == ["failed", "failed"]
     assert "Failed or not applicable" in (study / "specdec_summary.md").read_text()
 

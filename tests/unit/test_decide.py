@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
+from worthit.experiments.specdec.measure import predicted_speedup
+from worthit.experiments.specdec.report import rule_check
 from worthit.report.decide import (
     ACC_INCONCLUSIVE,
     ACCEPTABLE,
@@ -39,9 +41,7 @@ from worthit.report.decide import (
     decide,
     judge,
 )
-from worthit.report.experiments.specdec import rule_check
 from worthit.report.measure import SINGLE_RUN, Measure, runs_basis
-from worthit.specdec import predicted_speedup
 from worthit.stats import Z_95
 
 STUDY = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures" / "study-rtx3090.yaml").read_text())

@@ -21,6 +21,7 @@ from worthit import aggregate, prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
 from worthit.experiments.prefix.tables import PREFIX
+from worthit.experiments.specdec.tables import VERIFY
 from worthit.report import build, data
 from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
 from worthit.report.experiments import Experiment, Figure, register, unregister
@@ -451,7 +452,7 @@ def _verify(results: Path, ttft_by_tokens: dict[int, float]) -> None:
         for m, t in ttft_by_tokens.items()
         for i in range(10)
     ]
-    schemas.write(results / "variant~baseline" / "specdec" / "verify.parquet", schemas.VERIFY, rows_)
+    schemas.write(results / "variant~baseline" / "specdec" / "verify.parquet", VERIFY, rows_)
 
 
 @pytest.fixture
@@ -826,7 +827,7 @@ def test_c_timed_at_a_levels_concurrency_is_used_there(spec: Path, cfg: dict) ->
         for conc, m, t in ((1, 1, 20.0), (1, 4, 40.0), (16, 1, 100.0), (16, 4, 400.0))
         for i in range(5)
     ]
-    schemas.write(spec / "variant~baseline" / "specdec" / "verify.parquet", schemas.VERIFY, rows_)
+    schemas.write(spec / "variant~baseline" / "specdec" / "verify.parquet", VERIFY, rows_)
     r = report(spec, cfg)
     sd = {x["concurrency"]: x for x in rows(r, schemas.REPORT_SPECDEC)}
     base16 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 16)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worthit import specdec
-from worthit.specdec import (
+from worthit.experiments.specdec import measure as specdec
+from worthit.experiments.specdec.measure import (
     NOT_WORTH_TRYING,
     WORTH_TRYING,
     alpha_from_counters,

@@ -1,9 +1,9 @@
-"""Adapter: aggregate_specdec rule -> worthit.specdec (specdec_summary.parquet + .md)."""
+"""Adapter: aggregate_specdec rule -> worthit.experiments.specdec.measure (specdec_summary.parquet + .md)."""
 
 from worthit.config import Study, config_hash
+from worthit.experiments.specdec.measure import summary_rows, write_summary
 from worthit.paths import parse
 from worthit.provenance import stamp
-from worthit.specdec import summary_rows, write_summary
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

@@ -1,7 +1,7 @@
-"""Adapter: measure_verify rule -> worthit.specdec.measure_verify."""
+"""Adapter: measure_verify rule -> worthit.experiments.specdec.measure.measure_verify."""
 
 from worthit.config import Study
-from worthit.specdec import measure_verify
+from worthit.experiments.specdec.measure import measure_verify
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

@@ -14,7 +14,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from worthit import prom, schemas, specdec
+from worthit import prom, schemas
+from worthit.experiments.specdec import measure as specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import CAPACITY, Comparison, Setting

@@ -28,14 +28,7 @@ import matplotlib.pyplot as plt
 
 from worthit import engine_args as eargs
 from worthit import prom, schemas
-from worthit.report import plots
-from worthit.report.context import Context, Pair
-from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
-from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
-from worthit.report.experiments.load import Level, LoadAnalysis
-from worthit.report.measure import Measure, ratio
-from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
-from worthit.specdec import (
+from worthit.experiments.specdec.measure import (
     MODEL_FREE_METHODS,
     acceptance_rate,
     alpha_of,
@@ -44,6 +37,14 @@ from worthit.specdec import (
     predicted_speedup,
     verify_medians,
 )
+from worthit.experiments.specdec.tables import VERIFY
+from worthit.report import plots
+from worthit.report.context import Context, Pair
+from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
+from worthit.report.experiments import EvidenceItem, Experiment, Figure
+from worthit.report.experiments.load import Level, LoadAnalysis
+from worthit.report.measure import Measure, ratio
+from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "specdec"
 
@@ -89,7 +90,7 @@ def step_time(levels: Sequence[Level], x: float) -> tuple[float | None, str]:
 
 def verify_timing(ctx: Context, base: str) -> tuple[dict[tuple[int, int], float | None], str]:
     """The verify timing's TTFT medians on the base variant by (concurrency, new tokens); ('', why) without."""
-    files = ctx.results.variant(base).of(schemas.VERIFY.name)
+    files = ctx.results.variant(base).of(VERIFY.name)
     if not files:
         return {}, "no verify timing on the base variant"
     if not any(f.ok for f in files):
@@ -100,7 +101,7 @@ def verify_timing(ctx: Context, base: str) -> tuple[dict[tuple[int, int], float 
 def c_at(
     base_levels: Sequence[Level], k: int, n: int, medians: Mapping[tuple[int, int], float | None]
 ) -> tuple[float | None, str]:
-    """c at concurrency n: timed there when the verify timing has n (:func:`worthit.specdec.c_at_concurrency`);
+    """c at concurrency n: timed there when the verify timing has n (:func:`.measure.c_at_concurrency`);
     else c at concurrency 1 scaled by the base's step-time growth (results timed at concurrency 1 only); else
     the step-time growth alone."""
     base_n = next((lv for lv in base_levels if lv.concurrency == n), None)
@@ -326,20 +327,18 @@ def _figure(ctx: Context, a: dict[str, list[SpecLevel]]) -> Any:
     return plots.finish(fig, ax)
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        evidence=evidence,
-        views=views,
-        figures=(
-            Figure(
-                "specdec",
-                "Speculative decoding: predicted S = α / (kγ + c) at each level against the measured TPOT speed-up.",
-                _figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    evidence=evidence,
+    views=views,
+    figures=(
+        Figure(
+            "specdec",
+            "Speculative decoding: predicted S = α / (kγ + c) at each level against the measured TPOT speed-up.",
+            _figure,
         ),
-        order=50,
-        requires=("load",),
-    )
+    ),
+    order=50,
+    requires=("load",),
 )

@@ -37,6 +37,7 @@ import pandas as pd
 from worthit import kv as kvmod
 from worthit import prom, schemas
 from worthit.config import Study
+from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
 from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta, summarize
@@ -244,7 +245,7 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
         log.info("prefix-cache hit rate over the timed requests: %s", extra["hit_rate"])
         return rows, extra
 
-    consume(study, variant, "specdec/verify", out, schemas.VERIFY, state_path, meta, body)
+    consume(study, variant, "specdec/verify", out, VERIFY, state_path, meta, body)
 
 
 # --- analysis ----------------------------------------------------------------------------------------
@@ -385,7 +386,7 @@ def summary_rows(
         }
 
     base = study.specdec_base
-    verify_res = schemas.read(verify_file, schemas.VERIFY) if verify_file else None
+    verify_res = schemas.read(verify_file, VERIFY) if verify_file else None
     verify = verify_medians(verify_res.table.to_pylist()) if verify_res is not None and verify_res.ok else {}
     failure = None if verify_res is None or verify_res.ok else f"verify timing {verify_res.status}: {verify_res.reason}"
     rows: list[dict[str, Any]] = []
@@ -435,8 +436,8 @@ def write_summary(
     from worthit.aggregate import failures_section, markdown_table, write_markdown
     from worthit.fmt import cell
 
-    schemas.write(parquet, schemas.SPECDEC_SUMMARY, rows, metadata=metadata)
-    df = pd.DataFrame(rows, columns=schemas.SPECDEC_SUMMARY.columns)
+    schemas.write(parquet, SPECDEC_SUMMARY, rows, metadata=metadata)
+    df = pd.DataFrame(rows, columns=SPECDEC_SUMMARY.columns)
     ok = df[df["status"] == schemas.STATUS_OK]
     failed = df[df["status"] != schemas.STATUS_OK].drop_duplicates(["variant", "reason"])
     notes = sorted({n for n in ok["note"].dropna()})

@@ -1,0 +1,48 @@
+"""Speculative decoding: the verify-cost measurement on the base variant's server and the predicted against the
+measured speed-up of every speculative variant (S = α / (kγ + c)).
+
+Config key ``specdec`` (section in config/schema.yaml); it runs whenever a variant has a
+``speculative_config``. Its files:
+
+- :mod:`.measure`: the verify measurement (``measure_verify``, run in its turn through ``stages.consume``), the
+  model of the speed-up and the study summary ``specdec_summary`` (``aggregate_specdec``);
+- :mod:`.tables`: its Parquet tables (``verify_requests``, ``specdec_summary``);
+- :mod:`.report`: its analysis for the report, the checks it hands the decision layer, its table and figure;
+- the rules: ``workflow/rules/specdec.smk``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from worthit import measurements
+from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
+
+if TYPE_CHECKING:
+    from worthit.config import Study
+
+NAME = "specdec"
+
+
+def consumers(study: Study, variant: str) -> list[str]:
+    """The verify measurement, on the base variant's server, when the study has speculative variants."""
+    return ["specdec/verify"] if study.spec_variants and variant == study.specdec_base else []
+
+
+def register() -> None:
+    """Register both sides, as an experiment outside the package does."""
+    from worthit.experiments.specdec import report
+    from worthit.report import experiments
+
+    measurements.register(
+        measurements.Measurement(
+            NAME,
+            consumers,
+            "specdec.smk",
+            order=50,
+            selectable=False,
+            outputs=measurements.summary_files("specdec_summary", lambda study: study.spec_variants),
+            tables=(VERIFY, SPECDEC_SUMMARY),
+        )
+    )
+    experiments.register(report.EXPERIMENT)
