@@ -136,7 +136,7 @@ def worthit_tune(grid: Grid, scenario: str, rng: random.Random, *, seed: int, bu
     """Search rounds until the budget less the confirmation's starts, then confirm the top candidates."""
     cfg = {"tune": {**grid.tune, "seed": seed, "scenarios": [scenario]}, "variants": {}}
     section = parse(cfg, "grid")
-    confirm_starts = (section.confirm_top + 1) * section.confirm_repeats
+    confirm_starts = section.confirm_starts
     led = Ledger()
     measured: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:

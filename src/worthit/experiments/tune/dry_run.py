@@ -177,5 +177,4 @@ def budget_server_starts(section: TuneSection) -> int:
     """Server starts the rounds and the confirmation would take, before the budget stops them: every
     candidate of every round once, then the top of each scenario and vLLM's defaults ``confirm.repeats``
     times each."""
-    confirm = (len(section.scenarios) * section.confirm_top + 1) * section.confirm_repeats
-    return section.rounds * section.per_round + confirm
+    return section.rounds * section.per_round + section.confirm_starts

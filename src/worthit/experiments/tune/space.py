@@ -96,6 +96,12 @@ class TuneSection:
         """The engine flags searched (the space less ``variant``)."""
         return [k for k in self.space if k != VARIANT]
 
+    @property
+    def confirm_starts(self) -> int:
+        """Server starts the confirmation takes: the top of each scenario and vLLM's defaults, ``confirm.repeats``
+        fresh starts each."""
+        return (len(self.scenarios) * self.confirm_top + 1) * self.confirm_repeats
+
     def size(self) -> int | None:
         """Candidates in the space (None where a float range is continuous)."""
         total = 1
