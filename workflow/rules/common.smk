@@ -58,6 +58,13 @@ except QuantizeError as e:
     raise WorkflowError(str(e)) from None
 # The workflow env's interpreter, spelled the same however Snakemake was started (a changed param reruns jobs).
 WORKFLOW_PYTHON = str(Path(sys.prefix) / "bin" / "python")
+# The serve rules' command (serve_variant, serve_deployment): the supervisor of one server, from its spec file.
+# The empty placeholder comes before Python starts: consumers wait only --latency-wait for the state file
+# (worthit.server.supervisor._placeholder).
+SUPERVISE_SHELL = (
+    f": > {{output.state}} && exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} "
+    "--spec-file {input.spec}"
+)
 RESULTS = f"results/{STUDY.name}"
 # The host's share a job takes (resource host_load; the default profile grants HOST_LOAD_ALL): a measured
 # server takes 1, so servers may run side by side as GPUs allow; a job that loads every core of the host

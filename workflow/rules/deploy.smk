@@ -36,10 +36,7 @@ rule serve_deployment:
         gpu=max([STUDY.variant(v).gpus for v in STUDY.variants] or [0]),
         host_load=1,
     shell:
-        # the empty placeholder comes before Python starts: consumers wait only --latency-wait for it
-        # (worthit.server.supervisor._placeholder)
-        f": > {{output.state}} && exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} "
-        "--spec-file {input.spec}"
+        SUPERVISE_SHELL
 
 
 rule validate_deployment:

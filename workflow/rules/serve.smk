@@ -35,7 +35,4 @@ rule serve_variant:
         gpu=lambda wc: STUDY.variant(wc.variant).gpus,
         host_load=1,
     shell:
-        # the empty placeholder comes before Python starts: consumers wait only --latency-wait for it
-        # (worthit.server.supervisor._placeholder)
-        f": > {{output.state}} && exec {WORKFLOW_PYTHON} -m worthit.server --state {{output.state}} --log {{log}} "
-        "--spec-file {input.spec}"
+        SUPERVISE_SHELL
