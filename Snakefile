@@ -15,7 +15,7 @@ include: "workflow/rules/quantize.smk"
 include: "workflow/rules/serve.smk"
 
 
-# each experiment's rule file (kv, loadtest, sweetspot, prefix, specdec, accuracy and any registered one:
+# each experiment's rule file (kv, loadtest, sweet_spot, prefix, specdec, accuracy and any registered one:
 # worthit.measurements)
 for rule_file in EXPERIMENT_RULE_FILES:
 

@@ -156,10 +156,6 @@ def _timelines(study: Study, variant: str) -> list[str]:
     return study.timeline_files(variant)
 
 
-def _sweet_spot(study: Study, variant: str) -> list[str]:
-    return ["sweet_spot"] if variant in study.sweet_spot_variants else []  # after the grid it starts from
-
-
 S = schemas
 for _m in (
     Measurement("kv", _files_when_run("kv", "kv"), "kv.smk", order=10, tables=(S.KV_CACHE,)),
@@ -171,7 +167,6 @@ for _m in (
         side_results=_timelines,
         tables=(S.LOAD_REQUESTS, S.SERVER_TIMELINE, S.SUMMARY),
     ),
-    Measurement("sweet_spot", _sweet_spot, "sweetspot.smk", order=30, selectable=False, tables=(S.SWEET_SPOT,)),
     Measurement(
         "accuracy",
         _files_when_run("accuracy", "accuracy"),

@@ -22,6 +22,7 @@ from worthit.config import load as load_config
 from worthit.config import validate
 from worthit.experiments.prefix.tables import PREFIX
 from worthit.experiments.specdec.tables import VERIFY
+from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.report import build, data
 from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
 from worthit.report.experiments import Experiment, Figure, register, unregister
@@ -742,7 +743,7 @@ def _sweet_spot(results: Path, variant: str, lo: int, hi: int, probes: dict[int,
         for i, (c, (ok, ttft)) in enumerate(probes.items())
     ]
     meta = {"outcome": "bracketed", "lo": lo, "hi": hi, "description": f"concurrency {lo} meets the SLO, {hi} does not"}
-    schemas.write(results / f"variant~{variant}" / "sweet_spot.parquet", schemas.SWEET_SPOT, rows, metadata=meta)
+    schemas.write(results / f"variant~{variant}" / "sweet_spot.parquet", SWEET_SPOT, rows, metadata=meta)
 
 
 def test_the_measured_sweet_spot_is_reported_and_the_latency_deployment_promises_it(results: Path, cfg: dict) -> None:
@@ -769,7 +770,7 @@ def test_a_sweet_spot_below_the_grid_choice_leaves_the_deployment_alone(results:
 def test_a_failed_search_is_a_failed_row_with_its_reason(results: Path, cfg: dict) -> None:
     schemas.write_failure(
         results / "variant~baseline" / "sweet_spot.parquet",
-        schemas.SWEET_SPOT,
+        SWEET_SPOT,
         "server exited before it became ready",
         status=schemas.STATUS_FAILED,
     )

@@ -193,7 +193,7 @@ def get_workload_files(wildcards):
     return STUDY.workload_files(wildcards.variant, STUDY.level(wildcards.level))
 
 
-# sweetspot.smk's inputs: the grid it starts from (run 1 of each loadtest.levels concurrency) and the
+# sweet_spot.smk's inputs: the grid it starts from (run 1 of each loadtest.levels concurrency) and the
 # variant's workload files (its probes send the variant's workload, as the grid did)
 def get_sweet_spot_grid(wildcards):
     return [f"{RESULTS}/variant~{wildcards.variant}/{LoadLevel(CONC, c).path(1)}.parquet" for c in STUDY.levels]

@@ -1,7 +1,8 @@
-"""Adapter: sweet_spot rule -> worthit.stages.sweet_spot."""
+"""Adapter: sweet_spot rule -> worthit.experiments.sweet_spot.measure.sweet_spot."""
 
 from worthit.config import Study
-from worthit.stages import setup_logging, sweet_spot
+from worthit.experiments.sweet_spot.measure import sweet_spot
+from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-BUILTIN = ("prefix", "specdec")
+BUILTIN = ("sweet_spot", "prefix", "specdec")
 
 _registered = False
 

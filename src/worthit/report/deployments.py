@@ -24,11 +24,11 @@ from typing import Any
 
 from worthit import engine_args as eargs
 from worthit import schemas, secrets
+from worthit.experiments.sweet_spot.report import SweetSpot
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ADOPT, LATENCY, THROUGHPUT, Verdict
 from worthit.report.experiments.capacity import Capacity
 from worthit.report.experiments.load import Level, LoadAnalysis, ceiling_text, level
-from worthit.report.experiments.sweetspot import SweetSpot
 from worthit.report.views import INT, MEASURE, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
 from worthit.server import engine_flags
 

@@ -6,7 +6,7 @@ provenance and a status in the key-value metadata, so a failed experiment is a f
 ``status`` = ``failed`` / ``not_applicable`` and its reason and log tail (:mod:`.io`).
 
 The definitions live with the experiment that writes them: :mod:`.load` (requests, timeline, summary),
-:mod:`.kv`, :mod:`.sweet_spot`, :mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
+:mod:`.kv`, :mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
 and the report's views in :mod:`.report`. :data:`TABLES` indexes every one of them by name; an experiment
 in a folder of :mod:`worthit.experiments` (or outside the package) adds its own with :func:`register`, as
 :func:`worthit.measurements.register` does with the tables it declares. Everything is importable from
@@ -49,7 +49,6 @@ from worthit.schemas.report import (
     REPORT_VALIDATION,
     REPORT_VERDICTS,
 )
-from worthit.schemas.sweet_spot import SWEET_SPOT
 from worthit.schemas.table import (
     META_PREFIX,
     STATUS_FAILED,
@@ -69,7 +68,6 @@ TABLES: dict[str, Table] = {
         LOAD_REQUESTS,
         SERVER_TIMELINE,
         KV_CACHE,
-        SWEET_SPOT,
         ACCURACY,
         SUMMARY,
         ACCURACY_SUMMARY,
@@ -127,7 +125,6 @@ __all__ = [
     "STATUS_OK",
     "STUDY_COST",
     "SUMMARY",
-    "SWEET_SPOT",
     "TABLES",
     "VARIANT",
     "Field",

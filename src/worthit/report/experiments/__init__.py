@@ -88,7 +88,6 @@ def _load_builtin() -> None:
         accuracy,
         capacity,
         load,
-        sweetspot,
         timeline,
     )
 

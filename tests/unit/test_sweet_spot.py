@@ -1,11 +1,11 @@
-"""The sweet-spot search (worthit.sweetspot): bisection between the grid's last pass and first miss."""
+"""The sweet-spot search (experiments.sweet_spot.search): bisection between the last pass and first miss."""
 
 from __future__ import annotations
 
 import pytest
 
-from worthit import sweetspot
 from worthit.config import ConfigError, validate
+from worthit.experiments.sweet_spot import search
 
 
 def threshold(limit: int, seen: list[int] | None = None):
@@ -23,8 +23,8 @@ def threshold(limit: int, seen: list[int] | None = None):
 def test_the_bracket_contains_the_true_limit_and_is_within_the_width(limit):
     grid = [(c, c <= limit) for c in (1, 4, 16)]
     seen: list[int] = []
-    found = sweetspot.search(grid, threshold(limit, seen), width=1)
-    assert found.outcome == sweetspot.BRACKETED
+    found = search.search(grid, threshold(limit, seen), width=1)
+    assert found.outcome == search.BRACKETED
     assert (found.lo, found.hi) == (limit, limit + 1)
     assert found.sweet_spot == limit
     # every probe lies strictly inside the grid's crossover [4, 16]
@@ -34,52 +34,52 @@ def test_the_bracket_contains_the_true_limit_and_is_within_the_width(limit):
 
 def test_a_wider_width_stops_earlier_with_fewer_probes():
     grid = [(1, True), (4, True), (64, False)]
-    narrow = sweetspot.search(grid, threshold(20), width=1)
-    wide = sweetspot.search(grid, threshold(20), width=8)
+    narrow = search.search(grid, threshold(20), width=1)
+    wide = search.search(grid, threshold(20), width=8)
     assert wide.hi - wide.lo <= 8 and wide.lo <= 20 < wide.hi
     assert len(wide.probes) < len(narrow.probes)
 
 
 def test_the_probe_limit_ends_the_search_and_says_so():
-    found = sweetspot.search([(1, True), (1024, False)], threshold(300), width=1, max_probes=3)
-    assert found.outcome == sweetspot.PROBE_LIMIT
+    found = search.search([(1, True), (1024, False)], threshold(300), width=1, max_probes=3)
+    assert found.outcome == search.PROBE_LIMIT
     assert sum(p.source == "search" for p in found.probes) == 3
     assert found.lo is not None and found.hi is not None and found.lo <= 300 < found.hi
     assert "probe limit" in found.describe()
 
 
 def test_every_grid_level_passing_starts_no_probe_and_reads_not_reached():
-    found = sweetspot.search([(1, True), (4, True)], threshold(100))
-    assert found.outcome == sweetspot.ALL_PASS and found.lo == 4 and found.hi is None
+    found = search.search([(1, True), (4, True)], threshold(100))
+    assert found.outcome == search.ALL_PASS and found.lo == 4 and found.hi is None
     assert [p.source for p in found.probes] == ["grid", "grid"]
     assert "not reached" in found.describe()
 
 
 def test_a_failing_lowest_level_is_searched_down_to_one():
     seen: list[int] = []
-    found = sweetspot.search([(4, False), (16, False)], threshold(1, seen))
-    assert (found.lo, found.hi, found.outcome) == (1, 2, sweetspot.BRACKETED)
-    none = sweetspot.search([(1, False), (4, False)], threshold(0))
-    assert none.outcome == sweetspot.NONE_PASS and none.lo is None and none.hi == 1
+    found = search.search([(4, False), (16, False)], threshold(1, seen))
+    assert (found.lo, found.hi, found.outcome) == (1, 2, search.BRACKETED)
+    none = search.search([(1, False), (4, False)], threshold(0))
+    assert none.outcome == search.NONE_PASS and none.lo is None and none.hi == 1
     assert "not even" in none.describe()
 
 
 def test_a_noisy_probe_keeps_the_bracket_the_measurements_imply():
     # 8 passes, 6 misses (noise): the search trusts each probe as it comes, the bracket stays consistent
     answers = {10: False, 7: True, 8: False}
-    found = sweetspot.search([(4, True), (16, False)], lambda c: answers[c], width=1)
+    found = search.search([(4, True), (16, False)], lambda c: answers[c], width=1)
     assert (found.lo, found.hi) == (7, 8)
     assert {(p.concurrency, p.meets) for p in found.probes} >= {(10, False), (7, True), (8, False)}
 
 
 def test_the_crossover_is_the_last_pass_below_the_first_miss():
     # a pass above the first miss (noise) does not move the crossover up
-    assert sweetspot.crossover([(1, True), (4, True), (16, False), (64, True)]) == (4, 16)
-    assert sweetspot.crossover([]) == (None, None)
+    assert search.crossover([(1, True), (4, True), (16, False), (64, True)]) == (4, 16)
+    assert search.crossover([]) == (None, None)
 
 
 def test_no_grid_is_an_answer_not_an_error():
-    assert sweetspot.search([], threshold(1)).outcome == sweetspot.NO_GRID
+    assert search.search([], threshold(1)).outcome == search.NO_GRID
 
 
 def _cfg(**sweet):

@@ -1,6 +1,6 @@
 # sweet_spot: per variant of sweet_spot.variants, the highest concurrency meeting the SLO. On the variant's
 # server after its grid levels (run 1 of loadtest.levels), it bisects between the last passing and the first
-# failing level (worthit.sweetspot); one job, however many probes it measures. The grid files are read in
+# failing level (worthit.experiments.sweet_spot); one job, however many probes it measures. The grid files are read in
 # its turn (params), not inputs: Snakemake starts every member of a server group at once.
 
 

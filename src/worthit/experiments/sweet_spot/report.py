@@ -1,4 +1,4 @@
-"""The measured sweet spot (sweet_spot.parquet of each searched variant, :mod:`worthit.sweetspot`).
+"""The measured sweet spot (sweet_spot.parquet of each searched variant, :mod:`.search`).
 
 Per variant: the bracket [highest concurrency meeting the SLO, lowest missing it), the grid levels and the
 probes behind it, and the figures at the sweet spot (one probe or one grid run: a single run, whose
@@ -15,9 +15,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas
+from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.report import plots
 from worthit.report.context import Context
-from worthit.report.experiments import Experiment, Figure, register
+from worthit.report.experiments import Experiment, Figure
 from worthit.report.experiments.load import Level
 from worthit.report.measure import Measure
 from worthit.report.views import INT, LONG, MEASURE, TEXT, VARIANT, Column, View, measure_cols
@@ -72,7 +73,7 @@ class SweetSpot:
 def analyse(ctx: Context) -> dict[str, SweetSpot]:
     out: dict[str, SweetSpot] = {}
     for v in ctx.variants:
-        files = ctx.results.variant(v).of(schemas.SWEET_SPOT.name)
+        files = ctx.results.variant(v).of(SWEET_SPOT.name)
         if not files:
             continue
         f = files[0]
@@ -162,20 +163,18 @@ def _figure(ctx: Context, a: dict[str, SweetSpot]) -> Any:
     return plots.finish(fig, *axes[0], legend_size=7)
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        views=views,
-        figures=(
-            Figure(
-                "sweet_spot",
-                "The sweet-spot search: TTFT P99 of each grid level (circles) and probe (diamonds), green where the "
-                "level meets the SLO; the vertical line is the sweet spot.",
-                _figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    views=views,
+    figures=(
+        Figure(
+            "sweet_spot",
+            "The sweet-spot search: TTFT P99 of each grid level (circles) and probe (diamonds), green where the "
+            "level meets the SLO; the vertical line is the sweet spot.",
+            _figure,
         ),
-        order=15,
-        requires=("load",),
-    )
+    ),
+    order=15,
+    requires=("load",),
 )
