@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.metrics import Slo
 
 
@@ -132,7 +133,7 @@ def summary_rows(
         kv: dict[str, Any] = {}
         status, reason = schemas.STATUS_OK, None
         if variant in kv_files:
-            res = schemas.read(kv_files[variant], schemas.KV_CACHE)
+            res = schemas.read(kv_files[variant], KV_CACHE)
             if res.ok and res.table.num_rows:
                 kv = res.table.to_pylist()[0]
             elif not res.ok:

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from worthit import atomic, fmt, prom, schemas
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.loadgen.levels import summary_columns
 from worthit.metrics import Slo, summarize
 from worthit.stats import NO_CHANGE, RULE_OF_THREE, Z_95, combined_stderr, noninferiority, normal_ci95
@@ -27,7 +28,7 @@ def summary_rows(
         kv: dict[str, Any] = {}
         status, reason = schemas.STATUS_OK, None
         if variant in kv_files:
-            res = schemas.read(kv_files[variant], schemas.KV_CACHE)
+            res = schemas.read(kv_files[variant], KV_CACHE)
             if res.ok and res.table.num_rows:
                 kv = res.table.to_pylist()[0]
             elif not res.ok:

@@ -29,14 +29,14 @@ from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
 
 def _counters(url: str, api_key: str | None = None) -> dict[str, float] | None:
     """The server's watched Prometheus counters, or None when it has no /metrics."""
-    from worthit import kv, prom
+    from worthit import prom
     from worthit.server import http_get
 
     try:
         status, body = http_get(url.rstrip("/") + "/metrics", timeout=10, api_key=api_key)
     except OSError:
         return None
-    return kv.counters(body, prom.WATCHED_COUNTERS) if status == 200 else None
+    return prom.counters(body, prom.WATCHED_COUNTERS) if status == 200 else None
 
 
 def _specs(a: argparse.Namespace) -> tuple[list[RequestSpec], list[RequestSpec]]:

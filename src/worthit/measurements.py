@@ -158,7 +158,6 @@ def _timelines(study: Study, variant: str) -> list[str]:
 
 S = schemas
 for _m in (
-    Measurement("kv", _files_when_run("kv", "kv"), "kv.smk", order=10, tables=(S.KV_CACHE,)),
     Measurement(
         "loadtest",
         _load_levels,

@@ -2,13 +2,15 @@
 
 Names are those of vLLM's V1 engine (``/metrics``). A run's counters are scraped before and after its
 measured requests; :func:`worthit.metrics.prometheus_delta` takes the difference and the functions here
-read it. Standard library only.
+read it; the text format is parsed with prometheus_client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"  # prompt tokens looked up in the prefix cache
 PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"  # of those, tokens found there
@@ -95,4 +97,35 @@ def traffic_reason(traffic: Mapping[str, Any]) -> str:
         f"({traffic.get('run_prompt_tokens', 0):,} and {traffic.get('run_generation_tokens', 0):,}), so the "
         "latencies and counters include that load; measure it again with the server to itself (delete the "
         "result file and rerun)"
+    )
+
+
+class MetricsError(RuntimeError):
+    """The server's /metrics lacks something worthit needs."""
+
+
+def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text -> {sample name: [(labels, value), ...]}."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    return out
+
+
+def counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Sum of each named sample over its label sets (missing names are left out)."""
+    parsed = parse_metrics(text)
+    return {n: sum(v for _, v in parsed[n]) for n in names if n in parsed}
+
+
+def cache_config(text: str) -> dict[str, str]:
+    """The labels of ``vllm:cache_config_info``."""
+    parsed = parse_metrics(text)
+    for name in CACHE_CONFIG_INFO:
+        if parsed.get(name):
+            return parsed[name][0][0]
+    raise MetricsError(
+        "the server's /metrics has no vllm:cache_config_info; worthit reads the KV block count from it "
+        "(vLLM >= 0.6 exposes it; is this a vLLM server with metrics enabled?)"
     )

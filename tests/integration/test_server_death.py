@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import supervised_server
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.stages import consume_in_turn, measure_level, scrape
 
@@ -86,8 +87,8 @@ def test_an_engine_killed_mid_level_fails_the_level_and_every_later_measurement_
         assert "exited unexpectedly" in res.reason or "died unexpectedly" in res.reason, res.reason
 
         later = tmp_path / "kv.parquet"
-        consume_in_turn(state_path, "kv", 1, 60, str(later), schemas.KV_CACHE, {}, kv)
-        after = schemas.read(later, schemas.KV_CACHE)
+        consume_in_turn(state_path, "kv", 1, 60, str(later), KV_CACHE, {}, kv)
+        after = schemas.read(later, KV_CACHE)
         assert after.status == "failed" and "died during the measurements at " in after.reason, after.reason
         assert "before it became ready" not in after.reason
         assert "exited unexpectedly" in after.reason or "died unexpectedly" in after.reason, after.reason

@@ -21,6 +21,7 @@ import yaml
 
 from tests.conftest import ROOT, VENVS, processes_in, require_env, run_snakemake, study_config
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm, pytest.mark.slow]
 
@@ -216,5 +217,5 @@ def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, mod
     keys = sorted(zip(summary["variant"], summary["concurrency"], summary["status"], strict=True))
     assert keys == [(v, c, "ok") for v in ("base", "small_batch") for c in (1, 2)]
     for variant in ("base", "small_batch"):
-        kv = schemas.read(cluster_dir / f"results/t/variant~{variant}/kv.parquet", schemas.KV_CACHE)
+        kv = schemas.read(cluster_dir / f"results/t/variant~{variant}/kv.parquet", KV_CACHE)
         assert kv.ok and kv.table.column("num_blocks")[0].as_py() > 0

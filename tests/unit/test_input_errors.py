@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.report.build import main as report_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _a_result(path: Path) -> Path:
     """A real result file (a recorded failure: the table's schema, no rows)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return schemas.write_failure(path, schemas.KV_CACHE, "the server did not start", metadata={"variant": "a"})
+    return schemas.write_failure(path, KV_CACHE, "the server did not start", metadata={"variant": "a"})
 
 
 @pytest.mark.parametrize("damage", ["cut short", "empty", "text"])
@@ -27,12 +28,12 @@ def test_a_damaged_result_file_is_named_with_what_to_do(tmp_path: Path, damage: 
     data = path.read_bytes()
     path.write_bytes({"cut short": data[: len(data) // 2], "empty": b"", "text": b"variant,kv\na,1\n"}[damage])
     with pytest.raises(schemas.UnreadableFile, match="delete it and run snakemake again") as e:
-        schemas.read(path, schemas.KV_CACHE)
+        schemas.read(path, KV_CACHE)
     assert str(e.value).startswith(f"{path}: not a readable Parquet file")
     with pytest.raises(schemas.UnreadableFile):
         schemas.read_file_metadata(path)
     with pytest.raises(FileNotFoundError):  # a missing file is not a damaged one
-        schemas.read(tmp_path / "missing.parquet", schemas.KV_CACHE)
+        schemas.read(tmp_path / "missing.parquet", KV_CACHE)
 
 
 def test_worthit_report_names_a_damaged_result_and_writes_no_report(

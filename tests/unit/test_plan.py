@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from worthit import cli, gating, schemas
 from worthit import plan as P
 from worthit.config import load
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.plan import predictions, shapes, study
 from worthit.quantize import manifest_status as quantize_status
 
@@ -86,7 +87,7 @@ def _smollm2_dir() -> str:
 
 
 def measured(results: Path, variant: str) -> dict:
-    res = schemas.read(results / f"variant~{variant}" / "kv.parquet", schemas.KV_CACHE)
+    res = schemas.read(results / f"variant~{variant}" / "kv.parquet", KV_CACHE)
     return res.to_pandas().iloc[0].to_dict()
 
 
@@ -301,7 +302,7 @@ def test_h200_kv_prediction_within_2_percent_of_the_committed_run():
 
 
 def test_cpu_kv_pool_from_kv_cache_memory_bytes_is_exact():
-    kv = schemas.read(ROOT / "tests/fixtures/embedded-default/variant~baseline/kv.parquet", schemas.KV_CACHE)
+    kv = schemas.read(ROOT / "tests/fixtures/embedded-default/variant~baseline/kv.parquet", KV_CACHE)
     row, args = kv.to_pandas().iloc[0].to_dict(), kv.metadata["engine_args"]
     s = P.Subject("baseline", args, P.ModelShape.from_config(SMOLLM2))
     pred = P.predict(s, P.Hardware.host_cpu(), P.WorkloadShape(128, 32, (1,)))

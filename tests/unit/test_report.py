@@ -20,13 +20,14 @@ import yaml
 from worthit import aggregate, prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
+from worthit.experiments.kv.report import knees
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.experiments.prefix.tables import PREFIX
 from worthit.experiments.specdec.tables import VERIFY
 from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.report import build, data
 from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
 from worthit.report.experiments import Experiment, Figure, register, unregister
-from worthit.report.experiments.capacity import knees
 from worthit.report.experiments.load import Level
 from worthit.report.mbu import bytes_per_step, mbu, peak_bandwidth
 from worthit.report.measure import SINGLE_RUN, Measure, quantile
@@ -101,7 +102,7 @@ def test_mbu_is_unknown_without_a_gpu_unless_the_config_gives_the_bandwidth() ->
 
 
 def test_the_bytes_read_per_step_are_the_kv_stage_s_served_bytes_never_rescaled_again() -> None:
-    from worthit.report.experiments.capacity import weights_read_per_step
+    from worthit.experiments.kv.report import weights_read_per_step
 
     meta = {"model": {"weight_bytes": 4000, "parameters": 1000, "dtype": "float32"}}
     # the kv stage counted the fp32 checkpoint as served in bf16 already: the engine's dtype changes nothing
@@ -251,7 +252,7 @@ def test_tables_are_written_as_parquet_csv_and_markdown(results: Path, cfg: dict
 
 def _fail(results: Path, variant: str, status: str, reason: str, log_tail: str = "ValueError: boom") -> None:
     schemas.write_failure(
-        results / f"variant~{variant}" / "kv.parquet", schemas.KV_CACHE, reason, status=status, log_tail=log_tail
+        results / f"variant~{variant}" / "kv.parquet", KV_CACHE, reason, status=status, log_tail=log_tail
     )
     schemas.write_failure(
         results / f"variant~{variant}" / "load" / "conc~1.parquet",
@@ -631,7 +632,7 @@ def test_worthit_report_says_how_many_results_are_missing_or_failed(
     from worthit.cli import main
 
     (results / "variant~baseline" / "kv.parquet").unlink()  # configured, not made yet
-    schemas.write_failure(results / "variant~no_prefix_cache" / "kv.parquet", schemas.KV_CACHE, "server OOM")
+    schemas.write_failure(results / "variant~no_prefix_cache" / "kv.parquet", KV_CACHE, "server OOM")
     conf = tmp_path / "study.yaml"
     conf.write_text(yaml.safe_dump(cfg))
     assert main(["report", "--results", str(results), "--configfile", str(conf)]) == 0
@@ -643,7 +644,7 @@ def test_worthit_report_says_how_many_results_are_missing_or_failed(
 def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    old = schemas.KV_CACHE.schema
+    old = KV_CACHE.schema
     old = pa.schema([f for f in old if f.name != "weight_bytes"], metadata=old.metadata)
     path = tmp_path / "variant~x" / "kv.parquet"
     path.parent.mkdir()

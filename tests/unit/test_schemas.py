@@ -3,6 +3,7 @@ import pytest
 
 from tests.conftest import ROOT
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 
 
 def row(**kw):
@@ -43,10 +44,8 @@ def test_unknown_column_is_refused_with_the_allowed_ones(tmp_path):
 
 
 def test_failure_record_has_zero_rows_and_reason(tmp_path):
-    p = schemas.write_failure(
-        tmp_path / "f.parquet", schemas.KV_CACHE, "server exited (code 1)", log_tail="CUDA out of memory"
-    )
-    res = schemas.read(p, schemas.KV_CACHE)
+    p = schemas.write_failure(tmp_path / "f.parquet", KV_CACHE, "server exited (code 1)", log_tail="CUDA out of memory")
+    res = schemas.read(p, KV_CACHE)
     assert not res.ok and res.status == "failed" and res.table.num_rows == 0
     assert res.reason == "server exited (code 1)" and "out of memory" in res.log_tail
 
@@ -54,7 +53,7 @@ def test_failure_record_has_zero_rows_and_reason(tmp_path):
 def test_reading_a_file_as_the_wrong_table_fails(tmp_path):
     p = schemas.write(tmp_path / "x.parquet", schemas.LOAD_REQUESTS, [row()])
     with pytest.raises(schemas.SchemaError, match="expected 'kv_cache'"):
-        schemas.read(p, schemas.KV_CACHE)
+        schemas.read(p, KV_CACHE)
 
 
 def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from tests.unit.loadgen_server import running_calibration_server
 from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit import schemas, secrets
 from worthit.config import ROOT, ConfigError, Study, validate
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.loadgen.client import ClientConfig, Refused, RequestSpec, closed_loop, run, sessions_loop
 from worthit.models import Manifest
 from worthit.server import ServerFailed, argv_command, engine_flags, http_get
@@ -141,14 +142,14 @@ def test_parquet_metadata_and_logs_are_redacted(tmp_path: Path, monkeypatch: pyt
     out = tmp_path / "kv.parquet"
     schemas.write_failure(
         out,
-        schemas.KV_CACHE,
+        KV_CACHE,
         "failed with hf_sentinel_token_44",
         log_tail=f"--api-key {KEY}",
         metadata={"engine_args": {"api_key": KEY}, "url": "http://u:p@127.0.0.1:1"},
     )
     raw = out.read_bytes()
     assert b"hf_sentinel_token_44" not in raw and KEY.encode() not in raw and b"u:p@" not in raw
-    assert schemas.read(out, schemas.KV_CACHE).metadata["engine_args"] == {"api_key": "***"}
+    assert schemas.read(out, KV_CACHE).metadata["engine_args"] == {"api_key": "***"}
     log_file = tmp_path / "stage.log"
     handler = logging.FileHandler(log_file)
     handler.setFormatter(secrets.RedactingFormatter("%(message)s"))
@@ -176,10 +177,10 @@ def test_a_variants_environment_is_in_its_results_provenance_with_secrets_masked
     monkeypatch.setenv("HF_TOKEN", "hf_sentinel_token_45")
     out = tmp_path / "kv.parquet"
     schemas.write_failure(
-        out, schemas.KV_CACHE, "x", metadata={**meta, "env": {**meta["env"], "HF_TOKEN": "hf_sentinel_token_45"}}
+        out, KV_CACHE, "x", metadata={**meta, "env": {**meta["env"], "HF_TOKEN": "hf_sentinel_token_45"}}
     )
     assert b"hf_sentinel_token_45" not in out.read_bytes()
-    assert schemas.read(out, schemas.KV_CACHE).metadata["env"] == {**meta["env"], "HF_TOKEN": "***"}
+    assert schemas.read(out, KV_CACHE).metadata["env"] == {**meta["env"], "HF_TOKEN": "***"}
 
 
 # ------------------------------------------------------------------------------------------ clients

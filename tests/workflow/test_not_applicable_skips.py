@@ -13,6 +13,7 @@ import yaml
 
 from tests.conftest import ROOT, require_env, run_snakemake
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 
 
 def jobs(out: str) -> dict[str, int]:
@@ -61,7 +62,7 @@ def test_a_not_applicable_variant_records_why_without_its_model_being_made(tmp_p
     out = proc.stdout + proc.stderr
     assert "quantize_model" not in out and "fetch_model" not in out  # neither the model nor its base is made
     assert not (work / "resources" / "models" / "qwen05b-awq").exists()
-    kv = schemas.read(work / "results/skip/variant~awq_int4/kv.parquet", schemas.KV_CACHE)
+    kv = schemas.read(work / "results/skip/variant~awq_int4/kv.parquet", KV_CACHE)
     assert kv.status == "not_applicable"
     assert "no AVX-512" in kv.reason and "x86 CPU with AVX-512 or a CUDA GPU" in kv.reason
     assert "model 'qwen05b-awq' was not quantised" in kv.reason

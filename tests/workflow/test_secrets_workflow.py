@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import require_env, run_snakemake, study_config
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.lmeval, pytest.mark.slow]
 
@@ -77,7 +78,7 @@ def test_a_protected_study_measures_everything_and_writes_no_secret(
     for v in ("base", "seqs2"):
         vdir = results / f"variant~{v}"
         for name, table in (
-            ("kv", schemas.KV_CACHE),
+            ("kv", KV_CACHE),
             ("load/conc~1", schemas.LOAD_REQUESTS),
             ("load/conc~1.timeline", schemas.SERVER_TIMELINE),
             ("accuracy", schemas.ACCURACY),

@@ -15,6 +15,7 @@ import yaml
 
 from tests.conftest import ROOT, pids_in, processes_in, run_snakemake, study_config
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -32,7 +33,7 @@ def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed
     cfg["variants"]["broken"] = {"model": "smol", "engine_args": {"no-such-flag-for-vllm": True}}
     run_snakemake(tmp_path, cfg)
     base = tmp_path / "results/t/variant~base"
-    kv = schemas.read(base / "kv.parquet", schemas.KV_CACHE)
+    kv = schemas.read(base / "kv.parquet", KV_CACHE)
     assert kv.ok and kv.table.column("num_blocks")[0].as_py() > 0
     for c in (1, 2):
         res = schemas.read(base / f"load/conc~{c}.parquet", schemas.LOAD_REQUESTS)
@@ -41,7 +42,7 @@ def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed
         assert all(r["output_tokens"] == 8 and r["prompt_tokens"] == 32 for r in rows)
         assert res.metadata["n_warmup"] == 1 and res.metadata["vllm_version"]
     # a server that cannot start is a recorded failure with its log tail, not a crashed study
-    broken = schemas.read(tmp_path / "results/t/variant~broken/kv.parquet", schemas.KV_CACHE)
+    broken = schemas.read(tmp_path / "results/t/variant~broken/kv.parquet", KV_CACHE)
     assert broken.status == "failed" and "exited" in broken.reason
     assert broken.reason.endswith("unrecognized arguments: --no-such-flag-for-vllm")  # the cause, not only "exited"
     assert "no-such-flag" in broken.log_tail

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import run_snakemake, study_config
 from worthit import schemas
+from worthit.experiments.kv.tables import KV_CACHE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -81,7 +82,7 @@ def test_a_kv_cap_that_forces_preemption_shows_it_in_the_timeline_and_the_report
     cfg["variants"]["base"]["experiments"] = ["kv", "loadtest"]
     run_snakemake(tmp_path, cfg, "results/t/report.html")
 
-    kv = schemas.read(tmp_path / "results/t/variant~base/kv.parquet", schemas.KV_CACHE).table.to_pylist()[0]
+    kv = schemas.read(tmp_path / "results/t/variant~base/kv.parquet", KV_CACHE).table.to_pylist()[0]
     assert kv["kv_tokens"] == 512 and 1 < kv["critical_concurrency"] < 4
     timeline = schemas.read(tmp_path / "results/t/variant~base/load/conc~4.timeline.parquet", schemas.SERVER_TIMELINE)
     measured = [r for r in timeline.table.to_pylist() if r["phase"] == "measure" and not r["error"]]

@@ -1,7 +1,8 @@
-"""Adapter: measure_kv rule -> worthit.stages.measure_kv."""
+"""Adapter: measure_kv rule -> worthit.experiments.kv.measure.measure_kv."""
 
 from worthit.config import Study
-from worthit.stages import measure_kv, setup_logging
+from worthit.experiments.kv.measure import measure_kv
+from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])

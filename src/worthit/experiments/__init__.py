@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-BUILTIN = ("sweet_spot", "prefix", "specdec")
+BUILTIN = ("kv", "sweet_spot", "prefix", "specdec")
 
 _registered = False
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from worthit import prom, secrets
-from worthit.kv import parse_metrics
+from worthit.prom import parse_metrics
 
 # timeline column -> vLLM metric (summed over its label sets: engines)
 SUMMED = {

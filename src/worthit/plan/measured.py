@@ -12,6 +12,7 @@ from typing import Any
 
 from worthit import engine_args as eargs
 from worthit import gpus
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.plan.predictions import PlanCalibration
 from worthit.plan.shapes import GIB, PlanError
 
@@ -40,7 +41,7 @@ def calibrate(results: str | os.PathLike[str]) -> PlanCalibration:
     summary = _read(root / "summary.parquet", schemas.SUMMARY)
     mbus, overheads, gpu = [], [], None
     for kv_path in sorted(root.glob("variant~*/kv.parquet")):
-        res = _read(kv_path, schemas.KV_CACHE)
+        res = _read(kv_path, KV_CACHE)
         if res is None or not res.ok or res.table.num_rows == 0:
             continue
         row = res.to_pandas().iloc[0].to_dict()
@@ -162,7 +163,7 @@ def compare(
         v = str(p["variant"])
         if p.get("status") == "not_applicable":
             continue
-        kv = _read(root / f"variant~{v}" / "kv.parquet", schemas.KV_CACHE)
+        kv = _read(root / f"variant~{v}" / "kv.parquet", KV_CACHE)
         kvrow = kv.to_pandas().iloc[0].to_dict() if kv is not None and kv.ok and kv.table.num_rows else {}
         if p.get("num_blocks") is not None or kvrow:
             add(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import measurements, prom, schemas
+from worthit.experiments.kv.tables import KV_CACHE
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
 
@@ -62,7 +63,7 @@ class VariantResults:
 
     @property
     def kv(self) -> dict[str, Any] | None:
-        for f in self.of(schemas.KV_CACHE.name):
+        for f in self.of(KV_CACHE.name):
             if f.ok and f.rows:
                 return f.rows[0]
         return None

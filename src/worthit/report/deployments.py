@@ -20,17 +20,19 @@ import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from worthit import engine_args as eargs
 from worthit import schemas, secrets
 from worthit.experiments.sweet_spot.report import SweetSpot
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ADOPT, LATENCY, THROUGHPUT, Verdict
-from worthit.report.experiments.capacity import Capacity
 from worthit.report.experiments.load import Level, LoadAnalysis, ceiling_text, level
 from worthit.report.views import INT, MEASURE, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
 from worthit.server import engine_flags
+
+if TYPE_CHECKING:
+    from worthit.experiments.kv.report import Capacity
 
 FIGURES = (  # (key, label, unit, higher is better)
     ("ttft_ms_p50", "TTFT P50", "ms", False),

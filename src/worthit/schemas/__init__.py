@@ -6,7 +6,7 @@ provenance and a status in the key-value metadata, so a failed experiment is a f
 ``status`` = ``failed`` / ``not_applicable`` and its reason and log tail (:mod:`.io`).
 
 The definitions live with the experiment that writes them: :mod:`.load` (requests, timeline, summary),
-:mod:`.kv`, :mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
+:mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
 and the report's views in :mod:`.report`. :data:`TABLES` indexes every one of them by name; an experiment
 in a folder of :mod:`worthit.experiments` (or outside the package) adds its own with :func:`register`, as
 :func:`worthit.measurements.register` does with the tables it declares. Everything is importable from
@@ -30,7 +30,6 @@ from worthit.schemas.io import (
     write,
     write_failure,
 )
-from worthit.schemas.kv import KV_CACHE
 from worthit.schemas.load import LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY
 from worthit.schemas.plan import PLAN, PLAN_VS_MEASURED
 from worthit.schemas.report import (
@@ -67,7 +66,6 @@ TABLES: dict[str, Table] = {
     for t in (
         LOAD_REQUESTS,
         SERVER_TIMELINE,
-        KV_CACHE,
         ACCURACY,
         SUMMARY,
         ACCURACY_SUMMARY,
@@ -98,7 +96,6 @@ __all__ = [
     "ACCURACY",
     "ACCURACY_SAMPLES",
     "ACCURACY_SUMMARY",
-    "KV_CACHE",
     "LOAD_REQUESTS",
     "META_PREFIX",
     "PLAN",

@@ -34,7 +34,6 @@ from typing import Any
 
 import pandas as pd
 
-from worthit import kv as kvmod
 from worthit import prom, schemas
 from worthit.config import Study
 from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
@@ -165,7 +164,7 @@ def run_verify(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Time one-step requests of a cached context + m new tokens for each m in ``sizes``, in waves of each
     concurrency (a wave's requests start together, so the server batches them into one step)."""
-    info = kvmod.cache_config(scrape(url, api_key))
+    info = prom.cache_config(scrape(url, api_key))
     block = int(float(info.get("block_size", 16)))
     # Only full blocks are cached: round the context down to a block multiple (at least one block).
     context = max(block, context_tokens // block * block)

@@ -86,7 +86,6 @@ def registered() -> list[Experiment]:
 def _load_builtin() -> None:
     from worthit.report.experiments import (  # noqa: F401
         accuracy,
-        capacity,
         load,
         timeline,
     )

@@ -2,7 +2,7 @@
 
 Each level's run-1 timeline is reduced by :func:`worthit.loadgen.timeline.summarize` (peak KV usage, most
 requests running and waiting, preemptions over the measured requests), and the variant's grid levels are set
-against the KV-derived critical concurrency (:mod:`worthit.report.experiments.capacity`) by
+against the KV-derived critical concurrency (:mod:`worthit.experiments.kv.report`) by
 :func:`worthit.loadgen.timeline.critical_check`: below it a level should neither fill the cache nor preempt,
 above it it should. Levels of a named workload are shown but not checked (their requests have other lengths
 than the ones the critical concurrency assumes).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 
@@ -22,8 +22,10 @@ from worthit.loadgen.levels import CONC, parse_level
 from worthit.report import plots
 from worthit.report.context import Context
 from worthit.report.experiments import Experiment, Figure, register
-from worthit.report.experiments.capacity import Capacity
 from worthit.report.views import INT, NUM, TEXT, VARIANT, Column, View
+
+if TYPE_CHECKING:
+    from worthit.experiments.kv.report import Capacity
 
 NAME = "timeline"
 

