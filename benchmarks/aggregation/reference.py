@@ -16,6 +16,7 @@ import numpy as np
 
 from worthit import schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.metrics import Slo
 
 
@@ -144,7 +145,7 @@ def summary_rows(
             rows.append({"variant": variant, "status": status, "reason": reason, **kv_cols})
         level_rows: list[dict[str, Any]] = []
         for path in levels:
-            res = schemas.read(path, schemas.LOAD_REQUESTS)
+            res = schemas.read(path, LOAD_REQUESTS)
             conc, run = res.metadata.get("concurrency"), int(res.metadata.get("repeat") or 1)
             if not res.ok:
                 level_rows.append(

@@ -37,6 +37,7 @@ def make_files(folder: Path, files: int, rows: int, seed: int) -> list[Path]:
     import pyarrow.parquet as pq
 
     from worthit import schemas
+    from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 
     folder.mkdir(parents=True, exist_ok=True)
     stamp = folder / "shape.json"
@@ -76,7 +77,7 @@ def make_files(folder: Path, files: int, rows: int, seed: int) -> list[Path]:
             "success": pa.array(success),
             "error": pa.array(np.where(success, None, "HTTP 500: synthetic failure").tolist(), pa.string()),
         }
-        table = pa.table(cols, schema=schemas.LOAD_REQUESTS.schema)
+        table = pa.table(cols, schema=LOAD_REQUESTS.schema)
         meta = {**(table.schema.metadata or {}), **schemas.io._encode_meta({"concurrency": conc, "n_warmup": 0})}
         pq.write_table(table.replace_schema_metadata(meta), path)
     stamp.write_text(json.dumps(shape))

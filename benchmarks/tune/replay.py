@@ -13,7 +13,7 @@ Strategies, each over many seeds:
   repeats; the best measured figure wins (its gpu-memory-utilization probe is counted as
   ``--probe-starts`` extra starts of the first point);
 - ``random``: points in a random order, one measurement each, until the budget; the best measured wins;
-- ``worthit``: :class:`worthit.experiments.tune.search.Search` (Optuna TPE) proposes rounds of candidates,
+- ``worthit``: :class:`worthit.experiments.tune.search.TuneSearch` (Optuna TPE) proposes rounds of candidates,
   each measured once, then the top candidates and vLLM's defaults are measured again
   (:func:`worthit.experiments.tune.confirm.decide`: a winner only when its interval clears the runner-up's and
   the defaults', else the tie's fewest changed flags).
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit.experiments.tune import confirm
-from worthit.experiments.tune.search import Outcome, Search, candidate_id
+from worthit.experiments.tune.search import Outcome, TuneSearch, candidate_id
 from worthit.experiments.tune.space import parse
 from worthit.report.decide import Rules
 
@@ -133,14 +133,14 @@ def random_search(grid: Grid, scenario: str, rng: random.Random, *, budget: int)
 
 
 def worthit_tune(grid: Grid, scenario: str, rng: random.Random, *, seed: int, budget: int, rules: Rules) -> Ledger:
-    """Search rounds until the budget less the confirmation's starts, then confirm the top candidates."""
+    """TuneSearch rounds until the budget less the confirmation's starts, then confirm the top candidates."""
     cfg = {"tune": {**grid.tune, "seed": seed, "scenarios": [scenario]}, "variants": {}}
     section = parse(cfg, "grid")
     confirm_starts = section.confirm_starts
     led = Ledger()
     measured: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        search = Search(section, Path(tmp) / "journal.log")
+        search = TuneSearch(section, Path(tmp) / "journal.log")
         round_ = 0
         while led.starts + confirm_starts < budget:
             proposed = search.propose(round_)

@@ -163,6 +163,7 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
         print(f"warning: {prom.traffic_reason(traffic)}", file=sys.stderr)
     if a.out:
         from worthit import schemas
+        from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 
         for r in rows:
             r.update(
@@ -182,7 +183,7 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
             },
             "server_url": a.url,
         }
-        schemas.write(a.out, schemas.LOAD_REQUESTS, rows, metadata=meta)
+        schemas.write(a.out, LOAD_REQUESTS, rows, metadata=meta)
         print(f"wrote {len(rows)} requests to {a.out}")
     return 0 if s.n_errors == 0 else 1
 

@@ -57,7 +57,12 @@ def vllm_version(python: str) -> str:
 
 
 def cache_dir(
-    model: str, model_config: Mapping[str, Any], engine_args: Mapping[str, Any], extra_args: Sequence[str], version: str
+    model: str,
+    model_config: Mapping[str, Any],
+    engine_args: Mapping[str, Any],
+    extra_args: Sequence[str],
+    *,
+    version: str,
 ) -> str:
     """``resources/vllm-cache/<model>/vllm-<version>-<key>``: key = hash of the model's config entry, the
     engine arguments and the extra arguments (any change gives a new, cold folder)."""
@@ -72,13 +77,14 @@ def with_cache(
     python: str,
     model: str,
     model_config: Mapping[str, Any],
+    *,
     engine_args: Mapping[str, Any],
     extra_args: Sequence[str],
 ) -> dict[str, str]:
     """The server's environment with ``VLLM_CACHE_ROOT`` set to its cache folder (unless ``env`` sets it)."""
     if ENV in env:
         return dict(env)
-    return {**env, ENV: cache_dir(model, model_config, engine_args, extra_args, vllm_version(python))}
+    return {**env, ENV: cache_dir(model, model_config, engine_args, extra_args, version=vllm_version(python))}
 
 
 def default_root(env: Mapping[str, str]) -> Path:

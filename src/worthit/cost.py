@@ -349,7 +349,7 @@ def view(rows: Sequence[Mapping[str, Any]]) -> View:
 
 
 def write(
-    rows: Sequence[Mapping[str, Any]], parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
+    rows: Sequence[Mapping[str, Any]], parquet: str | Path, md: str | Path, study: str, *, metadata: Mapping[str, Any]
 ) -> None:
     schemas.write(parquet, schemas.STUDY_COST, rows, metadata=metadata)
     atomic.write_text(md, markdown(rows, study))

@@ -20,6 +20,7 @@ from typing import Any
 
 from worthit import compile_cache, schemas
 from worthit.config import ConfigError, Study, config_hash
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.models import Manifest
 from worthit.paths import manifest_path
 from worthit.provenance import stamp
@@ -68,8 +69,8 @@ def serve_spec(study: Study, deployments_path: str | Path, scenario: str, python
             python,
             variant.model,
             study.cfg["models"][variant.model],
-            variant.engine_args,
-            variant.extra_args,
+            engine_args=variant.engine_args,
+            extra_args=variant.extra_args,
         ),
         "gpus": variant.gpus,
         **({"api_key": study.api_key_source} if study.api_key_source else {}),
@@ -83,6 +84,7 @@ def validate(
     scenario: str,
     deployments_path: str,
     spec_path: str,
+    *,
     state_path: str,
     out: str,
     run: int = 1,
@@ -101,7 +103,7 @@ def validate(
     )
     if spec.get("refuse"):
         ref = spec["refuse"]
-        schemas.write_failure(out, schemas.LOAD_REQUESTS, ref["reason"], status=ref["status"], metadata=meta)
+        schemas.write_failure(out, LOAD_REQUESTS, ref["reason"], status=ref["status"], metadata=meta)
         return
     concurrency = int(spec["concurrency"])
     model = study.variant(str(spec["deployed_variant"])).model
@@ -111,7 +113,7 @@ def validate(
     from worthit.stages import consume_in_turn
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        rows, extra = _load(study, state, manifest, str(spec["deployed_variant"]), concurrency, run)
+        rows, extra = _load(study, state, manifest, str(spec["deployed_variant"]), concurrency=concurrency, run=run)
         for r in rows:
             r.update(variant=spec["variant"], concurrency=concurrency, request_rate_per_s=None)
         return rows, extra
@@ -120,20 +122,37 @@ def validate(
     # order), so each loads the server alone at the promised concurrency
     name = f"validate-{scenario}" + (f".rep~{run}" if run > 1 else "")
     timeout = study.cfg["serve"]["startup_timeout_s"]
-    consume_in_turn(state_path, name, run - 1, timeout, out, schemas.LOAD_REQUESTS, meta, body, api_key=study.api_key)
+    consume_in_turn(
+        state_path,
+        name,
+        run - 1,
+        timeout,
+        out=out,
+        table=LOAD_REQUESTS,
+        meta=meta,
+        body=body,
+        api_key=study.api_key,
+    )
 
 
 def _load(
-    study: Study, state: ServerState, manifest: Manifest, variant: str, concurrency: int, run: int
+    study: Study, state: ServerState, manifest: Manifest, variant: str, *, concurrency: int, run: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from worthit.experiments.loadtest.measure import study_level
     from worthit.loadgen.levels import CONC, LoadLevel
-    from worthit.stages import study_level
 
     log.info("validating %s at concurrency %d (%s)", state.variant, concurrency, " ".join(state.command))
     # the deployed variant's workload, as its load levels measured it; prompts no load level used
     # (seed offset 1000), so prefix caching cannot answer them from a level's cache
     measured = study_level(
-        study, variant, LoadLevel(CONC, concurrency), state.url, state.served_model_name, manifest.model_dir, run, 1000
+        study,
+        variant,
+        LoadLevel(CONC, concurrency),
+        state.url,
+        served_model_name=state.served_model_name,
+        tokenizer_dir=manifest.model_dir,
+        run=run,
+        seed_offset=1000,
     )
     return measured.rows, measured.meta
 

@@ -120,24 +120,6 @@ def load_plugins() -> None:
                 ep.load()
 
 
-# The built-in experiments not yet in a folder of worthit.experiments (those register themselves there, on
-# the first load_plugins): their functions and config sections live in worthit (stages, config,
-# config/schema.yaml), their rules in workflow/rules/<rules>.
-
-
-def _runs(study: Study, variant: str, experiment: str) -> bool:
-    return experiment in study.variant(variant).experiments
-
-
-def _files_when_run(experiment: str, *files: str) -> Callable[[Study, str], list[str]]:
-    """The fixed result files of a variant whose experiments include ``experiment``."""
-
-    def files_of(study: Study, variant: str) -> list[str]:
-        return list(files) if _runs(study, variant, experiment) else []
-
-    return files_of
-
-
 def summary_files(stem: str, wanted: Callable[[Study], object]) -> Callable[[Study, str], list[str]]:
     """An experiment's study-level aggregate, ``<results>/<stem>.parquet`` and ``.md``, when ``wanted``."""
 
@@ -145,34 +127,3 @@ def summary_files(stem: str, wanted: Callable[[Study], object]) -> Callable[[Stu
         return [f"{results}/{stem}.parquet", f"{results}/{stem}.md"] if wanted(study) else []
 
     return outputs
-
-
-def _load_levels(study: Study, variant: str) -> list[str]:
-    # a workload level naming the variant is measured even without loadtest in its experiments
-    return [lv.path(r) for lv, r in study.level_runs(variant)]
-
-
-def _timelines(study: Study, variant: str) -> list[str]:
-    return study.timeline_files(variant)
-
-
-S = schemas
-for _m in (
-    Measurement(
-        "loadtest",
-        _load_levels,
-        "loadtest.smk",
-        order=20,
-        side_results=_timelines,
-        tables=(S.LOAD_REQUESTS, S.SERVER_TIMELINE, S.SUMMARY),
-    ),
-    Measurement(
-        "accuracy",
-        _files_when_run("accuracy", "accuracy"),
-        "accuracy.smk",
-        order=60,
-        side_results=_files_when_run("accuracy", "accuracy_samples"),
-        tables=(S.ACCURACY, S.ACCURACY_SAMPLES, S.ACCURACY_SUMMARY),
-    ),
-):
-    REGISTRY[_m.name] = _m

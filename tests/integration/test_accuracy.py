@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CPU_ENGINE_ARGS, require_env, supervised_server
-from worthit import accuracy as acc
 from worthit import schemas
+from worthit.experiments.accuracy import measure as acc
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 from worthit.server import ServerState
 
 pytestmark = [pytest.mark.vllm, pytest.mark.lmeval, pytest.mark.slow]
@@ -49,10 +50,17 @@ def test_shipped_tasks_score_through_the_served_endpoint(server, model_dir, eval
         ],
     }
     rows, samples, meta = acc.evaluate(
-        "t", server.url, server.served_model_name, str(model_dir), cfg, str(evaluate_python), tmp_path / "raw", 2048
+        "t",
+        server.url,
+        server.served_model_name,
+        str(model_dir),
+        acc_cfg=cfg,
+        python=str(evaluate_python),
+        raw_dir=tmp_path / "raw",
+        max_length=2048,
     )
-    schemas.write(tmp_path / "accuracy.parquet", schemas.ACCURACY, rows)
-    schemas.write(tmp_path / "accuracy_samples.parquet", schemas.ACCURACY_SAMPLES, samples)
+    schemas.write(tmp_path / "accuracy.parquet", ACCURACY, rows)
+    schemas.write(tmp_path / "accuracy_samples.parquet", ACCURACY_SAMPLES, samples)
     arc_docs = {s["doc_id"] for s in samples if s["task"] == "worthit_arc" and s["metric"] == "acc"}
     assert arc_docs == set(range(24))
     by = {(r["task"], r["metric"], r["filter"]): r for r in rows}
@@ -84,7 +92,14 @@ def test_unknown_task_and_timeout_are_failed_rows_and_the_other_tasks_still_run(
         ],
     }
     rows, _, _ = acc.evaluate(
-        "t", server.url, server.served_model_name, str(model_dir), cfg, str(evaluate_python), tmp_path / "raw", 2048
+        "t",
+        server.url,
+        server.served_model_name,
+        str(model_dir),
+        acc_cfg=cfg,
+        python=str(evaluate_python),
+        raw_dir=tmp_path / "raw",
+        max_length=2048,
     )
     by = {r["task"]: r for r in rows}
     unknown = by["no_such_task_anywhere"]
@@ -100,7 +115,14 @@ def test_a_server_without_prompt_logprobs_is_named_as_the_missing_capability(
     for state in _serve(tmp_path, model_dir, serve_python, {"max-logprobs": 0}):
         cfg = {**ACC_CFG, "tasks": [{"name": "worthit_arc", "limit": 4}]}
         rows, _, _ = acc.evaluate(
-            "t", state.url, state.served_model_name, str(model_dir), cfg, str(evaluate_python), tmp_path / "raw", 2048
+            "t",
+            state.url,
+            state.served_model_name,
+            str(model_dir),
+            acc_cfg=cfg,
+            python=str(evaluate_python),
+            raw_dir=tmp_path / "raw",
+            max_length=2048,
         )
         assert len(rows) == 1 and rows[0]["status"] == "failed"
         assert "does not return prompt logprobs" in rows[0]["reason"] and "worthit_arc" in rows[0]["reason"]

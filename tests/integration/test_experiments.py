@@ -15,6 +15,7 @@ import yaml
 from tests.conftest import run_snakemake, study_config
 from worthit import compile_cache, plan, schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
 from worthit.experiments.specdec import measure as specdec
 from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
@@ -121,7 +122,7 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
 
 
 def test_a_speculative_server_that_cannot_start_is_a_failure_row_with_its_log(study):
-    level = schemas.read(study / "variant~badspec/load/conc~1.parquet", schemas.LOAD_REQUESTS)
+    level = schemas.read(study / "variant~badspec/load/conc~1.parquet", LOAD_REQUESTS)
     assert level.status == "failed" and "exited" in level.reason and level.log_tail
     rows = schemas.read(study / "specdec_summary.parquet", SPECDEC_SUMMARY).table.to_pylist()
     assert [r["status"] for r in rows if r["variant"] == "badspec"] == ["failed", "failed"]
@@ -131,7 +132,7 @@ def test_a_speculative_server_that_cannot_start_is_a_failure_row_with_its_log(st
 def test_fp8_kv_cache_holds_more_tokens_than_the_fp32_baseline(study):
     base = schemas.read(study / "variant~base/kv.parquet", KV_CACHE).table.to_pylist()[0]
     fp8_kv = schemas.read(study / "variant~fp8/kv.parquet", KV_CACHE)
-    summary = schemas.read(study / "summary.parquet", schemas.SUMMARY).to_pandas()
+    summary = schemas.read(study / "summary.parquet", SUMMARY).to_pandas()
     fp8_levels = summary[summary.variant == "fp8"]
     assert len(fp8_levels) == 2
     if not plan.host_cpu_has_avx512_or_amx():

@@ -40,7 +40,7 @@ def test_fp8_kv_on_sm86_is_recorded_not_applicable_without_starting_a_server(tmp
         )
         out = tmp_path / "kv.parquet"
         t0 = time.monotonic()
-        measure_kv(Study(cfg), "fp8", str(state), str(model_dir.parent / "manifest.json"), str(out))
+        measure_kv(Study(cfg), "fp8", str(state), str(model_dir.parent / "manifest.json"), out=str(out))
         assert time.monotonic() - t0 < 30
         res = schemas.read(out, KV_CACHE)
         assert res.status == schemas.STATUS_NOT_APPLICABLE

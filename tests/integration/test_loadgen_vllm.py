@@ -19,9 +19,10 @@ import pytest
 from tests.conftest import supervised_server
 from worthit import schemas
 from worthit.cli import main
+from worthit.experiments.loadtest.measure import measure_level
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.client import ENDPOINTS, ClientConfig, RequestSpec, closed_loop
 from worthit.loadgen.levels import CONC, LoadLevel
-from worthit.stages import measure_level
 
 pytestmark = pytest.mark.vllm
 
@@ -38,7 +39,7 @@ def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: st
         "smol",
         str(model_dir),
         LoadLevel(CONC, 2),
-        None,
+        workload=None,
         num_requests=4,
         prompt_tokens=32,
         output_tokens=8,
@@ -85,7 +86,7 @@ def test_another_client_on_the_server_during_a_level_is_detected_and_named(vllm_
         assert started.wait(60)
         time.sleep(0.5)  # its first request is being served
         run = measure_level(
-            vllm_url, "smol", str(model_dir), LoadLevel(CONC, 2), None,
+            vllm_url, "smol", str(model_dir), LoadLevel(CONC, 2), workload=None,
             num_requests=6, prompt_tokens=32, output_tokens=16, warmup=1, progress=False,
         )  # fmt: skip
     finally:
@@ -125,7 +126,7 @@ def test_cli_loadtest_writes_a_readable_level(vllm_url: str, model_dir: Path, tm
         ]
     )
     assert rc == 0
-    df = schemas.read(out, schemas.LOAD_REQUESTS).to_pandas()
+    df = schemas.read(out, LOAD_REQUESTS).to_pandas()
     assert len(df) == 3 and df["success"].all() and (df["output_tokens"] == 4).all()
 
 

@@ -54,7 +54,7 @@ def test_tensor_parallel_8_on_28_heads_is_recorded_not_applicable_without_starti
             }
         )
         out = tmp_path / "kv.parquet"
-        measure_kv(Study(cfg), "tp8", str(state), str(manifest), str(out))
+        measure_kv(Study(cfg), "tp8", str(state), str(manifest), out=str(out))
         res = schemas.read(out, KV_CACHE)
         assert res.status == schemas.STATUS_NOT_APPLICABLE
         assert res.reason == "not applicable: tensor-parallel-size 8 does not divide 28 attention heads"

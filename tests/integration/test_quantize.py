@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import CPU_ENGINE_ARGS, require_env, run_snakemake, study_config, supervised_server
 from worthit import plan, schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.server import ServerFailed
 
 pytestmark = [pytest.mark.quantize, pytest.mark.slow]
@@ -258,14 +259,14 @@ def test_workflow_serves_a_passing_quantised_model_and_records_a_failed_gate_as_
     assert strict["status"] == "failed" and "max_nll_increase=0.001" in strict["reason"]
     assert strict["quality_gate"]["nll_increase"] > 0.001
     res_dir = tmp_path / "results" / "t"
-    ok = schemas.read(res_dir / "variant~rtn_int4" / "load" / "conc~1.parquet", schemas.LOAD_REQUESTS)
+    ok = schemas.read(res_dir / "variant~rtn_int4" / "load" / "conc~1.parquet", LOAD_REQUESTS)
     if CPU_HAS_AVX512:
         assert ok.ok and ok.table.num_rows == 3 and all(ok.table.column("success").to_pylist())
     else:  # the passing model is not applicable on this CPU, said in its results; never a failure
         assert ok.status == "not_applicable" and "cpu_gemm_wna16" in ok.reason and ok.table.num_rows == 0
     # the failed gate is a failure wherever it runs: it is checked before the hardware's rules
     for f in (res_dir / "variant~strict" / "kv.parquet", res_dir / "variant~strict" / "load" / "conc~1.parquet"):
-        table = KV_CACHE if f.name == "kv.parquet" else schemas.LOAD_REQUESTS
+        table = KV_CACHE if f.name == "kv.parquet" else LOAD_REQUESTS
         r = schemas.read(f, table)
         assert r.status == "failed" and "quality gate failed" in r.reason and r.table.num_rows == 0
     assert "not starting" in (res_dir / "logs" / "serve" / "strict.log").read_text()

@@ -18,8 +18,10 @@ import pytest
 from tests.conftest import supervised_server
 from worthit import schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.measure import measure_level
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.levels import CONC, LoadLevel
-from worthit.stages import consume_in_turn, measure_level, scrape
+from worthit.stages import consume_in_turn, scrape
 
 pytestmark = pytest.mark.vllm
 
@@ -68,7 +70,16 @@ def test_an_engine_killed_mid_level_fails_the_level_and_every_later_measurement_
         def level(s: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             threading.Thread(target=kill_when_some_finished, args=(s.url,), daemon=True).start()
             run = measure_level(
-                s.url, "smol", str(model_dir), LoadLevel(CONC, 2), None, 60, 32, 64, warmup=1, progress=False
+                s.url,
+                "smol",
+                str(model_dir),
+                LoadLevel(CONC, 2),
+                workload=None,
+                num_requests=60,
+                prompt_tokens=32,
+                output_tokens=64,
+                warmup=1,
+                progress=False,
             )
             return run.rows, run.meta
 
@@ -76,9 +87,9 @@ def test_an_engine_killed_mid_level_fails_the_level_and_every_later_measurement_
             return [], {"metrics": len(scrape(s.url))}
 
         out = tmp_path / "conc~2.parquet"
-        consume_in_turn(state_path, "load/conc~2", 0, 60, str(out), schemas.LOAD_REQUESTS, {}, level)
+        consume_in_turn(state_path, "load/conc~2", 0, 60, out=str(out), table=LOAD_REQUESTS, meta={}, body=level)
         assert killed
-        res = schemas.read(out, schemas.LOAD_REQUESTS)
+        res = schemas.read(out, LOAD_REQUESTS)
         # the requests that finished before the death are no evidence either
         assert res.status == "failed" and res.table.num_rows == 0
         failed = re.search(r"(\d+) of 60 requests failed with the server's own errors", res.reason)
@@ -87,7 +98,7 @@ def test_an_engine_killed_mid_level_fails_the_level_and_every_later_measurement_
         assert "exited unexpectedly" in res.reason or "died unexpectedly" in res.reason, res.reason
 
         later = tmp_path / "kv.parquet"
-        consume_in_turn(state_path, "kv", 1, 60, str(later), KV_CACHE, {}, kv)
+        consume_in_turn(state_path, "kv", 1, 60, out=str(later), table=KV_CACHE, meta={}, body=kv)
         after = schemas.read(later, KV_CACHE)
         assert after.status == "failed" and "died during the measurements at " in after.reason, after.reason
         assert "before it became ready" not in after.reason

@@ -18,8 +18,8 @@ import pytest
 
 from tests.conftest import supervised_server
 from tests.unit.loadgen_server import running_calibration_server
+from worthit.experiments.loadtest.measure import measure_level
 from worthit.loadgen.levels import CONC, RATE, REPLAY, LoadLevel
-from worthit.stages import measure_level
 
 pytestmark = pytest.mark.vllm
 
@@ -31,7 +31,19 @@ def vllm_url(serve_python: Path, model_dir: Path, tmp_path_factory: pytest.TempP
 
 
 def level(url: str, model_dir: Path, lv: LoadLevel, workload: dict[str, Any] | None, n: int, **kw: Any) -> Any:
-    return measure_level(url, "smol", str(model_dir), lv, workload, n, 32, 8, warmup=1, progress=False, **kw)
+    return measure_level(
+        url,
+        "smol",
+        str(model_dir),
+        lv,
+        workload=workload,
+        num_requests=n,
+        prompt_tokens=32,
+        output_tokens=8,
+        warmup=1,
+        progress=False,
+        **kw,
+    )
 
 
 DISTRIBUTIONS = {
@@ -138,10 +150,10 @@ def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(mode
             "calibration",
             str(model_dir),
             LoadLevel(RATE, 40.0),
-            None,
-            400,
-            16,
-            8,
+            workload=None,
+            num_requests=400,
+            prompt_tokens=16,
+            output_tokens=8,
             warmup=2,
             progress=False,
             # P99 of 400 is the 4th-latest start: one ~70 ms stall of a shared 2-core machine exceeded a 50 ms
@@ -172,10 +184,10 @@ def test_a_rate_the_client_cannot_deliver_is_flagged(model_dir: Path) -> None:
             "calibration",
             str(model_dir),
             LoadLevel(RATE, 100.0),
-            None,
-            60,
-            16,
-            32,
+            workload=None,
+            num_requests=60,
+            prompt_tokens=16,
+            output_tokens=32,
             warmup=0,
             progress=False,
             open_loop={"max_concurrency": 2, "rate_tolerance": 0.05, "max_queue_delay_ms": 100},

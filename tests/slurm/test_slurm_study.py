@@ -22,6 +22,7 @@ import yaml
 from tests.conftest import ROOT, VENVS, processes_in, require_env, run_snakemake, study_config
 from worthit import schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import SUMMARY
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm, pytest.mark.slow]
 
@@ -212,8 +213,8 @@ def test_each_variant_is_one_gpu_job_and_results_match_a_local_run(tmp_path, mod
     for name in cluster_tables:
         path = cluster_dir / "results" / name
         table = pq.read_schema(path).metadata[f"{schemas.META_PREFIX}table".encode()].decode()
-        assert schemas.read(path, schemas.TABLES[table]) is not None, name  # raises on a schema mismatch
-    summary = schemas.read(cluster_dir / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()
+        assert schemas.read(path, schemas.table_named(table)) is not None, name  # raises on a schema mismatch
+    summary = schemas.read(cluster_dir / "results/t/summary.parquet", SUMMARY).to_pandas()
     keys = sorted(zip(summary["variant"], summary["concurrency"], summary["status"], strict=True))
     assert keys == [(v, c, "ok") for v in ("base", "small_batch") for c in (1, 2)]
     for variant in ("base", "small_batch"):

@@ -11,10 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from worthit import accuracy as acc
 from worthit import schemas, taskdata
-from worthit.aggregate import accuracy_delta, accuracy_rows, paired_delta, task_delta, write_accuracy_summary
 from worthit.config import Study, validate
+from worthit.experiments.accuracy import measure as acc
+from worthit.experiments.accuracy.summary import (
+    accuracy_delta,
+    accuracy_rows,
+    paired_delta,
+    task_delta,
+    write_accuracy_summary,
+)
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY
 from worthit.stats import noninferiority
 from worthit.taskdata import hellaswag
 
@@ -255,7 +262,7 @@ def test_results_json_becomes_one_row_per_metric_and_filter():
         "num_fewshot": 0,
         "lm_eval_version": "0.4.13",
     }
-    schemas.to_arrow(schemas.ACCURACY, rows)  # fits the table
+    schemas.to_arrow(ACCURACY, rows)  # fits the table
 
 
 def test_missing_stderr_is_null_and_n_is_the_evaluated_count():
@@ -278,7 +285,7 @@ def test_sample_logs_become_one_score_per_document_metric_and_filter(tmp_path):
         (0, "flexible-extract", 0.0),
         (1, "strict-match", 0.0),
     ]
-    schemas.to_arrow(schemas.ACCURACY_SAMPLES, rows)
+    schemas.to_arrow(ACCURACY_SAMPLES, rows)
 
 
 def test_find_results_looks_under_lm_evals_model_folder(tmp_path):
@@ -317,17 +324,33 @@ def test_missing_logprobs_error_names_the_server_capability():
 def test_a_task_that_times_out_is_a_failed_row(tmp_path):
     task = acc.TaskSpec("worthit_arc")
     cmd = [sys.executable, "-c", "import time; time.sleep(30)"]
-    rows, samples = acc.evaluate_task(task, "base", cmd, acc.lm_eval_env(), 1.0, tmp_path / "out", "/i", sys.executable)
+    rows, samples = acc.evaluate_task(
+        task,
+        "base",
+        cmd,
+        acc.lm_eval_env(),
+        timeout_s=1.0,
+        output_path=tmp_path / "out",
+        include_path="/i",
+        python=sys.executable,
+    )
     assert samples == []
     assert len(rows) == 1 and rows[0]["status"] == "failed" and "timed out after 1 s" in rows[0]["reason"]
     assert rows[0]["duration_s"] < 10
-    schemas.to_arrow(schemas.ACCURACY, rows)
+    schemas.to_arrow(ACCURACY, rows)
 
 
 def test_a_task_whose_lm_eval_fails_is_a_failed_row_with_its_output(tmp_path):
     cmd = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
     rows, _ = acc.evaluate_task(
-        acc.TaskSpec("x"), "base", cmd, acc.lm_eval_env(), 30, tmp_path / "o", "/i", sys.executable
+        acc.TaskSpec("x"),
+        "base",
+        cmd,
+        acc.lm_eval_env(),
+        timeout_s=30,
+        output_path=tmp_path / "o",
+        include_path="/i",
+        python=sys.executable,
     )
     assert rows[0]["status"] == "failed" and "code 3" in rows[0]["reason"] and "boom" in rows[0]["reason"]
 
@@ -379,8 +402,8 @@ def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     other.append(acc.failed_row("q", acc.TaskSpec("worthit_gsm"), "lm-eval timed out after 5 s"))
     files = {}
     for name, rows in (("base", base), ("q", other)):
-        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", schemas.ACCURACY, rows))
-    schemas.write_failure(tmp_path / "dead.parquet", schemas.ACCURACY, "server exited with code 1")
+        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", ACCURACY, rows))
+    schemas.write_failure(tmp_path / "dead.parquet", ACCURACY, "server exited with code 1")
     files["dead"] = str(tmp_path / "dead.parquet")
     rows = accuracy_rows(files, "base")
     assert {r.get("delta_method") for r in rows if r.get("delta_pt") is not None} == {"unpaired"}
@@ -391,11 +414,11 @@ def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     assert next(r for r in rows if r["variant"] == "base" and r["metric"] == "acc")["delta_pt"] == 0
     assert any(r["variant"] == "q" and r["status"] == "failed" and "timed out" in r["reason"] for r in rows)
     assert any(r["variant"] == "dead" and r["status"] == "failed" for r in rows)
-    write_accuracy_summary(rows, tmp_path / "s.parquet", tmp_path / "s.md", "t", "base", {})
+    write_accuracy_summary(rows, tmp_path / "s.parquet", tmp_path / "s.md", "t", baseline="base", metadata={})
     md = (tmp_path / "s.md").read_text()
     assert "-20.0" in md and "unacceptable" in md and "timed out" in md and "server exited" in md
     assert "significant" not in md and "non-inferiority" in md
-    assert schemas.read(tmp_path / "s.parquet", schemas.ACCURACY_SUMMARY).table.num_rows == len(rows)
+    assert schemas.read(tmp_path / "s.parquet", ACCURACY_SUMMARY).table.num_rows == len(rows)
 
 
 def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_path):
@@ -413,8 +436,8 @@ def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_pat
             }
             for i in range(100)
         ]
-        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", schemas.ACCURACY, rows))
-        samples[name] = str(schemas.write(tmp_path / f"{name}_s.parquet", schemas.ACCURACY_SAMPLES, docs))
+        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", ACCURACY, rows))
+        samples[name] = str(schemas.write(tmp_path / f"{name}_s.parquet", ACCURACY_SAMPLES, docs))
     rows = accuracy_rows(files, "base", samples)
     q = {r["metric"]: r for r in rows if r["variant"] == "q"}
     assert q["acc"]["delta_method"] == "paired" and q["acc"]["n_paired"] == 100
@@ -444,13 +467,13 @@ def test_without_a_server_both_accuracy_files_are_failure_records(tmp_path):
         "a",
         str(tmp_path / "server.json"),
         str(tmp_path / "manifest.json"),
-        str(out),
-        str(samples),
-        str(raw),
+        out=str(out),
+        samples_out=str(samples),
+        raw_dir=str(raw),
     )
-    res = schemas.read(out, schemas.ACCURACY)
+    res = schemas.read(out, ACCURACY)
     assert res.status == "failed" and "no running server" in res.reason
-    assert schemas.read(samples, schemas.ACCURACY_SAMPLES).reason == res.reason and raw.is_dir()
+    assert schemas.read(samples, ACCURACY_SAMPLES).reason == res.reason and raw.is_dir()
 
 
 @pytest.mark.parametrize("key", ["max-model-len", "max_model_len", "--max-model-len", "--max_model_len"])

@@ -19,6 +19,7 @@ import yaml
 
 from worthit import metrics, schemas, stats
 from worthit.aggregate import summary_rows
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 from worthit.loadgen.levels import SUMMARY_COLUMNS
 from worthit.metrics import Slo, bootstrap_ratio_ci95, summarize
 
@@ -49,7 +50,7 @@ def test_summary_of_the_recorded_study_is_the_committed_one():
     kv, load, slo = _fixture_inputs()
     committed = pq.read_table(FIXTURE / "summary.parquet").to_pylist()
     columns = committed[0].keys()  # the file predates the run column and the open-loop level columns
-    assert set(columns) >= set(schemas.SUMMARY.columns) - {"run", *SUMMARY_COLUMNS}
+    assert set(columns) >= set(SUMMARY.columns) - {"run", *SUMMARY_COLUMNS}
     rows = [{k: r.get(k) for k in columns} for r in summary_rows(kv, load, slo)]
     assert len(rows) == len(committed) == 6
     assert rows == committed  # exact: every percentile, rate and count to the bit
@@ -63,7 +64,7 @@ def test_summary_rows_equal_the_reference_on_the_recorded_study():
 def test_every_recorded_level_summarises_as_the_reference_did_to_the_bit():
     _, load, slo = _fixture_inputs()
     for path in (p for paths in load.values() for p in paths):
-        table = schemas.read(path, schemas.LOAD_REQUESTS).table
+        table = schemas.read(path, LOAD_REQUESTS).table
         new = dataclasses.asdict(summarize(table, slo))
         assert new == dataclasses.asdict(reference.summarize(table.to_pylist(), slo)), path
         assert new == dataclasses.asdict(summarize(table.to_pylist(), slo)), path  # rows and table agree
@@ -101,7 +102,7 @@ def test_irregular_levels_summarise_as_the_reference_did(seed):
     slo = rng.choice([Slo(), Slo(ttft_ms=400), Slo(ttft_ms=600, tpot_ms=10, e2e_ms=800)])
     expected = dataclasses.asdict(reference.summarize(records, slo))
     assert dataclasses.asdict(summarize(records, slo)) == expected
-    table = schemas.to_arrow(schemas.LOAD_REQUESTS, records)
+    table = schemas.to_arrow(LOAD_REQUESTS, records)
     assert dataclasses.asdict(summarize(table, slo)) == expected
 
 
@@ -112,7 +113,7 @@ def test_slo_mask_is_the_per_request_rule(seed):
     for slo in (Slo(), Slo(ttft_ms=300), Slo(tpot_ms=5), Slo(ttft_ms=500, tpot_ms=8, e2e_ms=700)):
         expected = [slo.met(r) for r in records]
         assert slo.met_mask(records).tolist() == expected
-        assert slo.met_mask(schemas.to_arrow(schemas.LOAD_REQUESTS, records)).tolist() == expected
+        assert slo.met_mask(schemas.to_arrow(LOAD_REQUESTS, records)).tolist() == expected
 
 
 def _full_sum_ranks(n: int, q: float) -> tuple[int, int]:

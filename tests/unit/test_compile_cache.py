@@ -24,11 +24,11 @@ def test_an_interpreter_without_vllm_answers_unknown():
 
 def test_the_folder_changes_with_model_arguments_and_version_only():
     base = ("smol", {"source": "path:/m"}, {"dtype": "float32", "max-model-len": 2048}, [], "0.32.0+cpu")
-    folder = compile_cache.cache_dir(*base)
+    folder = compile_cache.cache_dir(*base[:4], version=base[4])
     assert folder.startswith("resources/vllm-cache/smol/vllm-0.32.0+cpu-")
     assert (
         compile_cache.cache_dir(
-            "smol", {"source": "path:/m"}, {"max-model-len": 2048, "dtype": "float32"}, [], "0.32.0+cpu"
+            "smol", {"source": "path:/m"}, {"max-model-len": 2048, "dtype": "float32"}, [], version="0.32.0+cpu"
         )
         == folder
     )
@@ -39,15 +39,15 @@ def test_the_folder_changes_with_model_arguments_and_version_only():
         (*base[:3], ["--seed", "1"], base[4]),
         (*base[:4], "0.33.0"),
     ]
-    assert len({compile_cache.cache_dir(*c) for c in changed} | {folder}) == 6
+    assert len({compile_cache.cache_dir(*c[:4], version=c[4]) for c in changed} | {folder}) == 6
 
 
 def test_the_server_env_gets_the_folder_unless_the_study_sets_one(tmp_path):
     python = _venv(tmp_path, "0.32.0")
-    env = compile_cache.with_cache({"OMP_NUM_THREADS": "2"}, python, "smol", {}, {}, [])
+    env = compile_cache.with_cache({"OMP_NUM_THREADS": "2"}, python, "smol", {}, engine_args={}, extra_args=[])
     assert env["OMP_NUM_THREADS"] == "2" and env[compile_cache.ENV].startswith("resources/vllm-cache/smol/vllm-0.32.0-")
     own = {compile_cache.ENV: "/scratch/vllm"}
-    assert compile_cache.with_cache(own, python, "smol", {}, {}, []) == own
+    assert compile_cache.with_cache(own, python, "smol", {}, engine_args={}, extra_args=[]) == own
 
 
 def test_model_info_is_shared_through_vllms_default_folder(tmp_path):

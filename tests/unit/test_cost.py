@@ -119,7 +119,7 @@ def test_cost_table_round_trips_with_totals(tmp_path):
     assert [r["scope"] for r in rows] == ["server", "server", "stage", "stage", "study"]
     assert study["gpu_minutes"] == pytest.approx(15.0) and study["server_start_s"] == 79.0 + 73.0
     assert study["wall_s"] == 4.0 and study["jobs"] == 2 and study["planned_wall_s"] == 400.0
-    cost.write(rows, tmp_path / "cost.parquet", tmp_path / "cost.md", "s", {})
+    cost.write(rows, tmp_path / "cost.parquet", tmp_path / "cost.md", "s", metadata={})
     back = schemas.read(tmp_path / "cost.parquet", schemas.STUDY_COST).table.to_pylist()
     assert [r["name"] for r in back] == ["bf16", "fp8_kv", "aggregate", "loadtest", "s"]
     md = (tmp_path / "cost.md").read_text()

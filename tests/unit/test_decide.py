@@ -89,7 +89,11 @@ def evidence(name: str, rules: Rules) -> Evidence:
     checks = [
         c
         for s in o.get("speculative", [])
-        if (c := rule_check(setting(s["setting"]), s["drafts"], s["alpha"], s["k"], s["gamma"], s["c"], 1.3))
+        if (
+            c := rule_check(
+                setting(s["setting"]), s["drafts"], s["alpha"], s["k"], gamma=s["gamma"], c=s["c"], threshold=1.3
+            )
+        )
     ]
     acc = [task(t, v, rules.max_drop(t)) for t, v in (o.get("accuracy_pct") or {}).items()]
     return Evidence(
@@ -264,7 +268,7 @@ def test_a_drafter_that_never_proposed_leaves_the_verdict_inconclusive_not_rejec
         LATENCY,
         Setting.concurrency(1),
     )
-    check = rule_check(Setting.concurrency(1), 0.0, None, 4, 0.0, 1.7, 1.3)
+    check = rule_check(Setting.concurrency(1), 0.0, None, 4, gamma=0.0, c=1.7, threshold=1.3)
     v = decide(Evidence("spec", comparisons=[worse], checks=[check] if check else [], lossless=True), Rules())
     assert v.outcome == INCONCLUSIVE and "alpha unknown" in v.reason and "drafter proposes" in v.settle
 

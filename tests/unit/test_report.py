@@ -17,18 +17,21 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from worthit import aggregate, prom, schemas
+from worthit import prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
+from worthit.experiments.accuracy.summary import accuracy_rows
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 from worthit.experiments.kv.report import knees
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.report import Level
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE
 from worthit.experiments.prefix.tables import PREFIX
 from worthit.experiments.specdec.tables import VERIFY
 from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.report import build, data
 from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
 from worthit.report.experiments import Experiment, Figure, register, unregister
-from worthit.report.experiments.load import Level
 from worthit.report.mbu import bytes_per_step, mbu, peak_bandwidth
 from worthit.report.measure import SINGLE_RUN, Measure, quantile
 from worthit.report.render import html_page, markdown_page
@@ -256,7 +259,7 @@ def _fail(results: Path, variant: str, status: str, reason: str, log_tail: str =
     )
     schemas.write_failure(
         results / f"variant~{variant}" / "load" / "conc~1.parquet",
-        schemas.LOAD_REQUESTS,
+        LOAD_REQUESTS,
         reason,
         status=status,
         metadata={"concurrency": 1},
@@ -290,10 +293,10 @@ def test_failed_not_applicable_and_not_run_are_three_outcomes_with_their_reasons
 
 def test_a_run_that_shared_its_server_with_another_client_is_no_evidence(results: Path, cfg: dict) -> None:
     f = results / "variant~no_prefix_cache" / "load" / "conc~4.parquet"
-    res = schemas.read(f, schemas.LOAD_REQUESTS)
+    res = schemas.read(f, LOAD_REQUESTS)
     traffic = prom.other_traffic({prom.PROMPT_TOKENS: 1e6, prom.GENERATION_TOKENS: 1e5}, res.table.to_pylist())
     assert traffic is not None and traffic["shared"]
-    schemas.write(f, schemas.LOAD_REQUESTS, res.table.to_pylist(), metadata={**res.metadata, "traffic": traffic})
+    schemas.write(f, LOAD_REQUESTS, res.table.to_pylist(), metadata={**res.metadata, "traffic": traffic})
     r = report(results, cfg)
     fails = [x for x in rows(r, schemas.REPORT_FAILURES) if x["variant"] == "no_prefix_cache"]
     assert [(x["experiment"], x["status"]) for x in fails] == [("load/conc~4", "failed")]
@@ -354,14 +357,14 @@ def _accuracy(
         for t, s in scores.items()
         if t == "hellaswag"
     ]
-    schemas.write(results / f"variant~{variant}" / "accuracy.parquet", schemas.ACCURACY, rows_)
+    schemas.write(results / f"variant~{variant}" / "accuracy.parquet", ACCURACY, rows_)
     if docs is not None:
         samples = [
             {"variant": variant, "task": t, "metric": "acc", "filter": "none", "doc_id": i, "value": x}
             for t, vals in docs.items()
             for i, x in enumerate(vals)
         ]
-        schemas.write(results / f"variant~{variant}" / "accuracy_samples.parquet", schemas.ACCURACY_SAMPLES, samples)
+        schemas.write(results / f"variant~{variant}" / "accuracy_samples.parquet", ACCURACY_SAMPLES, samples)
 
 
 def test_accuracy_is_one_computation_paired_where_samples_exist_and_matches_the_summary(
@@ -373,7 +376,7 @@ def test_accuracy_is_one_computation_paired_where_samples_exist_and_matches_the_
     _accuracy(results, "no_prefix_cache", {"arc_easy": 0.725}, {"arc_easy": var_docs})
     r = report(results, cfg)
     (row,) = rows(r, schemas.REPORT_ACCURACY)
-    summary = aggregate.accuracy_rows(
+    summary = accuracy_rows(
         {v: str(results / f"variant~{v}" / "accuracy.parquet") for v in ("baseline", "no_prefix_cache")},
         "baseline",
         {v: str(results / f"variant~{v}" / "accuracy_samples.parquet") for v in ("baseline", "no_prefix_cache")},
@@ -431,14 +434,14 @@ def _prefix(results: Path, variant: str, base_ms: float, per_token_ms: float, hi
 
 
 def _spec_counters(level: Path, drafts: float, draft_tokens: float, accepted: float) -> None:
-    res = schemas.read(level, schemas.LOAD_REQUESTS)
+    res = schemas.read(level, LOAD_REQUESTS)
     spec = {
         "vllm:spec_decode_num_drafts_total": drafts,
         "vllm:spec_decode_num_draft_tokens_total": draft_tokens,
         "vllm:spec_decode_num_accepted_tokens_total": accepted,
     }
     meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}}
-    schemas.write(level, schemas.LOAD_REQUESTS, res.table.to_pylist(), metadata=meta)
+    schemas.write(level, LOAD_REQUESTS, res.table.to_pylist(), metadata=meta)
 
 
 def _verify(results: Path, ttft_by_tokens: dict[int, float]) -> None:
@@ -543,9 +546,9 @@ def test_html_report_is_self_contained_and_opens_with_the_verdicts(results: Path
 def test_random_weights_are_labelled_and_their_accuracy_never_reported(results: Path, cfg: dict) -> None:
     for c in (1, 4, 16):
         p = results / "variant~no_prefix_cache" / "load" / f"conc~{c}.parquet"
-        res = schemas.read(p, schemas.LOAD_REQUESTS)
+        res = schemas.read(p, LOAD_REQUESTS)
         meta = {**res.metadata, "model": {**res.metadata["model"], "random_weights": True}}
-        schemas.write(p, schemas.LOAD_REQUESTS, res.table.to_pylist(), metadata=meta)
+        schemas.write(p, LOAD_REQUESTS, res.table.to_pylist(), metadata=meta)
     _accuracy(results, "baseline", {"arc_easy": 0.75})
     _accuracy(results, "no_prefix_cache", {"arc_easy": 0.25})
     r = report(results, cfg)
@@ -559,13 +562,13 @@ def test_random_weights_are_labelled_and_their_accuracy_never_reported(results: 
 def test_a_validation_run_is_set_against_the_promise_and_a_miss_is_red(results: Path, cfg: dict) -> None:
     r = report(results, cfg)
     lat = next(d for d in rows(r, schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
-    src = schemas.read(results / "variant~baseline" / "load" / "conc~4.parquet", schemas.LOAD_REQUESTS)
+    src = schemas.read(results / "variant~baseline" / "load" / "conc~4.parquet", LOAD_REQUESTS)
     slow = [
         {**x, "ttft_ms": x["ttft_ms"] * 3, "e2e_ms": x["e2e_ms"] * 3, "tpot_ms": (x["tpot_ms"] or 0) * 3}
         for x in src.table.to_pylist()
     ]
     meta = {**src.metadata, "argv": lat["argv"], "scenario": "latency", "deployed_variant": "baseline"}
-    schemas.write(results / "deployment~latency" / "load.parquet", schemas.LOAD_REQUESTS, slow, metadata=meta)
+    schemas.write(results / "deployment~latency" / "load.parquet", LOAD_REQUESTS, slow, metadata=meta)
     r = report(results, cfg)
     val = {x["quantity"]: x for x in rows(r, schemas.REPORT_VALIDATION)}
     assert val["TPOT P50"]["outcome"] == "miss" and val["TPOT P50"]["measured"] > val["TPOT P50"]["promised_ci95_high"]
@@ -655,7 +658,7 @@ def test_a_result_written_before_a_column_was_added_is_still_read(tmp_path: Path
 
 def _scaled_level(src: Path, dst: Path, name: str, factor: float) -> None:
     """The load run ``src`` as if every request had taken ``factor`` of its time, written to ``dst``."""
-    res = schemas.read(src, schemas.LOAD_REQUESTS)
+    res = schemas.read(src, LOAD_REQUESTS)
     rows_ = [
         {
             **r,
@@ -665,7 +668,7 @@ def _scaled_level(src: Path, dst: Path, name: str, factor: float) -> None:
         }
         for r in res.table.to_pylist()
     ]
-    schemas.write(dst, schemas.LOAD_REQUESTS, rows_, metadata={**res.metadata, "variant": name})
+    schemas.write(dst, LOAD_REQUESTS, rows_, metadata={**res.metadata, "variant": name})
 
 
 def _faster_copy(results: Path, name: str, factor: float) -> None:
@@ -782,7 +785,7 @@ def test_a_failed_search_is_a_failed_row_with_its_reason(results: Path, cfg: dic
 
 # ------------------------------------------------------------------------------------------- workload levels
 def _chat_level(results: Path, variant: str, ttft_factor: float) -> None:
-    src = schemas.read(results / "variant~baseline/load/conc~4.parquet", schemas.LOAD_REQUESTS)
+    src = schemas.read(results / "variant~baseline/load/conc~4.parquet", LOAD_REQUESTS)
     rows = [
         {**r, "variant": variant, "ttft_ms": r["ttft_ms"] * ttft_factor if r["ttft_ms"] is not None else None}
         for r in src.table.to_pylist()
@@ -796,7 +799,7 @@ def _chat_level(results: Path, variant: str, ttft_factor: float) -> None:
         "workload_name": "chat",
         "concurrency": 4,
     }
-    schemas.write(results / f"variant~{variant}/load/chat/conc~4.parquet", schemas.LOAD_REQUESTS, rows, metadata=meta)
+    schemas.write(results / f"variant~{variant}/load/chat/conc~4.parquet", LOAD_REQUESTS, rows, metadata=meta)
 
 
 def test_a_workload_level_both_sides_measured_is_judged_and_kept_out_of_the_grid(results: Path, cfg: dict) -> None:
@@ -857,7 +860,7 @@ def _timeline(results: Path, level: str, kv: list[float], preempt: list[float]) 
             zip(["warmup"] + ["measure"] * (len(kv) - 2) + ["after"], kv, preempt, strict=True)
         )
     ]
-    schemas.write(results / "variant~baseline" / "load" / f"{level}.timeline.parquet", schemas.SERVER_TIMELINE, rows)
+    schemas.write(results / "variant~baseline" / "load" / f"{level}.timeline.parquet", SERVER_TIMELINE, rows)
 
 
 def test_the_timeline_is_set_against_the_critical_concurrency(results: Path, cfg: dict) -> None:
@@ -891,7 +894,7 @@ def test_a_speculative_variant_s_mbu_counts_alpha_tokens_per_step(spec: Path, cf
 def _restamp(folder: Path, host: str, uuids: list[str]) -> None:
     """Every result of ``folder`` as if measured on ``host`` with GPUs ``uuids``."""
     for f in folder.rglob("*.parquet"):
-        t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
+        t = schemas.table_named(pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode())
         res = schemas.read(f, t)
         if res.ok:
             hw = {**(res.metadata.get("hardware") or {}), "host": host, "gpu_uuids": uuids}
@@ -929,7 +932,7 @@ def test_a_verdict_without_accuracy_says_whether_it_failed_is_not_measured_yet_o
     assert "the accuracy of fp8 is configured but not measured yet" in v["accuracy_detail"]
     assert "run the workflow on, to measure the accuracy of fp8" in v["settle"]
     schemas.write_failure(
-        results / "variant~fp8" / "accuracy.parquet", schemas.ACCURACY, "lm-eval exited with code 1: CUDA OOM"
+        results / "variant~fp8" / "accuracy.parquet", ACCURACY, "lm-eval exited with code 1: CUDA OOM"
     )
     v = verdict()
     assert "the accuracy run of fp8 failed: lm-eval exited with code 1: CUDA OOM" in v["accuracy_detail"]
@@ -949,7 +952,7 @@ def _gpu_stamp(folder: Path, host: str, uuids: list[str]) -> None:
 def _stamp_files(files: list[Path], host: str, uuids: list[str]) -> None:
     """These results as if measured on a GPU machine ``host`` (``uuids``: [] = not recorded)."""
     for f in files:
-        t = schemas.TABLES[pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode()]
+        t = schemas.table_named(pq.read_schema(f).metadata[f"{schemas.META_PREFIX}table".encode()].decode())
         res = schemas.read(f, t)
         if res.ok:
             hw = {**(res.metadata.get("hardware") or {}), "host": host, "gpu": "NVIDIA H200"}

@@ -233,10 +233,10 @@ def test_a_figure_at_one_setting_shows_the_two_sides_and_the_accuracy_against_it
         "tok/s",
         "",
         [0.0],
-        [_m(100.0, 95.0, 105.0)],
-        [_m(150.0, 140.0, 160.0)],
-        ("a", "b"),
-        [("worthit_gsm", -1.0, (-2.5, 0.5), 3.0), ("worthit_arc", -4.0, None, 3.0)],
+        without=[_m(100.0, 95.0, 105.0)],
+        with_=[_m(150.0, 140.0, 160.0)],
+        labels=("a", "b"),
+        accuracy=[("worthit_gsm", -1.0, (-2.5, 0.5), 3.0), ("worthit_arc", -4.0, None, 3.0)],
     )
     assert [t.get_text() for t in one.axes[0].get_xticklabels()] == ["without", "with"]
     assert [t.get_text() for t in one.axes[1].get_yticklabels()] == ["gsm", "arc"]
@@ -248,9 +248,9 @@ def test_a_figure_at_one_setting_shows_the_two_sides_and_the_accuracy_against_it
         "ms",
         "shared prefix",
         [1500.0, 4000.0],
-        [_m(30, 28, 32)] * 2,
-        [_m(15, 14, 16)] * 2,
-        ("a", "b"),
+        without=[_m(30, 28, 32)] * 2,
+        with_=[_m(15, 14, 16)] * 2,
+        labels=("a", "b"),
         accuracy_note="accuracy: not needed (lossless)",
     )
     assert swept.axes[0].get_xlabel() == "shared prefix (tokens)" and not swept.axes[1].axison
@@ -270,8 +270,8 @@ def test_the_terminal_prints_names_with_brackets_as_they_are_and_narrows_to_its_
         "why": "latency-first reject at every concurrency measured",
     }
     wide, narrow = Console(width=200, record=True), Console(width=100, record=True)
-    terminal.print_summary([row], [], [], None, wide)
-    terminal.print_summary([row], [], [], None, narrow)
+    terminal.print_summary([row], [], [], None, console=wide)
+    terminal.print_summary([row], [], [], None, console=narrow)
     text = wide.export_text()
     assert "[the draft" in text and "gamma]" in text and "\\[" not in text  # shown as named, not as markup
     assert "[+5, +40 %]" in text and "latency-first reject" in text

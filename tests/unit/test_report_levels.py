@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from worthit import schemas
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.report.data import load_dir
 
 
@@ -26,16 +27,16 @@ def _request(c: int) -> dict[str, object]:
 
 def test_rate_replay_and_named_workload_levels_are_not_concurrency_levels(tmp_path: Path) -> None:
     v = tmp_path / "variant~v" / "load"
-    schemas.write(v / "conc~4.parquet", schemas.LOAD_REQUESTS, [_request(4)], metadata={"concurrency": 4})
+    schemas.write(v / "conc~4.parquet", LOAD_REQUESTS, [_request(4)], metadata={"concurrency": 4})
     schemas.write(
         v / "rate~2.5.parquet",
-        schemas.LOAD_REQUESTS,
+        LOAD_REQUESTS,
         [_request(0)],
         metadata={"concurrency": 0, "level_kind": "rate", "level": "rate~2.5"},
     )
     schemas.write(
         v / "chat" / "conc~4.parquet",
-        schemas.LOAD_REQUESTS,
+        LOAD_REQUESTS,
         [_request(4)],
         metadata={"concurrency": 4, "level_kind": "conc", "workload_name": "chat"},
     )

@@ -21,10 +21,11 @@ from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit import schemas, secrets
 from worthit.config import ROOT, ConfigError, Study, validate
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.measure import measure_level
 from worthit.loadgen.client import ClientConfig, Refused, RequestSpec, closed_loop, run, sessions_loop
 from worthit.models import Manifest
 from worthit.server import ServerFailed, argv_command, engine_flags, http_get
-from worthit.stages import check_access, measure_level, result_meta
+from worthit.stages import check_access, result_meta
 
 KEY = "sk-sentinel-0123456789"
 
@@ -232,10 +233,31 @@ def test_a_level_without_the_key_fails_naming_the_cause_and_the_fix(guarded: str
     tokenizer = tmp_path / "tokenizer"
     word_level_tokenizer().save_pretrained(tokenizer)
     with pytest.raises(ServerFailed) as e:
-        measure_level(guarded, "calibration", str(tokenizer), _conc(2), None, 8, 4, 4, warmup=0, progress=False)
+        measure_level(
+            guarded,
+            "calibration",
+            str(tokenizer),
+            _conc(2),
+            workload=None,
+            num_requests=8,
+            prompt_tokens=4,
+            output_tokens=4,
+            warmup=0,
+            progress=False,
+        )
     assert "requires an API key" in e.value.reason and "HTTP 401" in e.value.reason
     ok = measure_level(
-        guarded, "calibration", str(tokenizer), _conc(2), None, 4, 4, 4, warmup=0, progress=False, api_key=KEY
+        guarded,
+        "calibration",
+        str(tokenizer),
+        _conc(2),
+        workload=None,
+        num_requests=4,
+        prompt_tokens=4,
+        output_tokens=4,
+        warmup=0,
+        progress=False,
+        api_key=KEY,
     )
     assert len(ok.rows) == 4 and all(r["success"] for r in ok.rows)
 
@@ -347,8 +369,8 @@ def test_a_study_its_servers_refused_reads_failed_with_the_cause_not_not_run(tmp
     reason = secrets.auth_failure(401, "http://127.0.0.1:8000/v1/models", None)
     for f in results.glob("variant~*/**/*.parquet"):
         name = pq.read_schema(f).metadata[b"worthit.table"].decode()
-        meta = schemas.read(f, schemas.TABLES[name]).metadata
-        schemas.write_failure(f, schemas.TABLES[name], reason, metadata={"concurrency": meta.get("concurrency")})
+        meta = schemas.read(f, schemas.table_named(name)).metadata
+        schemas.write_failure(f, schemas.table_named(name), reason, metadata={"concurrency": meta.get("concurrency")})
     r = build.from_dir(cfg, results)
     (v,) = r.rows(schemas.REPORT_VERDICTS)
     assert v["outcome"] == FAILED and "requires an API key" in v["reason"], v
@@ -419,7 +441,7 @@ def test_metrics_scrapes_and_the_timeline_send_the_key() -> None:
 
 
 def test_lm_eval_gets_the_key_in_its_environment_not_its_arguments() -> None:
-    from worthit import accuracy
+    from worthit.experiments.accuracy import measure as accuracy
 
     env = accuracy.lm_eval_env({"OPENAI_API_KEY": "stale-key-value"}, KEY)
     assert env["OPENAI_API_KEY"] == KEY  # lm-eval's local-completions reads it there

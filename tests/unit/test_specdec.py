@@ -78,7 +78,7 @@ def test_c_adds_the_extra_verify_forward_to_one_decode_step():
 
 
 def test_implied_c_reproduces_the_measurement_by_construction():
-    c = implied_c(ALPHA, 5, GAMMA, 19.55, 19.7)
+    c = implied_c(ALPHA, 5, GAMMA, 19.55, tpot_base_ms=19.7)
     assert predicted_speedup(ALPHA, 5, GAMMA, c) == pytest.approx(19.7 / 19.55)
 
 
@@ -110,9 +110,9 @@ def test_rows_put_prediction_next_to_measured_speedup_per_concurrency():
         {"model": "draft", "num_speculative_tokens": 5},
         "base",
         "draft",
-        spec,
-        base,
-        draft,
+        levels=spec,
+        base_levels=base,
+        draft_levels=draft,
         # verify timed at concurrency 1 only: c is known there, and at 16 the row says it was not timed
         verify={(1, 1): 40.0, (1, 6): 54.381},
     )
@@ -138,9 +138,9 @@ def test_ngram_needs_no_draft_variant_and_a_failed_level_stays_a_row():
         {"method": "ngram", "num_speculative_tokens": 4},
         "base",
         None,
-        spec,
-        {1: _level(12.0), 4: _level(14.0)},
-        None,
+        levels=spec,
+        base_levels={1: _level(12.0), 4: _level(14.0)},
+        draft_levels=None,
         verify={(1, 1): 40.0, (1, 5): 43.0, (4, 1): 50.0, (4, 5): 64.0},
     )
     assert rows[0]["gamma"] == 0.0 and rows[0]["c"] == pytest.approx(1.25)
@@ -171,9 +171,9 @@ def test_missing_inputs_leave_the_prediction_empty_and_say_why():
         {"model": "x", "num_speculative_tokens": 3},
         "base",
         None,
-        {1: _level(10.0, drafts=5, accepted=5, generated=40, requests=2)},
-        {1: _level(9.0)},
-        None,
+        levels={1: _level(10.0, drafts=5, accepted=5, generated=40, requests=2)},
+        base_levels={1: _level(9.0)},
+        draft_levels=None,
         verify={},
         verify_failure="verify timing failed: server exited",
     )

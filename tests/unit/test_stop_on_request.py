@@ -21,7 +21,8 @@ MEASURE = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from worthit import accuracy, stages
+    from worthit import stages
+    from worthit.experiments.accuracy import measure as accuracy
     out = Path(sys.argv[1])
     cmd = ["sh", "-c", "sleep 300; : " + os.environ["MARKER"]]  # the marker is only in the child's command line
     with stages.stop_on_request("accuracy", poll_s=0.2):

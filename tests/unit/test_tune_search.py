@@ -10,7 +10,7 @@ from worthit.experiments.tune.search import (
     PRUNED,
     Candidate,
     Outcome,
-    Search,
+    TuneSearch,
     candidate_id,
     distributions,
 )
@@ -33,7 +33,7 @@ def figure(v: dict) -> dict[str, float]:
     return {"throughput": 10.0 * v["max-num-seqs"], "latency": 8.0 + 4 * bool(v["enable-chunked-prefill"])}
 
 
-def run_rounds(search: Search, rounds: int, start: int = 0) -> list[Candidate]:
+def run_rounds(search: TuneSearch, rounds: int, start: int = 0) -> list[Candidate]:
     out = []
     for r in range(start, start + rounds):
         for c in search.propose(r):
@@ -55,7 +55,7 @@ def test_distributions_follow_the_space() -> None:
 
 
 def test_a_round_proposes_per_round_candidates_across_the_scenarios(tmp_path: Path) -> None:
-    s = Search(section(), tmp_path / "j.log")
+    s = TuneSearch(section(), tmp_path / "j.log")
     cands = s.propose(0)
     assert len(cands) == 4 and {c.scenario for c in cands} == {"latency", "throughput"}
     assert len({c.id for c in cands}) == 4
@@ -63,42 +63,42 @@ def test_a_round_proposes_per_round_candidates_across_the_scenarios(tmp_path: Pa
 
 
 def test_same_seed_same_candidates(tmp_path: Path) -> None:
-    a = run_rounds(Search(section(seed=3), tmp_path / "a.log"), 3)
-    b = run_rounds(Search(section(seed=3), tmp_path / "b.log"), 3)
-    c = run_rounds(Search(section(seed=4), tmp_path / "c.log"), 3)
+    a = run_rounds(TuneSearch(section(seed=3), tmp_path / "a.log"), 3)
+    b = run_rounds(TuneSearch(section(seed=3), tmp_path / "b.log"), 3)
+    c = run_rounds(TuneSearch(section(seed=4), tmp_path / "c.log"), 3)
     assert [x.values for x in a] == [x.values for x in b]
     assert [x.values for x in a] != [x.values for x in c]
 
 
 def test_an_interrupted_tune_resumes_and_never_measures_a_candidate_twice(tmp_path: Path) -> None:
     journal = tmp_path / "tune.log"
-    whole = run_rounds(Search(section(seed=5), tmp_path / "whole.log"), 3)
-    first = run_rounds(Search(section(seed=5), journal), 1)
-    pending = Search(section(seed=5), journal).propose(1)  # round 1 proposed, then the tune is interrupted
-    again = Search(section(seed=5), journal)
+    whole = run_rounds(TuneSearch(section(seed=5), tmp_path / "whole.log"), 3)
+    first = run_rounds(TuneSearch(section(seed=5), journal), 1)
+    pending = TuneSearch(section(seed=5), journal).propose(1)  # round 1 proposed, then the tune is interrupted
+    again = TuneSearch(section(seed=5), journal)
     assert [c.id for c in again.propose(1)] == [c.id for c in pending]  # the same round, not re-asked
     for c in pending:
         again.record(c, Outcome.measured(figure(c.values)))
         again.record(c, Outcome.measured(figure(c.values)))  # a second record is ignored
-    rest = run_rounds(Search(section(seed=5), journal), 1, start=2)
+    rest = run_rounds(TuneSearch(section(seed=5), journal), 1, start=2)
     resumed = [*first, *pending, *rest]
     assert [c.values for c in resumed] == [c.values for c in whole]
     ids = [c.id for c in resumed]
     assert len(ids) == len(set(ids))
-    trace = Search(section(seed=5), journal).trace()
+    trace = TuneSearch(section(seed=5), journal).trace()
     assert len(trace) == 2 * len(ids)  # each candidate told to both scenarios' studies, once
 
 
 def test_a_small_space_is_exhausted_without_repeats(tmp_path: Path) -> None:
     small = {"max-num-seqs": Range(8, 16, integer=True, step=8), "enable-chunked-prefill": Choices((True, False))}
-    s = Search(section(small, per_round=3), tmp_path / "j.log")
+    s = TuneSearch(section(small, per_round=3), tmp_path / "j.log")
     seen = run_rounds(s, 3)
     assert sorted(c.id for c in seen) == sorted({c.id for c in seen}) and len(seen) == 4
     assert s.propose(3) == []
 
 
 def test_failed_and_pruned_outcomes_are_recorded_with_their_reasons(tmp_path: Path) -> None:
-    s = Search(section(), tmp_path / "j.log")
+    s = TuneSearch(section(), tmp_path / "j.log")
     a, b, c, d = s.propose(0)
     s.record(a, Outcome.failed("CUDA out of memory at start"))
     s.record(b, Outcome.pruned("pruned by the plan (predicted KV pool 1,000 tokens ...)"))
@@ -115,7 +115,7 @@ def test_failed_and_pruned_outcomes_are_recorded_with_their_reasons(tmp_path: Pa
 
 
 def test_an_outcome_of_a_candidate_never_proposed_is_added(tmp_path: Path) -> None:
-    s = Search(section(), tmp_path / "j.log")
+    s = TuneSearch(section(), tmp_path / "j.log")
     c = Candidate({"max-num-seqs": 16, "gpu-memory-utilization": 0.9, "enable-chunked-prefill": True}, round=0)
     s.record(c, Outcome.measured({"throughput": 1.0, "latency": 2.0}))
     assert s.finished() == {c.id: MEASURED}

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import CPU_ENGINE_ARGS, run_snakemake, study_config
 from worthit import schemas
 from worthit.engine_args import flag
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -50,7 +51,7 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
     targets.append("results/t/deployment~latency/load.rep~2.parquet")
     run_snakemake(tmp_path, cfg, *targets, *ONLY_DEPLOY, timeout=900)
 
-    lat = schemas.read(results / "deployment~latency" / "load.parquet", schemas.LOAD_REQUESTS)
+    lat = schemas.read(results / "deployment~latency" / "load.parquet", LOAD_REQUESTS)
     assert lat.ok, lat.reason
     reqs = lat.table.to_pylist()
     assert len(reqs) == 3 and all(r["success"] and r["concurrency"] == 2 for r in reqs)  # num_requests min 3
@@ -63,7 +64,7 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
     assert served[1:] == argv[1:] + ["--host", "127.0.0.1", "--port", served[-1]]
 
     # run 2 loaded the server only after run 1 had finished (concurrent runs would halve each one's throughput)
-    rep2 = schemas.read(results / "deployment~latency" / "load.rep~2.parquet", schemas.LOAD_REQUESTS)
+    rep2 = schemas.read(results / "deployment~latency" / "load.rep~2.parquet", LOAD_REQUESTS)
     assert rep2.ok and rep2.metadata["repeat"] == 2 and len(rep2.table) == 3
     logs = results / "logs" / "deploy"
     stamps = [
@@ -73,7 +74,7 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
     first_of_run2 = next(ln[:23] for ln in (logs / "latency.rep~2.log").read_text().splitlines() if "validating" in ln)
     assert stamps[0][-1] <= first_of_run2, (stamps, first_of_run2)
 
-    thr = schemas.read(results / "deployment~throughput" / "load.parquet", schemas.LOAD_REQUESTS)
+    thr = schemas.read(results / "deployment~throughput" / "load.parquet", LOAD_REQUESTS)
     assert thr.status == "failed" and "TPOT ceiling" in thr.reason
     spec = json.loads((results / "deployment~throughput" / "serve_spec.json").read_text())
     assert "argv" not in spec and spec["refuse"]["status"] == "failed"

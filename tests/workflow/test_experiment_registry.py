@@ -60,7 +60,7 @@ def measure(study, variant, state_path, out):
         row = {"variant": variant, "model_id": card["id"], "max_model_len": card["max_model_len"], "greeting": greeting}
         return [row], {}
 
-    stages.consume(study, variant, "toy", out, TOY, state_path, {"variant": variant}, body)
+    stages.consume(study, variant, "toy", out, table=TOY, state_path=state_path, meta={"variant": variant}, body=body)
 '''
 
 TOY_REPORT = '''

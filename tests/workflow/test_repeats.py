@@ -8,6 +8,7 @@ import pytest
 from tests.conftest import run_snakemake, study_config
 from tests.workflow.test_scheduling import planned
 from worthit import schemas
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -28,7 +29,7 @@ def test_repeated_levels_are_measured_summarised_and_extended(tmp_path, model_di
     files = {
         (c, r): load / (f"conc~{c}.parquet" if r == 1 else f"conc~{c}.rep~{r}.parquet") for c in (1, 2) for r in (1, 2)
     }
-    runs = {k: schemas.read(p, schemas.LOAD_REQUESTS) for k, p in files.items()}
+    runs = {k: schemas.read(p, LOAD_REQUESTS) for k, p in files.items()}
     for (_c, r), res in runs.items():
         assert res.ok and res.table.num_rows == 4 and res.metadata["repeat"] == r
         assert res.metadata["workload"]["seed"] == 2 * (r - 1)  # fresh prompts: no prefix-cache hits across runs
@@ -40,7 +41,7 @@ def test_repeated_levels_are_measured_summarised_and_extended(tmp_path, model_di
     }
     assert sorted(started, key=started.get) == ["conc~1", "conc~2", "conc~1.rep~2", "conc~2.rep~2"]
 
-    summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).to_pandas()
+    summary = schemas.read(tmp_path / "results/t/summary.parquet", SUMMARY).to_pandas()
     assert sorted(zip(summary.concurrency, summary.run, strict=True)) == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert "| run |" in (tmp_path / "results/t/summary.md").read_text()
     levels = schemas.read(tmp_path / "results/t/report/levels.parquet", schemas.REPORT_LEVELS).to_pandas()

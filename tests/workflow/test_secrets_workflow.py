@@ -15,7 +15,9 @@ import pytest
 
 from tests.conftest import require_env, run_snakemake, study_config
 from worthit import schemas
+from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.lmeval, pytest.mark.slow]
 
@@ -79,15 +81,15 @@ def test_a_protected_study_measures_everything_and_writes_no_secret(
         vdir = results / f"variant~{v}"
         for name, table in (
             ("kv", KV_CACHE),
-            ("load/conc~1", schemas.LOAD_REQUESTS),
-            ("load/conc~1.timeline", schemas.SERVER_TIMELINE),
-            ("accuracy", schemas.ACCURACY),
+            ("load/conc~1", LOAD_REQUESTS),
+            ("load/conc~1.timeline", SERVER_TIMELINE),
+            ("accuracy", ACCURACY),
         ):
             res = schemas.read(vdir / f"{name}.parquet", table)
             assert res.ok and res.table.num_rows, (v, name, res.reason)
-        load = schemas.read(vdir / "load/conc~1.parquet", schemas.LOAD_REQUESTS).table.to_pylist()
+        load = schemas.read(vdir / "load/conc~1.parquet", LOAD_REQUESTS).table.to_pylist()
         assert all(r["success"] for r in load)
-        acc = schemas.read(vdir / "accuracy.parquet", schemas.ACCURACY).table.to_pylist()
+        acc = schemas.read(vdir / "accuracy.parquet", ACCURACY).table.to_pylist()
         assert all(r["status"] == "ok" for r in acc), acc
         spec = json.loads((vdir / "serve_spec.json").read_text())
         assert spec["api_key"] == {"env": "VLLM_API_KEY", "file": str(key_file)}
@@ -99,7 +101,7 @@ def test_a_protected_study_measures_everything_and_writes_no_secret(
     ]
     assert recommended and all("--api-key" not in r["command"] for r in recommended)
     for r in recommended:  # served as printed, loaded with the key
-        res = schemas.read(results / f"deployment~{r['scenario']}" / "load.parquet", schemas.LOAD_REQUESTS)
+        res = schemas.read(results / f"deployment~{r['scenario']}" / "load.parquet", LOAD_REQUESTS)
         assert res.ok and all(x["success"] for x in res.table.to_pylist()), res.reason
     assert (results / "report.html").exists() and (results / "report" / "config.yaml").exists()
 

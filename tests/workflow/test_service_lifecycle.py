@@ -16,6 +16,7 @@ import yaml
 from tests.conftest import ROOT, pids_in, processes_in, run_snakemake, study_config
 from worthit import schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -36,7 +37,7 @@ def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed
     kv = schemas.read(base / "kv.parquet", KV_CACHE)
     assert kv.ok and kv.table.column("num_blocks")[0].as_py() > 0
     for c in (1, 2):
-        res = schemas.read(base / f"load/conc~{c}.parquet", schemas.LOAD_REQUESTS)
+        res = schemas.read(base / f"load/conc~{c}.parquet", LOAD_REQUESTS)
         rows = res.table.to_pylist()
         assert len(rows) == 3 and all(r["success"] for r in rows), rows
         assert all(r["output_tokens"] == 8 and r["prompt_tokens"] == 32 for r in rows)
@@ -47,7 +48,7 @@ def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed
     assert broken.reason.endswith("unrecognized arguments: --no-such-flag-for-vllm")  # the cause, not only "exited"
     assert "no-such-flag" in broken.log_tail
     summary = tmp_path / "results/t/summary.parquet"
-    table = schemas.read(summary, schemas.SUMMARY).to_pandas()
+    table = schemas.read(summary, SUMMARY).to_pandas()
     assert set(table["variant"]) == {"base", "broken"}
     assert (table.loc[table.variant == "broken", "status"] == "failed").all()
     assert "Failed or not applicable" in (tmp_path / "results/t/summary.md").read_text()
@@ -177,7 +178,7 @@ def test_a_stop_request_ends_a_background_snakemake_and_keeps_what_finished(tmp_
     assert proc.returncode != 0, "the stop request was not honoured: every measurement finished"
     assert not (load / "conc~8.parquet").exists()
     assert "stopped on request" in (tmp_path / "results/t/logs/loadtest/base/conc~8.log").read_text()
-    assert schemas.read(load / "conc~1.parquet", schemas.LOAD_REQUESTS).ok  # kept: the next run measures the rest
+    assert schemas.read(load / "conc~1.parquet", LOAD_REQUESTS).ok  # kept: the next run measures the rest
     assert wait_gone(tmp_path) == []
     stop.unlink()
     # run_snakemake writes the config with its keys in their own order, start_snakemake sorted them: the same

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import run_snakemake, study_config
 from worthit import schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -34,9 +35,9 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
     load = tmp_path / "results/t/variant~base/load"
     peak_running = {}
     for name, n in (("conc~2", 4), ("rate~2", 6), ("chat/conc~2", 4)):
-        res = schemas.read(load / f"{name}.parquet", schemas.LOAD_REQUESTS)
+        res = schemas.read(load / f"{name}.parquet", LOAD_REQUESTS)
         assert res.ok and res.table.num_rows == n and all(res.table.column("success").to_pylist()), name
-        timeline = schemas.read(load / f"{name}.timeline.parquet", schemas.SERVER_TIMELINE)
+        timeline = schemas.read(load / f"{name}.timeline.parquet", SERVER_TIMELINE)
         rows = timeline.table.to_pylist()
         assert timeline.ok and {r["level"] for r in rows} == {name} and timeline.metadata["interval_s"] == 0.25
         measured = [r for r in rows if r["phase"] == "measure" and not r["error"]]
@@ -45,15 +46,15 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
         assert rows[-1]["generation_tokens_total"] > rows[0]["generation_tokens_total"]
     # a short level may be sampled (every 0.25 s) only between requests; the gauge must show work somewhere
     assert max(peak_running.values()) >= 1, peak_running
-    rate = schemas.read(load / "rate~2.parquet", schemas.LOAD_REQUESTS)
+    rate = schemas.read(load / "rate~2.parquet", LOAD_REQUESTS)
     assert rate.metadata["level"] == "rate~2" and rate.metadata["request_rate_per_s"] == 2.0
     assert rate.metadata["rate_delivered"] is True and all(
         q is not None for q in rate.table.column("queue_delay_ms").to_pylist()
     )
-    chat = schemas.read(load / "chat/conc~2.parquet", schemas.LOAD_REQUESTS).table.to_pylist()
+    chat = schemas.read(load / "chat/conc~2.parquet", LOAD_REQUESTS).table.to_pylist()
     assert [r["turn"] for r in chat] == [0, 1, 0, 1] and chat[1]["prompt_tokens"] > chat[0]["prompt_tokens"]
 
-    summary = schemas.read(tmp_path / "results/t/summary.parquet", schemas.SUMMARY).table.to_pylist()
+    summary = schemas.read(tmp_path / "results/t/summary.parquet", SUMMARY).table.to_pylist()
     by_level = {r["level"]: r for r in summary}
     assert set(by_level) == {None, "rate~2", "chat/conc~2"}  # the plain concurrency level keeps no level name
     assert by_level["rate~2"]["rate_delivered"] is True and by_level["rate~2"]["achieved_rate_per_s"] > 0
@@ -84,7 +85,7 @@ def test_a_kv_cap_that_forces_preemption_shows_it_in_the_timeline_and_the_report
 
     kv = schemas.read(tmp_path / "results/t/variant~base/kv.parquet", KV_CACHE).table.to_pylist()[0]
     assert kv["kv_tokens"] == 512 and 1 < kv["critical_concurrency"] < 4
-    timeline = schemas.read(tmp_path / "results/t/variant~base/load/conc~4.timeline.parquet", schemas.SERVER_TIMELINE)
+    timeline = schemas.read(tmp_path / "results/t/variant~base/load/conc~4.timeline.parquet", SERVER_TIMELINE)
     measured = [r for r in timeline.table.to_pylist() if r["phase"] == "measure" and not r["error"]]
     assert measured[-1]["preemptions_total"] > measured[0]["preemptions_total"]  # preempted during the level
     assert max(r["kv_cache_usage_frac"] for r in measured) >= 0.95

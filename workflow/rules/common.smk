@@ -147,7 +147,12 @@ def get_serve_spec(wildcards):
             "extra": v.extra_args,
             # vLLM's compile cache under resources/, keyed by model, arguments and vLLM: later starts are warm
             "env": compile_cache.with_cache(
-                v.env, STUDY.python("serve"), v.model, config["models"][v.model], v.engine_args, v.extra_args
+                v.env,
+                STUDY.python("serve"),
+                v.model,
+                config["models"][v.model],
+                engine_args=v.engine_args,
+                extra_args=v.extra_args,
             ),
             "gpus": v.gpus,
             # where the server's API key comes from (never the key: worthit.secrets), when not VLLM_API_KEY

@@ -1,7 +1,8 @@
 """Adapter: aggregate rule -> worthit.aggregate."""
 
-from worthit.aggregate import accuracy_rows, summary_rows, write_accuracy_summary, write_summary
+from worthit.aggregate import summary_rows, write_summary
 from worthit.config import Study, config_hash
+from worthit.experiments.accuracy.summary import accuracy_rows, write_accuracy_summary
 from worthit.metrics import Slo
 from worthit.paths import parse
 from worthit.provenance import stamp
@@ -22,7 +23,7 @@ load: dict[str, list[str]] = {}
 for p in sm.input.load:
     load.setdefault(variant_of(p), []).append(p)
 rows = summary_rows(kv, load, Slo.from_config(sm.config["slo"]))
-write_summary(rows, sm.output.parquet, sm.output.md, study.name, stamp(config_hash=config_hash(sm.config)))
+write_summary(rows, sm.output.parquet, sm.output.md, study.name, metadata=stamp(config_hash=config_hash(sm.config)))
 accuracy = {variant_of(p): p for p in sm.input.accuracy}
 baseline = str(sm.config["baseline_variant"])
 accuracy_samples = {variant_of(p): p for p in sm.input.accuracy_samples}
@@ -32,6 +33,6 @@ write_accuracy_summary(
     sm.output.accuracy_parquet,
     sm.output.accuracy_md,
     study.name,
-    baseline,
-    stamp(config_hash=config_hash(sm.config)),
+    baseline=baseline,
+    metadata=stamp(config_hash=config_hash(sm.config)),
 )

@@ -17,6 +17,6 @@ write_summary(
     sm.output.parquet,
     sm.output.md,
     study.name,
-    stamp(config_hash=config_hash(sm.config)),
-    float(sm.config["decide"]["min_predicted_speedup"]),  # the one rule of thumb (the verdicts use it too)
+    metadata=stamp(config_hash=config_hash(sm.config)),
+    threshold=float(sm.config["decide"]["min_predicted_speedup"]),  # the one rule of thumb (the verdicts use it too)
 )

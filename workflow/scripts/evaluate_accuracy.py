@@ -1,9 +1,9 @@
-"""Adapter: evaluate_accuracy rule -> worthit.accuracy.accuracy."""
+"""Adapter: evaluate_accuracy rule -> worthit.experiments.accuracy.measure.accuracy."""
 
 import contextlib
 
-from worthit.accuracy import accuracy
 from worthit.config import Study
+from worthit.experiments.accuracy.measure import accuracy
 from worthit.stages import setup_logging
 
 # The tokenizer's library, imported now, while this job waits for its turn on the server, not in its turn
@@ -18,7 +18,7 @@ accuracy(
     sm.wildcards.variant,
     sm.input.server,
     sm.input.manifest,
-    sm.output.accuracy,
-    sm.output.samples,
-    sm.output.raw,
+    out=sm.output.accuracy,
+    samples_out=sm.output.samples,
+    raw_dir=sm.output.raw,
 )

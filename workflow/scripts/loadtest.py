@@ -1,9 +1,10 @@
-"""Adapter: loadtest rule -> worthit.stages.loadtest."""
+"""Adapter: loadtest rule -> worthit.experiments.loadtest.measure.loadtest."""
 
 import contextlib
 
 from worthit.config import Study
-from worthit.stages import loadtest, setup_logging
+from worthit.experiments.loadtest.measure import loadtest
+from worthit.stages import setup_logging
 
 # The tokenizer's library, imported now, while this job waits for its turn on the server, not in its turn
 # (its measurement imports it where it loads the tokenizer: seconds of the server's time on a slow machine).
@@ -17,8 +18,8 @@ loadtest(
     sm.wildcards.variant,
     sm.wildcards.level,
     sm.input.server,
-    sm.input.manifest,
-    sm.output.requests,
+    manifest_path=sm.input.manifest,
+    out=sm.output.requests,
     run=Study.run_of(sm.wildcards.rep),
     timeline_out=sm.output.get("timeline"),
 )

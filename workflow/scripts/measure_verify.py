@@ -6,4 +6,4 @@ from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])
-measure_verify(Study(sm.config), sm.wildcards.variant, sm.input.server, sm.input.manifest, sm.output.verify)
+measure_verify(Study(sm.config), sm.wildcards.variant, sm.input.server, sm.input.manifest, out=sm.output.verify)

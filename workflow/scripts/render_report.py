@@ -22,5 +22,5 @@ write_html(
     [*report.views, *study_views(Path(sm.input.cost).parent)],
     figures_in(report, sm.input.figures),
     sm.output.html,
-    decision_figures(report),
+    decision_figures=decision_figures(report),
 )

@@ -39,4 +39,4 @@ for rule in ("fetch_model", "quantize_model"):  # models are shared by studies: 
 plan = schemas.read(sm.input.plan, schemas.PLAN)
 planned = {r["variant"]: r["est_wall_s"] for r in plan.table.to_pylist() if r.get("est_wall_s") is not None}
 rows = cost.cost_rows(study.name, stages, servers, planned)
-cost.write(rows, sm.output.parquet, sm.output.md, study.name, stamp(config_hash=config_hash(sm.config)))
+cost.write(rows, sm.output.parquet, sm.output.md, study.name, metadata=stamp(config_hash=config_hash(sm.config)))

@@ -12,6 +12,6 @@ sweet_spot(
     sm.wildcards.variant,
     sm.input.server,
     sm.input.manifest,
-    dict(zip(study.levels, sm.params.grid, strict=True)),
-    sm.output.result,
+    grid_files=dict(zip(study.levels, sm.params.grid, strict=True)),
+    out=sm.output.result,
 )

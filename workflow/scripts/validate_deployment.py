@@ -11,7 +11,7 @@ validate(
     sm.wildcards.scenario,
     sm.input.deployments,
     sm.input.spec,
-    sm.input.server,
-    sm.output.requests,
+    state_path=sm.input.server,
+    out=sm.output.requests,
     run=Study.run_of(sm.wildcards.rep),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-BUILTIN = ("kv", "sweet_spot", "prefix", "specdec")
+BUILTIN = ("kv", "loadtest", "sweet_spot", "prefix", "specdec", "accuracy")
 
 _registered = False
 

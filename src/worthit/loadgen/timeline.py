@@ -110,7 +110,7 @@ def parse_sample(text: str) -> dict[str, float | None]:
 
 
 def timeline_rows(
-    samples: Sequence[Sample], t0_ns: int, end_s: float | None, variant: str, level: str, run: int = 1
+    samples: Sequence[Sample], t0_ns: int, end_s: float | None, variant: str, *, level: str, run: int = 1
 ) -> list[dict[str, Any]]:
     """``server_timeline`` rows: times on the requests' clock (``t0_ns`` is their start_s 0), phases by
     the first measured request (t = 0) and the last one's end (``end_s``)."""

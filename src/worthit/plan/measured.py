@@ -13,6 +13,7 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit import gpus
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 from worthit.plan.predictions import PlanCalibration
 from worthit.plan.shapes import GIB, PlanError
 
@@ -38,7 +39,7 @@ def calibrate(results: str | os.PathLike[str]) -> PlanCalibration:
     root = Path(results)
     if not root.is_dir():
         raise PlanError(f"--calibration {root}: no such results folder (expected results/<study>)")
-    summary = _read(root / "summary.parquet", schemas.SUMMARY)
+    summary = _read(root / "summary.parquet", SUMMARY)
     mbus, overheads, gpu = [], [], None
     for kv_path in sorted(root.glob("variant~*/kv.parquet")):
         res = _read(kv_path, KV_CACHE)
@@ -94,9 +95,8 @@ def _median(xs: Sequence[float]) -> float | None:
 
 
 def _workload_of(load_path: Path) -> tuple[int, int] | None:
-    from worthit import schemas
 
-    res = _read(load_path, schemas.LOAD_REQUESTS)
+    res = _read(load_path, LOAD_REQUESTS)
     w = (res.metadata.get("workload") if res else None) or {}
     if w.get("prompt_tokens") and w.get("output_tokens"):
         return int(w["prompt_tokens"]), int(w["output_tokens"])
@@ -119,11 +119,10 @@ def compare(
     knee_fraction: float = 0.9,
 ) -> list[dict[str, Any]]:
     """Rows of the ``plan_vs_measured`` table: per variant, each predicted figure next to its measurement."""
-    from worthit import schemas
 
     tol = {**DEFAULT_TOLERANCES, **(tolerances or {})}
     root = Path(results)
-    summary = _read(root / "summary.parquet", schemas.SUMMARY)
+    summary = _read(root / "summary.parquet", SUMMARY)
     sdf = summary.to_pandas() if summary is not None else None
     out: list[dict[str, Any]] = []
 

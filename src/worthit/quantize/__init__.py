@@ -51,6 +51,7 @@ from worthit.quantize.manifest import (
     weights_row,
     write_result_manifest,
 )
+from worthit.quantize.run import quantize
 from worthit.quantize.spec import (
     AUTOAWQ_ARCHITECTURES,
     GROUP_SIZES,
@@ -65,7 +66,6 @@ from worthit.quantize.spec import (
     QuantizeError,
     QuantizePlan,
 )
-from worthit.quantize.stage import quantize
 from worthit.quantize.text import CALIBRATION_FILE, DATA, HELDOUT_FILE, calibration_texts, read_texts, token_windows
 
 __all__ = [

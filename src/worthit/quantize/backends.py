@@ -133,6 +133,7 @@ def _autoawq_cpu_backup_fix() -> Iterator[None]:
         prev_op: Any,
         layers: list[Any],
         inp: Any,
+        *,
         module2inspect: Any = None,
         kwargs: Any = None,
     ) -> Any:

@@ -13,8 +13,8 @@ from pathlib import Path
 from worthit import errors
 from worthit.quantize.gate import quality_gate
 from worthit.quantize.manifest import manifest_status
+from worthit.quantize.run import quantize
 from worthit.quantize.spec import QuantizeError, QuantizePlan
-from worthit.quantize.stage import quantize
 
 
 def main(argv: Sequence[str] | None = None) -> int:

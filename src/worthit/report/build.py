@@ -24,6 +24,7 @@ from worthit import atomic, errors, schemas, secrets
 from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.errors import InputError
+from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.report import data, headline, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
@@ -152,7 +153,7 @@ def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
     failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
     whys, settles = [], []
     for v in (ctx.accuracy_side(pair.without), ctx.accuracy_side(pair.with_)):
-        files = ctx.results.variant(v).of(schemas.ACCURACY.name)
+        files = ctx.results.variant(v).of(ACCURACY.name)
         failed = [f for f in files if not f.ok]
         if any(f.ok for f in files):
             continue
@@ -217,7 +218,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         notes=notes,
         accuracy_failure=acc_why,
         accuracy_settle=acc_settle,
-        accuracy_asked=v in ctx.study.variants_with("accuracy") or bool(res.of(schemas.ACCURACY.name)),
+        accuracy_asked=v in ctx.study.variants_with("accuracy") or bool(res.of(ACCURACY.name)),
         control=pair.control,
         perf_settle=perf_settle,
         machines=_machines_basis(ctx, pair, comps),
@@ -331,7 +332,7 @@ def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mappin
         if old.stem not in figs:
             old.unlink()
     views = [*report.views, *study_views(Path(outdir).parent)]
-    return write_html(report.ctx, views, figs, Path(html), decision_figures(report))
+    return write_html(report.ctx, views, figs, Path(html), decision_figures=decision_figures(report))
 
 
 def decision_figures(report: Report) -> dict[str, str]:

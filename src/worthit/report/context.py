@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit import schemas
 from worthit.config import Study
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 from worthit.metrics import Slo
 from worthit.provenance import machine
 from worthit.quantize import NO_WEIGHTS
@@ -29,7 +29,7 @@ LOSSY_FLAGS = ("kv-cache-dtype", "quantization", "dtype", "calculate-kv-scales")
 # not what it runs). --enforce-eager is not among them: it turns CUDA graphs (and compilation) off.
 _QUIET_FLAGS = ("gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes")
 # Results a machine does not set: which machine measured them never enters "one machine measured both sides".
-MACHINE_FREE_TABLES = (schemas.ACCURACY.name, schemas.ACCURACY_SAMPLES.name)
+MACHINE_FREE_TABLES = (ACCURACY.name, ACCURACY_SAMPLES.name)
 
 
 def _flag_change(key: str, without: Any, with_: Any) -> str:
@@ -200,7 +200,7 @@ class Context:
         configuration it repeats (accuracy belongs to the model and its flags, not to the machine's speed)."""
         control = variant not in _seen and variant != self.baseline and self.configured(variant)
         control = control and self.pair(variant).control
-        if control and not any(f.ok for f in self.results.variant(variant).of(schemas.ACCURACY.name)):
+        if control and not any(f.ok for f in self.results.variant(variant).of(ACCURACY.name)):
             return self.accuracy_side(self.base_of(variant), _seen | {variant})
         return variant
 

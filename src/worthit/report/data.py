@@ -19,6 +19,7 @@ from typing import Any
 
 from worthit import measurements, prom, schemas
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
 
@@ -75,7 +76,7 @@ class VariantResults:
         (``level_kind`` other than concurrency) and levels of a named workload are summarised on their own
         (summary.md) and are not comparable with them."""
         out: dict[int, list[Loaded]] = {}
-        for f in self.of(schemas.LOAD_REQUESTS.name):
+        for f in self.of(LOAD_REQUESTS.name):
             if f.metadata.get("level_kind", CONC) != CONC or f.metadata.get("workload_name"):
                 continue
             c = f.metadata.get("concurrency")
@@ -91,7 +92,7 @@ class VariantResults:
         name; several files for one level are repeats. Two variants that measured the same one are compared
         on it (a conversation level judges prefix caching on realistic reuse)."""
         out: dict[str, list[Loaded]] = {}
-        for f in self.of(schemas.LOAD_REQUESTS.name):
+        for f in self.of(LOAD_REQUESTS.name):
             md = f.metadata
             if md.get("level_kind") == CONC and md.get("level_workload") and md.get("level"):
                 out.setdefault(str(md["level"]), []).append(f)

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from worthit import engine_args as eargs
 from worthit import schemas, secrets
+from worthit.experiments.loadtest.report import Level, LoadAnalysis, ceiling_text, level
 from worthit.experiments.sweet_spot.report import SweetSpot
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ADOPT, LATENCY, THROUGHPUT, Verdict
-from worthit.report.experiments.load import Level, LoadAnalysis, ceiling_text, level
 from worthit.report.views import INT, MEASURE, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
 from worthit.server import engine_flags
 
@@ -84,7 +84,7 @@ def argv(ctx: Context, variant: str, max_num_seqs: int) -> list[str]:
 
 
 def _adopted_levels(
-    ctx: Context, load: LoadAnalysis, verdicts: Mapping[str, Verdict], pairs: Mapping[str, Pair], regime: str
+    ctx: Context, load: LoadAnalysis, verdicts: Mapping[str, Verdict], pairs: Mapping[str, Pair], *, regime: str
 ) -> list[Level]:
     """The baseline's levels, and those of each variant adopted for ``regime`` where it is adopted."""
     out = list(load.ok(ctx.baseline))
@@ -121,6 +121,7 @@ def _row(
     scenario: str,
     lv: Level,
     why: str,
+    *,
     caps: Mapping[str, Capacity],
     slo_ttft: float | None,
     slo_tpot: float | None,
@@ -152,7 +153,7 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
     rows: list[dict[str, Any]] = []
     slo = ctx.slo
     grid = sorted({lv.concurrency for v in ctx.variants for lv in load.ok(v)})
-    lat = _adopted_levels(ctx, load, verdicts, pairs, LATENCY)
+    lat = _adopted_levels(ctx, load, verdicts, pairs, regime=LATENCY)
     if slo.ttft_ms is None and slo.tpot_ms is None:
         rows.append(
             {
@@ -179,7 +180,7 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
                     f"{spot.hi if spot.hi is not None else 'no level'} misses it; the grid's best was {lv.concurrency}"
                 )
                 lv = found
-            rows.append(_row(ctx, "latency", lv, why, caps, slo.ttft_ms, slo.tpot_ms))
+            rows.append(_row(ctx, "latency", lv, why, caps=caps, slo_ttft=slo.ttft_ms, slo_tpot=slo.tpot_ms))
         else:
             rows.append(
                 {
@@ -189,7 +190,7 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
                 }
             )
     ceiling = ctx.rules.throughput_tpot_ms
-    thr = _adopted_levels(ctx, load, verdicts, pairs, THROUGHPUT)
+    thr = _adopted_levels(ctx, load, verdicts, pairs, regime=THROUGHPUT)
     cands = [lv for lv in thr if lv.within(ceiling) and lv.output_tok_per_s.value]
     if cands:
         lv = max(cands, key=lambda x: x.output_tok_per_s.value or 0.0)
@@ -200,7 +201,7 @@ def deployment_rows(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappin
                 f"; throughput still rising at the highest level measured ({lv.concurrency}): more sequences "
                 "were not measured, so none are promised"
             )
-        rows.append(_row(ctx, "throughput", lv, why, caps, None, ceiling))
+        rows.append(_row(ctx, "throughput", lv, why, caps=caps, slo_ttft=None, slo_tpot=ceiling))
     else:
         rows.append(
             {

@@ -282,7 +282,7 @@ def checks(heads: Mapping[str, Headline]) -> list[Headline]:
     return [h for h in heads.values() if h.role != OPTIMISATION]
 
 
-def figure(ctx: Context, pair: Pair, v: Verdict, e: Evidence, h: Headline) -> Figure | None:
+def figure(ctx: Context, pair: Pair, v: Verdict, e: Evidence, *, h: Headline) -> Figure | None:
     """The optimisation's small figure: the deciding figure's quantity, without and with, at every setting of
     its dimension (concurrency, shared-prefix length) the evidence holds, and each task's accuracy change."""
     c = h.comparison
@@ -305,11 +305,11 @@ def figure(ctx: Context, pair: Pair, v: Verdict, e: Evidence, h: Headline) -> Fi
         c.unit,
         c.setting.dimension if len(same) > 1 else "",
         xs,
-        [x.without for x in same],
-        [x.with_ for x in same],
-        (f"without ({ctx.label(pair.without)})", f"with ({ctx.label(pair.with_)})"),
-        acc,
-        note,
+        without=[x.without for x in same],
+        with_=[x.with_ for x in same],
+        labels=(f"without ({ctx.label(pair.without)})", f"with ({ctx.label(pair.with_)})"),
+        accuracy=acc,
+        accuracy_note=note,
     )
 
 
@@ -322,7 +322,7 @@ def figures(
     """Each optimisation's small figure as inline SVG, by variant (none where nothing compares)."""
     out: dict[str, str] = {}
     for v, h in headlines(ctx, pairs, verdicts, evidence).items():
-        fig = figure(ctx, pairs[v], verdicts[v], evidence[v], h)
+        fig = figure(ctx, pairs[v], verdicts[v], evidence[v], h=h)
         if fig is not None:
             out[v] = plots.svg_text(fig)
     return out

@@ -184,7 +184,7 @@ def pooled_over_runs(per_run: Sequence[float | None], n: int, pool: PooledSpread
 
 
 def bootstrap_rate(
-    tokens: Sequence[float], latency_s: Sequence[float], measured: float | None, resamples: int = 1000, seed: int = 0
+    tokens: Sequence[float], latency_s: Sequence[float], measured: float | None, resamples: int = 1000, *, seed: int = 0
 ) -> Measure:
     """A closed loop's token rate within one run: the bootstrap interval of tokens / latency over requests
     (Little's law), scaled to the measured rate."""

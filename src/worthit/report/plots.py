@@ -112,7 +112,7 @@ def write(
     return written
 
 
-def _band(ax: Any, x: Sequence[float], ms: Sequence[Measure], label: str, color: str, style: str) -> None:
+def _band(ax: Any, x: Sequence[float], ms: Sequence[Measure], label: str, *, color: str, style: str) -> None:
     """A line through the values with their 95% intervals as a band (a value without one: the line only)."""
     y = [m.value if m.value is not None else float("nan") for m in ms]
     lo = [m.low if m.low is not None else v for m, v in zip(ms, y, strict=True)]
@@ -126,6 +126,7 @@ def with_without(
     unit: str,
     dimension: str,
     x: Sequence[float],
+    *,
     without: Sequence[Measure],
     with_: Sequence[Measure],
     labels: tuple[str, str],
@@ -139,8 +140,8 @@ def with_without(
     ``accuracy``: (task, delta_pt, interval or None, bound_pt) per task."""
     fig, (ax, acc) = plt.subplots(1, 2, figsize=(6.4, 2.5), gridspec_kw={"width_ratios": [3, 2]})
     if dimension and len(x) > 1:
-        _band(ax, x, without, labels[0], "#7f7f7f", "o--")
-        _band(ax, x, with_, labels[1], "#1f77b4", "o-")
+        _band(ax, x, without, labels[0], color="#7f7f7f", style="o--")
+        _band(ax, x, with_, labels[1], color="#1f77b4", style="o-")
         if dimension == "concurrency":
             concurrency_axis(ax, [int(v) for v in x])
         else:

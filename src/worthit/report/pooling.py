@@ -17,7 +17,7 @@ from worthit.provenance import machine
 from worthit.report.data import Loaded
 from worthit.stats import PooledSpread, SpreadCell, pool_spread
 
-# The kinds of figure a level has (worthit.report.experiments.load.Level's fields) and the quantity names the
+# The kinds of figure a level has (worthit.experiments.loadtest.report.Level's fields) and the quantity names the
 # comparisons use for them.
 KINDS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "output_tok_per_s", "goodput_tok_per_s")
 QUANTITY_KIND = {

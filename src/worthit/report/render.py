@@ -369,6 +369,7 @@ def write_html(
     views: Sequence[View],
     figures: Mapping[str, Mapping[str, Any]],
     out: str | Path,
+    *,
     decision_figures: Mapping[str, str] | None = None,
 ) -> Path:
     return atomic.write_text(out, html_page(ctx, views, figures, decision_figures))

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worthit import schemas
+from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.report.context import Context, Pair
 from worthit.report.decide import WORDING, Comparison, Evidence, Verdict, judge
 from worthit.report.headline import headline
@@ -233,7 +234,7 @@ def failure_rows(ctx: Context) -> list[dict[str, Any]]:
                     "log_tail": f.log_tail or None,
                 }
             )
-        for f in res.of(schemas.ACCURACY.name):  # one failed task in an ok file
+        for f in res.of(ACCURACY.name):  # one failed task in an ok file
             for r in f.rows:
                 if r.get("status") not in (None, schemas.STATUS_OK):
                     rows.append(

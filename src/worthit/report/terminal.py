@@ -80,6 +80,7 @@ def print_summary(
     deployments: Sequence[Mapping[str, Any]],
     validation: Sequence[Mapping[str, Any]],
     page: str | os.PathLike[str] | None,
+    *,
     console: Console | None = None,
     gaps: str = "",
 ) -> None:
@@ -145,7 +146,7 @@ def print_results(results: str | os.PathLike[str], since: float | None = None, c
     except (schemas.SchemaError, schemas.UnreadableFile):  # an older report's tables: the page is still there
         (console or Console()).print(f"report: {page}")
         return True
-    print_summary(verdicts, deployments, validation, page, console)
+    print_summary(verdicts, deployments, validation, page, console=console)
     return True
 
 

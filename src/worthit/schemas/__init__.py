@@ -1,24 +1,34 @@
 """Every Parquet table worthit writes, defined once and registered here.
 
-A table is a list of :class:`Field` (name, Arrow type, description; :mod:`.table`). From it come the pyarrow
+A table is a list of :class:`Field` (name, Arrow type, description; :mod:`.definition`). From it come the pyarrow
 schema, the documentation and the checks on read. Files are written atomically (temp file + rename) with
 provenance and a status in the key-value metadata, so a failed experiment is a file too: zero rows,
 ``status`` = ``failed`` / ``not_applicable`` and its reason and log tail (:mod:`.io`).
 
-The definitions live with the experiment that writes them: :mod:`.load` (requests, timeline, summary),
-:mod:`.accuracy`, :mod:`.plan`, :mod:`.cost`,
-and the report's views in :mod:`.report`. :data:`TABLES` indexes every one of them by name; an experiment
-in a folder of :mod:`worthit.experiments` (or outside the package) adds its own with :func:`register`, as
-:func:`worthit.measurements.register` does with the tables it declares. Everything is importable from
-``worthit.schemas``.
+The definitions live with the experiment that writes them: each folder of :mod:`worthit.experiments` has its
+``tables.py`` (an experiment outside the package likewise), registered here by
+:func:`worthit.measurements.register`; this package holds the tables of no single experiment, :mod:`.plan`,
+:mod:`.cost` and the report's views (:mod:`.report`). :data:`TABLES` indexes every table registered so far by
+name; :func:`table_named` registers every experiment first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from worthit.schemas.accuracy import ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY
 from worthit.schemas.cost import STUDY_COST
+from worthit.schemas.definition import (
+    META_PREFIX,
+    STATUS_FAILED,
+    STATUS_NOT_APPLICABLE,
+    STATUS_NOT_RUN,
+    STATUS_OK,
+    STATUSES,
+    VARIANT,
+    Field,
+    Table,
+    column,
+)
 from worthit.schemas.io import (
     Result,
     SchemaError,
@@ -30,7 +40,6 @@ from worthit.schemas.io import (
     write,
     write_failure,
 )
-from worthit.schemas.load import LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY
 from worthit.schemas.plan import PLAN, PLAN_VS_MEASURED
 from worthit.schemas.report import (
     REPORT_ACCURACY,
@@ -48,28 +57,10 @@ from worthit.schemas.report import (
     REPORT_VALIDATION,
     REPORT_VERDICTS,
 )
-from worthit.schemas.table import (
-    META_PREFIX,
-    STATUS_FAILED,
-    STATUS_NOT_APPLICABLE,
-    STATUS_NOT_RUN,
-    STATUS_OK,
-    STATUSES,
-    VARIANT,
-    Field,
-    Table,
-    column,
-)
 
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
-        LOAD_REQUESTS,
-        SERVER_TIMELINE,
-        ACCURACY,
-        SUMMARY,
-        ACCURACY_SUMMARY,
-        ACCURACY_SAMPLES,
         PLAN,
         PLAN_VS_MEASURED,
         STUDY_COST,
@@ -88,15 +79,20 @@ def register(table: Table) -> Table:
     return table
 
 
+def table_named(name: str) -> Table:
+    """The table of that name, with every experiment's tables registered first (:data:`TABLES` holds those
+    of the experiments registered so far); KeyError for a name no experiment defines."""
+    from worthit.measurements import load_plugins
+
+    load_plugins()
+    return TABLES[name]
+
+
 def docs(tables: Iterable[Table] = TABLES.values()) -> str:
     return "\n\n".join(t.markdown() for t in tables)
 
 
 __all__ = [
-    "ACCURACY",
-    "ACCURACY_SAMPLES",
-    "ACCURACY_SUMMARY",
-    "LOAD_REQUESTS",
     "META_PREFIX",
     "PLAN",
     "PLAN_VS_MEASURED",
@@ -114,14 +110,12 @@ __all__ = [
     "REPORT_TIMELINE",
     "REPORT_VALIDATION",
     "REPORT_VERDICTS",
-    "SERVER_TIMELINE",
     "STATUSES",
     "STATUS_FAILED",
     "STATUS_NOT_APPLICABLE",
     "STATUS_NOT_RUN",
     "STATUS_OK",
     "STUDY_COST",
-    "SUMMARY",
     "TABLES",
     "VARIANT",
     "Field",
@@ -132,6 +126,7 @@ __all__ = [
     "column",
     "docs",
     "read",
+    "table_named",
     "read_arrow",
     "read_file_metadata",
     "register",

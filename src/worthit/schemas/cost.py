@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from worthit.schemas.table import Table, column
+from worthit.schemas.definition import Table, column
 
 STUDY_COST = Table(
     "study_cost",

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from worthit import atomic, secrets
 from worthit.errors import InputError
-from worthit.schemas.table import META_PREFIX, STATUS_FAILED, STATUS_OK, STATUSES, Table
+from worthit.schemas.definition import META_PREFIX, STATUS_FAILED, STATUS_OK, STATUSES, Table
 
 
 class SchemaError(InputError):

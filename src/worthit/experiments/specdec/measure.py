@@ -36,6 +36,7 @@ import pandas as pd
 
 from worthit import prom, schemas
 from worthit.config import Study
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
 from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
@@ -126,7 +127,7 @@ def c_from_verify(
 
 
 def implied_c(
-    alpha: float | None, k: int, gamma: float | None, tpot_spec_ms: float | None, tpot_base_ms: float | None
+    alpha: float | None, k: int, gamma: float | None, tpot_spec_ms: float | None, *, tpot_base_ms: float | None
 ) -> float | None:
     """The c at which the model would reproduce the measured TPOT ratio (a diagnostic, not an input)."""
     if alpha is None or gamma is None or tpot_spec_ms is None or not tpot_base_ms:
@@ -138,7 +139,7 @@ def implied_c(
 
 
 def verify_specs(
-    tok: Any, context_tokens: int, sizes: Sequence[int], repeats: int, concurrency: int = 1, seed: int = 0
+    tok: Any, context_tokens: int, sizes: Sequence[int], repeats: int, *, concurrency: int = 1, seed: int = 0
 ) -> tuple[RequestSpec, list[tuple[int, list[RequestSpec]]]]:
     """A warm-up request (puts the context in the cache) and the timed waves: ``repeats`` x each size, sizes
     interleaved so drift over the run hits every size alike, each wave ``concurrency`` requests of one size
@@ -155,6 +156,7 @@ def run_verify(
     model: str,
     tokenizer_dir: str,
     context_tokens: int,
+    *,
     sizes: Sequence[int],
     repeats: int,
     seed: int = 0,
@@ -173,7 +175,7 @@ def run_verify(
     rows: list[dict[str, Any]] = []
     before = None
     for conc in concurrencies:
-        warm, waves = verify_specs(tok, context, sizes, repeats, conc, seed)
+        warm, waves = verify_specs(tok, context, sizes, repeats, concurrency=conc, seed=seed)
         asyncio.run(closed_loop(cfg, [warm], 1))
         before = before or counters(url, api_key)
         for m, wave in waves:
@@ -206,7 +208,7 @@ def run_verify(
     }
 
 
-def measure_verify(study: Study, variant: str, state_path: str, manifest_path: str, out: str) -> None:
+def measure_verify(study: Study, variant: str, state_path: str, manifest_path: str, *, out: str) -> None:
     """The measure_verify rule: verify-step timing on the base variant's server, in its turn."""
     sd = study.cfg["specdec"]
     context = int(sd["verify_context_tokens"] or study.cfg["loadtest"]["prompt_tokens"])
@@ -219,11 +221,11 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
             state.served_model_name,
             manifest.model_dir,
             context,
-            study.verify_sizes,
-            int(sd["verify_repeats"]),
-            study.cfg["loadtest"]["seed"],
-            study.cfg["loadtest"]["request_timeout_s"],
-            study.levels,
+            sizes=study.verify_sizes,
+            repeats=int(sd["verify_repeats"]),
+            seed=study.cfg["loadtest"]["seed"],
+            timeout_s=study.cfg["loadtest"]["request_timeout_s"],
+            concurrencies=study.levels,
             api_key=study.api_key,
         )
         for r in rows:
@@ -244,7 +246,7 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
         log.info("prefix-cache hit rate over the timed requests: %s", extra["hit_rate"])
         return rows, extra
 
-    consume(study, variant, "specdec/verify", out, VERIFY, state_path, meta, body)
+    consume(study, variant, "specdec/verify", out, table=VERIFY, state_path=state_path, meta=meta, body=body)
 
 
 # --- analysis ----------------------------------------------------------------------------------------
@@ -295,6 +297,7 @@ def spec_rows(
     spec_config: Mapping[str, Any],
     base: str,
     draft: str | None,
+    *,
     levels: Mapping[int, Mapping[str, Any]],
     base_levels: Mapping[int, Mapping[str, Any]],
     draft_levels: Mapping[int, Mapping[str, Any]] | None,
@@ -360,7 +363,7 @@ def spec_rows(
             acceptance_rate=acceptance_rate(d.get(DRAFT_TOKENS, 0.0), d.get(ACCEPTED, 0.0)),
             draft_coverage=(d.get(DRAFTS, 0.0) / steps[1]) if steps else None,
             alpha_effective=(steps[0] / steps[1]) if steps else None,
-            c_implied=implied_c(alpha, k, gamma, tpot, base_tpot),
+            c_implied=implied_c(alpha, k, gamma, tpot, tpot_base_ms=base_tpot),
             predicted_speedup=pred,
             tpot_ms_p50=tpot,
             base_tpot_ms_p50=base_tpot,
@@ -380,9 +383,7 @@ def summary_rows(
     """Every speculative variant x level, from the files the aggregate rule gets."""
 
     def levels_of(variant: str | None) -> dict[int, dict[str, Any]]:
-        return {
-            c: level_stats(schemas.read(p, schemas.LOAD_REQUESTS)) for (v, c), p in load_files.items() if v == variant
-        }
+        return {c: level_stats(schemas.read(p, LOAD_REQUESTS)) for (v, c), p in load_files.items() if v == variant}
 
     base = study.specdec_base
     verify_res = schemas.read(verify_file, VERIFY) if verify_file else None
@@ -396,12 +397,14 @@ def summary_rows(
             study.variant(v).speculative_config or {},
             base,
             draft,
-            levels_of(v),
-            levels_of(base),
-            levels_of(draft) if draft else None,
-            verify,
-            failure,
-            float(study.cfg["decide"]["min_predicted_speedup"]),  # the one rule of thumb, as the verdict uses it
+            levels=levels_of(v),
+            base_levels=levels_of(base),
+            draft_levels=levels_of(draft) if draft else None,
+            verify=verify,
+            verify_failure=failure,
+            threshold=float(
+                study.cfg["decide"]["min_predicted_speedup"]
+            ),  # the one rule of thumb, as the verdict uses it
         )
     return rows
 
@@ -429,6 +432,7 @@ def write_summary(
     parquet: str | Path,
     md: str | Path,
     study: str,
+    *,
     metadata: Mapping[str, Any],
     threshold: float = 1.3,
 ) -> None:

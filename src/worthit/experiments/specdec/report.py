@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt
 
 from worthit import engine_args as eargs
 from worthit import prom, schemas
+from worthit.experiments.loadtest.report import Level, LoadAnalysis
 from worthit.experiments.specdec.measure import (
     MODEL_FREE_METHODS,
     acceptance_rate,
@@ -42,7 +43,6 @@ from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
-from worthit.report.experiments.load import Level, LoadAnalysis
 from worthit.report.measure import Measure, ratio
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
@@ -198,7 +198,14 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
 
 
 def rule_check(
-    where: Setting, drafts: float, alpha: float | None, k: int, gamma: float | None, c: float | None, threshold: float
+    where: Setting,
+    drafts: float,
+    alpha: float | None,
+    k: int,
+    *,
+    gamma: float | None,
+    c: float | None,
+    threshold: float,
 ) -> Check | None:
     """What the speed-up model says at one level: alpha unknown (the drafter proposed nothing) settles it as
     inconclusive; a predicted S below the rule of thumb rejects unless a measurement shows a benefit."""
@@ -240,7 +247,10 @@ def evidence(ctx: Context, a: dict[str, list[SpecLevel]], pair: Pair) -> list[Ev
                 decisive=True,
             )
         ]
-    checks = [rule_check(Setting.concurrency(s.concurrency), s.drafts, s.alpha, s.k, s.gamma, s.c, th) for s in levels]
+    checks = [
+        rule_check(Setting.concurrency(s.concurrency), s.drafts, s.alpha, s.k, gamma=s.gamma, c=s.c, threshold=th)
+        for s in levels
+    ]
     return [c for c in checks if c is not None]
 
 

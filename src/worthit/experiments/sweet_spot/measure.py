@@ -10,18 +10,20 @@ from typing import Any
 
 from worthit import schemas
 from worthit.config import Study
+from worthit.experiments.loadtest.measure import study_level
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.experiments.sweet_spot import search
 from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.metrics import Slo, summarize
 from worthit.models import Manifest
 from worthit.server import ServerState, failure_during, server_errors
-from worthit.stages import consume, result_meta, study_level
+from worthit.stages import consume, result_meta
 
 log = logging.getLogger("worthit")
 
 
-def _sweet_row(variant: str, concurrency: int, source: str, probe: int, rows: Any, slo: Slo) -> dict[str, Any]:
+def _sweet_row(variant: str, concurrency: int, source: str, probe: int, *, rows: Any, slo: Slo) -> dict[str, Any]:
     s = summarize(rows, slo)
     return {
         "variant": variant,
@@ -41,7 +43,7 @@ def _sweet_row(variant: str, concurrency: int, source: str, probe: int, rows: An
 
 
 def sweet_spot(
-    study: Study, variant: str, state_path: str, manifest_path: str, grid_files: Mapping[int, str], out: str
+    study: Study, variant: str, state_path: str, manifest_path: str, *, grid_files: Mapping[int, str], out: str
 ) -> None:
     """The SLO sweet-spot search of ``variant`` (:mod:`.search`): the grid's run-1 levels
     (``grid_files``: concurrency -> load file) judged against the SLO, then closed-loop probes on the
@@ -60,9 +62,9 @@ def sweet_spot(
     def grid() -> tuple[list[dict[str, Any]], list[str]]:
         rows, left_out = [], []
         for c, path in sorted(grid_files.items()):
-            res = schemas.read(path, schemas.LOAD_REQUESTS) if Path(path).exists() else None
+            res = schemas.read(path, LOAD_REQUESTS) if Path(path).exists() else None
             if res is not None and res.ok and res.table.num_rows:
-                rows.append(_sweet_row(variant, c, "grid", 0, res.table, slo))
+                rows.append(_sweet_row(variant, c, "grid", 0, rows=res.table, slo=slo))
             else:
                 left_out.append(f"{c} ({'not measured' if res is None else res.reason or res.status})")
         return rows, left_out
@@ -76,11 +78,18 @@ def sweet_spot(
         def measure(c: int) -> bool:
             log.info("sweet spot of %s: probing concurrency %d", variant, c)
             run = study_level(
-                study, variant, LoadLevel(CONC, c), state.url, state.served_model_name, manifest.model_dir, 1, 3000
+                study,
+                variant,
+                LoadLevel(CONC, c),
+                state.url,
+                served_model_name=state.served_model_name,
+                tokenizer_dir=manifest.model_dir,
+                run=1,
+                seed_offset=3000,
             )
             if errs := server_errors(run.rows):  # a probe the server failed decides nothing
                 raise failure_during(state_path, state, errs, n=len(run.rows))
-            row = _sweet_row(variant, c, "search", len(probes) + 1, run.rows, slo)
+            row = _sweet_row(variant, c, "search", len(probes) + 1, rows=run.rows, slo=slo)
             probes.append(row)
             log.info(
                 "sweet spot of %s: concurrency %d %s the SLO (TTFT P99 %.1f ms, TPOT P99 %.1f ms)",
@@ -108,4 +117,4 @@ def sweet_spot(
         }
         return grid_rows + probes, extra
 
-    consume(study, variant, "sweet_spot", out, SWEET_SPOT, state_path, meta, body)
+    consume(study, variant, "sweet_spot", out, table=SWEET_SPOT, state_path=state_path, meta=meta, body=body)

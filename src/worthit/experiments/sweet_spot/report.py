@@ -15,11 +15,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas
+from worthit.experiments.loadtest.report import Level
 from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.report import plots
 from worthit.report.context import Context
 from worthit.report.experiments import Experiment, Figure
-from worthit.report.experiments.load import Level
 from worthit.report.measure import Measure
 from worthit.report.views import INT, LONG, MEASURE, TEXT, VARIANT, Column, View, measure_cols
 

@@ -33,7 +33,7 @@ class Probe:
 
 
 @dataclass
-class Search:
+class Bracket:
     """The bracket after the grid and each probe; ``probes`` in the order measured."""
 
     lo: int | None
@@ -74,7 +74,7 @@ def crossover(grid: Sequence[tuple[int, bool]]) -> tuple[int | None, int | None]
 
 def search(
     grid: Sequence[tuple[int, bool]], measure: Callable[[int], bool], width: int = 1, max_probes: int = 6
-) -> Search:
+) -> Bracket:
     """Bisect the grid's crossover with ``measure(concurrency) -> meets the SLO`` until ``hi - lo <= width``.
 
     ``grid``: (concurrency, meets) of the grid's measured levels. A failing lowest level above 1 is searched
@@ -83,10 +83,10 @@ def search(
         raise ValueError(f"width and max_probes must be >= 1 (got {width}, {max_probes})")
     probes = [Probe(c, ok, "grid") for c, ok in sorted(grid)]
     if not probes:
-        return Search(None, None, NO_GRID, probes)
+        return Bracket(None, None, NO_GRID, probes)
     lo, hi = crossover(grid)
     if hi is None:
-        return Search(lo, None, ALL_PASS, probes)
+        return Bracket(lo, None, ALL_PASS, probes)
     low = lo or 0  # nothing passes: search down towards concurrency 1
     n = 0
     while hi - low > width and n < max_probes:
@@ -99,5 +99,5 @@ def search(
         else:
             hi = mid
     if low == 0:
-        return Search(None, hi, NONE_PASS if hi - low <= width or hi == 1 else PROBE_LIMIT, probes)
-    return Search(low, hi, BRACKETED if hi - low <= width else PROBE_LIMIT, probes)
+        return Bracket(None, hi, NONE_PASS if hi - low <= width or hi == 1 else PROBE_LIMIT, probes)
+    return Bracket(low, hi, BRACKETED if hi - low <= width else PROBE_LIMIT, probes)

@@ -38,7 +38,7 @@ class Confirmed:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Confirmation:
     outcome: str  # WINNER or TIE
     recommended: str
     naive_best: str  # the highest mean, lucky or not
@@ -51,7 +51,7 @@ def _compare(quantity: str, best: Confirmed, other: Confirmed) -> Comparison:
 
 def decide(
     candidates: Sequence[Confirmed], defaults: Confirmed, rules: Rules, quantity: str = "output tok/s per GPU"
-) -> Verdict:
+) -> Confirmation:
     """Winner or tie among the re-measured ``candidates`` and vLLM's ``defaults``."""
     pool = [*candidates, defaults]
     ranked = sorted(pool, key=lambda c: (-(c.measure.value or 0.0), c.changed_flags, c.name))
@@ -64,7 +64,7 @@ def decide(
         reasons.append(f"{best.name} vs {rival.name}: {finding}: {why}")
         cleared = cleared and finding == BETTER
     if best is not defaults and cleared:
-        return Verdict(WINNER, best.name, best.name, tuple(reasons))
+        return Confirmation(WINNER, best.name, best.name, tuple(reasons))
     # a tie: the simplest of those no other candidate demonstrably beats
     level = [
         c for c in ranked if not any(judge(_compare(quantity, o, c), rules)[0] == BETTER for o in ranked if o is not c)
@@ -74,7 +74,7 @@ def decide(
         f"tie among {', '.join(c.name for c in level)}: recommend {pick.name}, the fewest changed flags "
         f"({pick.changed_flags})"
     )
-    return Verdict(TIE, pick.name, best.name, tuple(reasons))
+    return Confirmation(TIE, pick.name, best.name, tuple(reasons))
 
 
 def changed_flags(values: Mapping[str, object], defaults: Mapping[str, object]) -> int:

@@ -92,7 +92,7 @@ def distributions(section: TuneSection) -> dict[str, BaseDistribution]:
     return out
 
 
-class Search:
+class TuneSearch:
     """The tune's search over ``section.space``, its state in ``journal`` (one Optuna study per scenario)."""
 
     def __init__(self, section: TuneSection, journal: Path, study_name: str = "tune") -> None:

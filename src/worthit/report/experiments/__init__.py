@@ -81,14 +81,3 @@ def registered() -> list[Experiment]:
         done.append(ready[0])
         pending.remove(ready[0])
     return done
-
-
-def _load_builtin() -> None:
-    from worthit.report.experiments import (  # noqa: F401
-        accuracy,
-        load,
-        timeline,
-    )
-
-
-_load_builtin()

@@ -25,7 +25,7 @@ from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded, VariantResults
 from worthit.report.decide import BETTER, LATENCY, THROUGHPUT, WORSE, Check, Comparison, Setting
-from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
+from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, pooled_over_runs, quantile, runs_basis
 from worthit.report.pooling import KINDS, Cell, Pools, files_machine, pools_of
 from worthit.report.views import INT, MEASURE, TEXT, VARIANT, Column, View, measure_cols
@@ -413,23 +413,19 @@ def _throughput_figure(ctx: Context, a: LoadAnalysis) -> Any:
     return plots.throughput(series)
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        evidence=evidence,
-        views=views,
-        figures=(
-            Figure(
-                "latency", "TPOT and TTFT against concurrency per variant: P50 line, band up to P99.", _latency_figure
-            ),
-            Figure(
-                "throughput",
-                "Output tokens/s and goodput under the SLO against concurrency; bars are 95% intervals.",
-                _throughput_figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    evidence=evidence,
+    views=views,
+    figures=(
+        Figure("latency", "TPOT and TTFT against concurrency per variant: P50 line, band up to P99.", _latency_figure),
+        Figure(
+            "throughput",
+            "Output tokens/s and goodput under the SLO against concurrency; bars are 95% intervals.",
+            _throughput_figure,
         ),
-        capability=capability,
-        order=10,
-    )
+    ),
+    capability=capability,
+    order=10,
 )

@@ -1,4 +1,4 @@
-"""The accuracy stage: lm-eval against a variant's served endpoint -> ``accuracy.parquet``.
+"""The accuracy measurement: lm-eval against a variant's served endpoint -> ``accuracy.parquet``.
 
 It evaluates exactly what is served (quantisation, KV dtype, engine flags) through the server the load
 tests use. Each configured task is one run of lm-eval's own CLI in the evaluate environment
@@ -36,6 +36,7 @@ from typing import Any
 
 from worthit import engine_args as eargs
 from worthit import schemas, secrets, taskdata
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 
 log = logging.getLogger("worthit")
 
@@ -213,7 +214,7 @@ def check_prompt_logprobs(response: Mapping[str, Any], n_prompt: int) -> str | N
 
 
 def probe_prompt_logprobs(
-    url: str, model: str, prompt_ids: Sequence[int], timeout_s: float = 60, api_key: str | None = None
+    url: str, model: str, prompt_ids: Sequence[int], timeout_s: float = 60, *, api_key: str | None = None
 ) -> str | None:
     """Ask the server for what local-completions will ask: None if it answers with prompt logprobs."""
     body = json.dumps(
@@ -380,6 +381,7 @@ def evaluate_task(
     variant: str,
     cmd: Sequence[str],
     env: Mapping[str, str],
+    *,
     timeout_s: float,
     output_path: Path,
     include_path: str,
@@ -447,6 +449,7 @@ def evaluate(
     url: str,
     served_name: str,
     tokenizer_dir: str,
+    *,
     acc_cfg: Mapping[str, Any],
     python: str,
     raw_dir: str | Path,
@@ -507,7 +510,18 @@ def evaluate(
         timeout_s = float(task.timeout_s or acc_cfg["timeout_s"])
         slot = len(found)
         found.append(([], []))
-        jobs.append((slot, partial(evaluate_task, task, variant, cmd, env, timeout_s, out, str(include), python)))
+        job = partial(
+            evaluate_task,
+            task,
+            variant,
+            cmd,
+            env,
+            timeout_s=timeout_s,
+            output_path=out,
+            include_path=str(include),
+            python=python,
+        )
+        jobs.append((slot, job))
     done = run_side_by_side([job for _, job in jobs], int(acc_cfg.get("parallel_tasks", 1)))
     for (slot, _), result in zip(jobs, done, strict=True):
         found[slot] = result
@@ -531,7 +545,7 @@ def context_length(engine_args: Mapping[str, Any], default: int) -> int:
 
 
 def accuracy(
-    study: Any, variant: str, state_path: str, manifest_path: str, out: str, samples_out: str, raw_dir: str
+    study: Any, variant: str, state_path: str, manifest_path: str, *, out: str, samples_out: str, raw_dir: str
 ) -> None:
     """The evaluate_accuracy consumer: wait for the server, take the last turn on it, run every task."""
     from worthit.models import Manifest
@@ -550,21 +564,21 @@ def accuracy(
             state.url,
             state.served_model_name,
             manifest.model_dir,
-            acc,
-            study.python("evaluate"),
-            raw_dir,
-            max_length,
+            acc_cfg=acc,
+            python=study.python("evaluate"),
+            raw_dir=raw_dir,
+            max_length=max_length,
             api_key=study.api_key,
         )
-        schemas.write(samples_out, schemas.ACCURACY_SAMPLES, samples, metadata=meta)
+        schemas.write(samples_out, ACCURACY_SAMPLES, samples, metadata=meta)
         failed = [r["task"] for r in rows if r["status"] != schemas.STATUS_OK]
         log.info("accuracy: %d rows, failed tasks: %s", len(rows), ", ".join(failed) or "none")
         return rows, extra
 
-    consume(study, variant, "accuracy", out, schemas.ACCURACY, state_path, meta, body)
+    consume(study, variant, "accuracy", out, table=ACCURACY, state_path=state_path, meta=meta, body=body)
     Path(raw_dir).mkdir(parents=True, exist_ok=True)  # the rule's directory output, also after a failure
     if not Path(samples_out).exists():  # the server failed or does not apply: the same record for both
-        res = schemas.read(out, schemas.ACCURACY)
+        res = schemas.read(out, ACCURACY)
         schemas.write_failure(
-            samples_out, schemas.ACCURACY_SAMPLES, res.reason, log_tail=res.log_tail, status=res.status, metadata=meta
+            samples_out, ACCURACY_SAMPLES, res.reason, log_tail=res.log_tail, status=res.status, metadata=meta
         )

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas
+from worthit.experiments.loadtest.tables import SERVER_TIMELINE
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.levels import CONC, parse_level
 from worthit.report import plots
 from worthit.report.context import Context
-from worthit.report.experiments import Experiment, Figure, register
+from worthit.report.experiments import Experiment, Figure
 from worthit.report.views import INT, NUM, TEXT, VARIANT, Column, View
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def analyse(ctx: Context) -> dict[str, VariantTimeline]:
     out: dict[str, VariantTimeline] = {}
     for v in ctx.variants:
         vt = VariantTimeline(v)
-        for f in ctx.results.variant(v).of(schemas.SERVER_TIMELINE.name):
+        for f in ctx.results.variant(v).of(SERVER_TIMELINE.name):
             rows = [r for r in f.rows if (r.get("run") or 1) == 1] if f.ok else []
             if rows:
                 vt.rows[str(rows[0]["level"])] = rows
@@ -152,19 +153,17 @@ def _figure(ctx: Context, a: dict[str, VariantTimeline]) -> Any:
     return plots.finish(fig, *axes.ravel(), legend_size=7)
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        views=views,
-        figures=(
-            Figure(
-                "timeline",
-                "KV-cache usage and requests running (solid) and waiting (dashed) over each closed-loop level, run 1.",
-                _figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    views=views,
+    figures=(
+        Figure(
+            "timeline",
+            "KV-cache usage and requests running (solid) and waiting (dashed) over each closed-loop level, run 1.",
+            _figure,
         ),
-        order=60,
-        requires=("capacity",),
-    )
+    ),
+    order=60,
+    requires=("capacity",),
 )

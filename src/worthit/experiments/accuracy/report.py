@@ -1,7 +1,7 @@
 """Accuracy as a non-inferiority decision, one task at a time, computed one way everywhere.
 
 Per task the report compares one metric (acc_norm before acc before exact_match, named in every row) and
-takes the change in points with its standard error from :func:`worthit.aggregate.task_delta` (paired over
+takes the change in points with its standard error from :func:`.summary.task_delta` (paired over
 the documents both sides scored where lm-eval's per-document samples exist, else the two standard errors
 combined): the same numbers and decision the accuracy summary shows. The decision
 (:class:`worthit.report.decide.TaskAccuracy`, :func:`worthit.stats.noninferiority`) sets the 95% interval
@@ -18,11 +18,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas, taskdata
-from worthit.aggregate import task_delta
+from worthit.experiments.accuracy.summary import task_delta
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import TaskAccuracy
-from worthit.report.experiments import EvidenceItem, Experiment, Figure, register
+from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.views import INT, MEASURE, NUM, OUTCOME, TEXT, VARIANT, Column, View, measure_cols
 from worthit.stats import ACCEPTABLE, Z_95
 
@@ -64,7 +65,7 @@ def analyse(ctx: Context) -> AccuracyAnalysis:
     scores, samples, failures = {}, {}, {}
     for v in ctx.variants:
         res = ctx.results.variant(v)
-        files = res.of(schemas.ACCURACY.name)
+        files = res.of(ACCURACY.name)
         rows = [r for f in files if f.ok for r in f.rows]
         scores[v] = primary_scores(rows)
         bad = [f.cause for f in files if not f.ok] + [
@@ -73,7 +74,7 @@ def analyse(ctx: Context) -> AccuracyAnalysis:
         if bad:
             failures[v] = "accuracy failed: " + "; ".join(bad)
         per: dict[tuple[str, str, str], dict[int, float | None]] = {}
-        for f in res.of(schemas.ACCURACY_SAMPLES.name):
+        for f in res.of(ACCURACY_SAMPLES.name):
             for r in f.rows if f.ok else []:
                 per.setdefault((r["task"], r["metric"], r["filter"]), {})[int(r["doc_id"])] = r["value"]
         samples[v] = per
@@ -223,21 +224,19 @@ def notes(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[str]:
     return fails + stands
 
 
-register(
-    Experiment(
-        NAME,
-        analyse,
-        evidence=evidence,
-        views=views,
-        figures=(
-            Figure(
-                "accuracy",
-                "Accuracy per task and variant (the metric under each task); bars are 95% intervals from lm-eval's "
-                "standard error. Models with random weights are left out.",
-                _figure,
-            ),
+EXPERIMENT = Experiment(
+    NAME,
+    analyse,
+    evidence=evidence,
+    views=views,
+    figures=(
+        Figure(
+            "accuracy",
+            "Accuracy per task and variant (the metric under each task); bars are 95% intervals from lm-eval's "
+            "standard error. Models with random weights are left out.",
+            _figure,
         ),
-        notes=notes,
-        order=30,
-    )
+    ),
+    notes=notes,
+    order=30,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from worthit.schemas.table import VARIANT, Table, column
+from worthit.schemas.definition import VARIANT, Table, column
 
 ACCURACY = Table(
     "accuracy",
