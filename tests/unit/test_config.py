@@ -1,6 +1,9 @@
-import pytest
+from pathlib import Path
 
-from worthit.config import ConfigError, Study, load, validate
+import pytest
+import yaml
+
+from worthit.config import ROOT, ConfigError, Study, load, validate
 from worthit.server import engine_flags
 
 MIN = {"models": {"m": {"source": "hf:Qwen/Qwen2.5-7B-Instruct"}}, "variants": {"a": {"model": "m"}}}
@@ -169,3 +172,25 @@ def test_an_engine_arg_is_found_in_any_spelling_and_the_variants_spelling_wins()
         }
     )
     assert Study(cfg).variant("a").arg("max-model-len") == 1024
+
+
+def test_each_experiment_s_section_comes_from_its_folder_and_a_malformed_one_is_named(tmp_path: Path) -> None:
+    from worthit import measurements
+
+    declared = {m.name: m.section for m in measurements.registered() if m.section}
+    for name in ("loadtest", "prefix", "specdec", "accuracy", "sweet_spot"):
+        folder = ROOT / "src" / "worthit" / "experiments" / name
+        key, schema = measurements.section_file(folder / "section.yaml")
+        assert declared[name] == (key, schema) and key == name and schema["type"] == "object"
+        assert key not in yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())["properties"]
+    # validation fills the section's defaults (a study that names none of its keys)
+    cfg = validate(MIN)
+    assert cfg["prefix"]["lengths"] == [0, 1500, 4000] and cfg["sweet_spot"]["max_probes"] == 6
+    two = tmp_path / "section.yaml"
+    two.write_text("a: {type: object}\nb: {type: object}\n")
+    with pytest.raises(ValueError, match=r"section.yaml: holds one config section"):
+        measurements.section_file(two)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [unclosed\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: not valid YAML"):
+        measurements.section_file(bad)

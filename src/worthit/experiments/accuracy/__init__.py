@@ -1,7 +1,7 @@
 """Accuracy: lm-eval against each variant's served endpoint, judged task by task as non-inferiority against
 the baseline (the change in points and its 95% interval above ``-max_accuracy_drop_pt``).
 
-Config key ``accuracy`` (section in config/schema.yaml) and the experiment name ``accuracy`` in
+Config key ``accuracy`` (its section.yaml) and the experiment name ``accuracy`` in
 ``variants.<v>.experiments``. Its files:
 
 - :mod:`.measure`: each configured task as one run of lm-eval's CLI against the server, in the variant's
@@ -16,6 +16,7 @@ Config key ``accuracy`` (section in config/schema.yaml) and the experiment name 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "accuracy"
+SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 
 def _runs(study: Study, variant: str) -> bool:
@@ -54,6 +56,7 @@ def register() -> None:
             order=60,
             side_results=side_results,
             tables=(ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY),
+            section=measurements.section_file(SECTION),
         )
     )
     experiments.register(report.EXPERIMENT)

@@ -2,7 +2,7 @@
 workload's sessions, judged on TTFT, TPOT, output tokens/s and goodput under the SLO, with the server's
 gauges sampled through each run (the timeline).
 
-Experiment name ``loadtest`` in ``variants.<v>.experiments`` (config key ``loadtest`` in config/schema.yaml;
+Experiment name ``loadtest`` in ``variants.<v>.experiments`` (config key ``loadtest``, its section.yaml;
 ``workloads`` adds named workloads, whose levels name their variants). Its files:
 
 - :mod:`.measure`: one level on a variant's server (``loadtest``, each level and run one turn through
@@ -18,6 +18,7 @@ Experiment name ``loadtest`` in ``variants.<v>.experiments`` (config key ``loadt
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "loadtest"
+SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 
 def consumers(study: Study, variant: str) -> list[str]:
@@ -53,6 +55,7 @@ def register() -> None:
             order=20,
             side_results=side_results,
             tables=(LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY),
+            section=measurements.section_file(SECTION),
         )
     )
     experiments.register(report.EXPERIMENT)

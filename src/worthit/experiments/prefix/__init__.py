@@ -1,6 +1,6 @@
 """Prefix caching: TTFT of requests that share a prefix of each length, with the cache on and off.
 
-Config key ``prefix`` (section in config/schema.yaml) and the experiment name ``prefix`` in
+Config key ``prefix`` (its section.yaml) and the experiment name ``prefix`` in
 ``variants.<v>.experiments``. Its files:
 
 - :mod:`.measure`: one shared-prefix length on a variant's server (``prefix_test``, run in its turn through
@@ -15,6 +15,7 @@ Config key ``prefix`` (section in config/schema.yaml) and the experiment name ``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "prefix"
+SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 
 def consumers(study: Study, variant: str) -> list[str]:
@@ -44,6 +46,7 @@ def register() -> None:
             order=40,
             outputs=measurements.summary_files("prefix_summary", lambda study: study.variants_with(NAME)),
             tables=(PREFIX, PREFIX_SUMMARY),
+            section=measurements.section_file(SECTION),
         )
     )
     experiments.register(report.EXPERIMENT)

@@ -1,7 +1,7 @@
 """Speculative decoding: the verify-cost measurement on the base variant's server and the predicted against the
 measured speed-up of every speculative variant (S = α / (kγ + c)).
 
-Config key ``specdec`` (section in config/schema.yaml); it runs whenever a variant has a
+Config key ``specdec`` (its section.yaml); it runs whenever a variant has a
 ``speculative_config``. Its files:
 
 - :mod:`.measure`: the verify measurement (``measure_verify``, run in its turn through ``stages.consume``), the
@@ -13,6 +13,7 @@ Config key ``specdec`` (section in config/schema.yaml); it runs whenever a varia
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "specdec"
+SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 
 def consumers(study: Study, variant: str) -> list[str]:
@@ -43,6 +45,7 @@ def register() -> None:
             selectable=False,
             outputs=measurements.summary_files("specdec_summary", lambda study: study.spec_variants),
             tables=(VERIFY, SPECDEC_SUMMARY),
+            section=measurements.section_file(SECTION),
         )
     )
     experiments.register(report.EXPERIMENT)

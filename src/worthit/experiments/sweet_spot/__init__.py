@@ -1,7 +1,7 @@
 """The SLO sweet spot: per variant of ``sweet_spot.variants``, the highest concurrency whose P99 TTFT and P99
 TPOT meet the SLO, bisected on the variant's server from the load grid's crossover.
 
-Config key ``sweet_spot`` (section in config/schema.yaml); it is not a value of ``variants.<v>.experiments``
+Config key ``sweet_spot`` (its section.yaml); it is not a value of ``variants.<v>.experiments``
 (``sweet_spot.variants`` names the variants). Its files:
 
 - :mod:`.search`: the bisection itself, pure (the bracket, how it ended);
@@ -14,6 +14,7 @@ Config key ``sweet_spot`` (section in config/schema.yaml); it is not a value of 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "sweet_spot"
+SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 
 def consumers(study: Study, variant: str) -> list[str]:
@@ -36,6 +38,14 @@ def register() -> None:
     from worthit.report import experiments
 
     measurements.register(
-        measurements.Measurement(NAME, consumers, "sweet_spot.smk", order=30, selectable=False, tables=(SWEET_SPOT,))
+        measurements.Measurement(
+            NAME,
+            consumers,
+            "sweet_spot.smk",
+            order=30,
+            selectable=False,
+            tables=(SWEET_SPOT,),
+            section=measurements.section_file(SECTION),
+        )
     )
     experiments.register(report.EXPERIMENT)
