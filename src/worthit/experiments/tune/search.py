@@ -192,8 +192,12 @@ class TuneSearch:
             study = self.studies[s]
             if running:
                 number = running[0].number
+                # the trial's storage id through the storage's public interface (a resumed search has only
+                # the journal, not the Trial object that asked)
+                study_id = self.storage.get_study_id_from_name(study.study_name)
+                trial_id = self.storage.get_trial_id_from_study_id_trial_number(study_id, number)
                 for k, v in attrs.items():
-                    self.storage.set_trial_user_attr(running[0]._trial_id, k, v)
+                    self.storage.set_trial_user_attr(trial_id, k, v)
                 study.tell(number, value, state=state)
             else:
                 study.add_trial(
