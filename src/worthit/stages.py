@@ -1,8 +1,11 @@
-"""The measurements that run against a variant's server (the service group's consumers).
+"""What every measurement on a variant's server shares (the service group's consumers; each experiment's own
+measurement is in its folder of :mod:`worthit.experiments`).
 
-Each stage waits for the server, measures, and writes one Parquet file. When the server cannot serve
-(it died, never became ready, lacks a capability) the stage writes a failure record instead of raising,
-so one variant's failure is a row in the report and never a crashed study.
+A measurement runs through :func:`consume`: it waits for the server, takes its turn, measures, and writes one
+Parquet file. When the server cannot serve (it died, never became ready, lacks a capability) it writes a
+failure record instead of raising, so one variant's failure is a row in the report and never a crashed study.
+Beside it: the rule's logging (:func:`setup_logging`), the server's /metrics (:func:`scrape`,
+:func:`counters`), the results' metadata (:func:`result_meta`) and a stop request (:func:`stop_on_request`).
 """
 
 from __future__ import annotations
