@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from worthit.config import Study, load  # noqa: E402
+from worthit.experiments.loadtest.measure import measure_level  # noqa: E402
 from worthit.experiments.prefix.measure import run_prefix_length  # noqa: E402
 from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.server import consumer_presence, wait_ready  # noqa: E402
-from worthit.stages import measure_level  # noqa: E402
 
 # torch and oneDNN read these; vLLM's CPU platform asks torch.cpu._is_avx512_supported() which kernels to load
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}

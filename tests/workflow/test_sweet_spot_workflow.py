@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import run_snakemake, study_config
 from worthit import schemas
+from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 
 TTFT_SLO_MS = 1500
 
@@ -39,7 +40,7 @@ def test_the_search_converges_to_a_bracket_inside_the_grids_crossover(tmp_path, 
     cfg["variants"]["base"].update(experiments=["loadtest"], engine_args={"max-num-seqs": 1})
     run_snakemake(tmp_path, cfg, "results/t/report.html")
 
-    res = schemas.read(tmp_path / "results/t/variant~base/sweet_spot.parquet", schemas.SWEET_SPOT)
+    res = schemas.read(tmp_path / "results/t/variant~base/sweet_spot.parquet", SWEET_SPOT)
     assert res.ok, res.reason
     rows = res.table.to_pylist()
     grid = {r["concurrency"]: r for r in rows if r["source"] == "grid"}

@@ -48,8 +48,12 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
     assert max(peak_running.values()) >= 1, peak_running
     rate = schemas.read(load / "rate~2.parquet", LOAD_REQUESTS)
     assert rate.metadata["level"] == "rate~2" and rate.metadata["request_rate_per_s"] == 2.0
-    assert rate.metadata["rate_delivered"] is True and all(
-        q is not None for q in rate.table.column("queue_delay_ms").to_pylist()
+    assert all(q is not None for q in rate.table.column("queue_delay_ms").to_pylist())
+    # delivered on a quiet host; on a loaded one (CI's two workers: its client starved, 1.26 of 2 requests/s,
+    # queueing P99 1.4 s) the level says so and why instead: both are the product working
+    delivered = rate.metadata["rate_delivered"]
+    assert delivered is True or (
+        delivered is False and "requests/s of the 2/s scheduled" in rate.metadata["rate_reason"]
     )
     chat = schemas.read(load / "chat/conc~2.parquet", LOAD_REQUESTS).table.to_pylist()
     assert [r["turn"] for r in chat] == [0, 1, 0, 1] and chat[1]["prompt_tokens"] > chat[0]["prompt_tokens"]
@@ -57,7 +61,7 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
     summary = schemas.read(tmp_path / "results/t/summary.parquet", SUMMARY).table.to_pylist()
     by_level = {r["level"]: r for r in summary}
     assert set(by_level) == {None, "rate~2", "chat/conc~2"}  # the plain concurrency level keeps no level name
-    assert by_level["rate~2"]["rate_delivered"] is True and by_level["rate~2"]["achieved_rate_per_s"] > 0
+    assert by_level["rate~2"]["rate_delivered"] is delivered and by_level["rate~2"]["achieved_rate_per_s"] > 0
     assert by_level["chat/conc~2"]["workload"] == "chat" and by_level["chat/conc~2"]["rate_delivered"] is None
     md = (tmp_path / "results/t/summary.md").read_text()
     assert "## Open-loop levels" in md and "| rate~2 |" in md
