@@ -25,8 +25,6 @@ tests/workflow/test_experiment_registry.py adds a toy experiment this way and to
 
 from __future__ import annotations
 
-import copy
-import functools
 import importlib
 import os
 from collections.abc import Callable, Sequence
@@ -125,24 +123,17 @@ def load_plugins() -> None:
                 ep.load()
 
 
-@functools.cache
-def _section_of(path: str) -> tuple[str, dict[str, Any]]:
-    text = Path(path).read_text()
+def section_file(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """An experiment's config section from its ``section.yaml``: one key with its JSON schema (defaults and
+    descriptions), for :attr:`Measurement.section`; read once, when the experiment registers."""
     try:
-        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         raise ValueError(f"{path}: not valid YAML ({e})") from None
     if not isinstance(doc, dict) or len(doc) != 1 or not isinstance(next(iter(doc.values())), dict):
         raise ValueError(f"{path}: holds one config section, a key with its JSON schema (key: {{type: object, ...}})")
     ((key, schema),) = doc.items()
     return str(key), schema
-
-
-def section_file(path: str | Path) -> tuple[str, dict[str, Any]]:
-    """An experiment's config section from its ``section.yaml``: one key with its JSON schema (defaults and
-    descriptions), for :attr:`Measurement.section`. A fresh copy each call (validation fills defaults)."""
-    key, schema = _section_of(str(path))
-    return key, copy.deepcopy(schema)
 
 
 def summary_files(stem: str, wanted: Callable[[Study], object]) -> Callable[[Study, str], list[str]]:
