@@ -170,11 +170,19 @@ def load_outputs(variants, first_run_only=False):
     return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in STUDY.level_runs(v)]
 
 
-def get_final_outputs():
-    outputs = [f"{RESULTS}/plan.parquet", f"{RESULTS}/plan.md", f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
+def study_aggregates():
+    """The study-level summaries: the summary (aggregate.smk), the plan against the measurement (plan.smk) and
+    each experiment's own aggregate (prefix, speculative decoding, ...). The cost stage takes them as inputs,
+    so it runs after every job whose wall time it records."""
+    outputs = [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
     outputs += [f"{RESULTS}/plan_vs_measured.parquet", f"{RESULTS}/plan_vs_measured.md"]
-    for m in measurements.registered():  # each experiment's own aggregate (prefix, speculative decoding, ...)
+    for m in measurements.registered():
         outputs += m.outputs(STUDY, RESULTS)
+    return outputs
+
+
+def get_final_outputs():
+    outputs = [f"{RESULTS}/plan.parquet", f"{RESULTS}/plan.md", *study_aggregates()]
     outputs.append(f"{RESULTS}/report.html")  # the study report (report.smk)
     outputs.append(f"{RESULTS}/cost.md")  # what the study cost (cost.smk): the .md, so no report input takes it
     return outputs
