@@ -83,6 +83,8 @@ smk() {  # snakemake with what is left of the budget
   local end pid
   end=$(( $(date +%s) + $(left) ))
   rm -f "$WORTHIT_STOP_FILE"
+  # an earlier smk of this call that the budget killed leaves its lock (sitting 12: the quantisation's)
+  python3 -m snakemake --unlock --configfile "$CONFIG" >/dev/null 2>&1
   python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going --rerun-incomplete --keep-incomplete "$@" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
@@ -110,6 +112,8 @@ if [ -n "$quantized" ] && { [ -z "${VARIANTS:-}" ] || [ ${#targets[@]} -gt 0 ]; 
 fi
 if [ -n "${VARIANTS:-}" ] && [ ${#targets[@]} -eq 0 ]; then
   el "nothing left to measure for $VARIANTS"; rc=0
+elif [ "$(left)" -le 1 ]; then
+  el "no time left in this call for the measurements: the next call makes them"; rc=0
 else
   el "running the workflow for at most $(left)s"
   smk "${targets[@]}" "$@" >> /tmp/run-study.log 2>&1
