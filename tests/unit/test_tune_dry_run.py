@@ -92,6 +92,7 @@ def test_a_bad_value_and_an_empty_space_are_errors_not_tracebacks(
     assert "tune.space is empty" in capsys.readouterr().err
 
 
-def test_without_dry_run_it_says_what_is_not_built(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["tune"]) == 2
-    assert "only --dry-run is built so far" in capsys.readouterr().out
+def test_without_dry_run_a_study_without_a_tune_is_an_error_not_a_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["tune"]) == 2  # the embedded default has no tune: section
+    err = capsys.readouterr().err
+    assert "tune.space is empty: no tune to run" in err and "Traceback" not in err

