@@ -3,6 +3,7 @@ what a candidate reached from its levels. tests/workflow/test_tune_workflow.py r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,9 @@ def test_a_candidate_whose_results_are_missing_is_a_failure_that_says_which(tmp_
     assert o.status == R.FAILED and "2 of 2 load results were not written" in o.reason and o.reason.endswith("(exit 1)")
 
 
-def test_the_summary_names_each_scenarios_best_with_its_flags_and_says_it_is_unconfirmed(tmp_path: Path) -> None:
+def test_the_summary_names_each_scenarios_best_with_its_flags_and_leaves_the_choice_to_the_confirmation(
+    tmp_path: Path,
+) -> None:
     cfg = _cfg(tmp_path)
     run = R.TuneRun(section=parse(cfg))
     run.best = {LATENCY: ({"max-num-seqs": 8, "variant": "base"}, 8.0), THROUGHPUT: None}
@@ -95,4 +98,40 @@ def test_the_summary_names_each_scenarios_best_with_its_flags_and_says_it_is_unc
     assert lines[0] == "latency-first: 8.0 concurrency per GPU meeting the SLO: variant base --max-num-seqs 8"
     assert lines[1] == "throughput-first: no candidate measured yet"
     assert "served 2 candidate(s) in this run, pruned 1 by the plan; stopped: the budget" in lines[2]
-    assert "not yet confirmed" in lines[3]
+    assert "the confirmation on fresh servers decides the recommendation" in lines[3]
+
+
+def test_the_confirmation_takes_each_scenarios_top_and_counts_the_flags_each_changes(tmp_path: Path) -> None:
+    from worthit.experiments.tune import fresh_starts as FS
+    from worthit.experiments.tune.search import Outcome, TuneSearch
+
+    cfg = _cfg(tmp_path)
+    section = parse(cfg)
+    search = TuneSearch(section, tmp_path / "journal.log", study_name="t")
+    a = Candidate({"max-num-seqs": 8, "variant": "base"})
+    b = Candidate({"max-num-seqs": 1, "variant": "fp8"})
+    c = Candidate({"max-num-seqs": 1, "variant": "base"})
+    search.record(a, Outcome.measured({LATENCY: 8.0, THROUGHPUT: 300.0}))
+    search.record(b, Outcome.measured({LATENCY: 1.0, THROUGHPUT: 900.0}))
+    search.record(c, Outcome.failed("server died"))
+    top = FS.picks(search, replace(section, confirm_top=1))
+    assert top == {LATENCY: [Candidate(a.values)], THROUGHPUT: [Candidate(b.values)]}
+    assert [x.id for x in FS.picks(search, replace(section, confirm_top=3))[THROUGHPUT]] == [b.id, a.id]
+    assert FS.defaults_candidate(cfg, section).values == {"variant": "base"}  # the baseline as configured
+    assert FS.changed_flags(cfg, a.values) == 1 and FS.changed_flags(cfg, b.values) == 2
+    assert FS.changed_flags(cfg, {"variant": "base"}) == 0
+
+
+def test_a_resumed_search_goes_on_at_its_interrupted_round_or_after_its_last(tmp_path: Path) -> None:
+    from worthit.experiments.tune.search import Outcome, TuneSearch
+
+    section = replace(parse(_cfg(tmp_path)), per_round=2)
+    journal = tmp_path / "journal.log"
+    search = TuneSearch(section, journal, study_name="t")
+    assert search.next_round() == 0
+    first = search.propose(0)
+    assert len(first) == 2 and TuneSearch(section, journal, study_name="t").next_round() == 0  # asked, not told
+    search.record(first[0], Outcome.measured({LATENCY: 1.0, THROUGHPUT: 10.0}))
+    assert TuneSearch(section, journal, study_name="t").next_round() == 0  # one of round 0 still pending
+    search.record(first[1], Outcome.failed("server died"))
+    assert TuneSearch(section, journal, study_name="t").next_round() == 1

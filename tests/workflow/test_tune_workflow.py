@@ -10,6 +10,7 @@ give several times the output tok/s of one at a time.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.conftest import study_config
 from worthit import schemas
 from worthit.experiments.tune.rounds import variant_of
 from worthit.experiments.tune.search import candidate_id
-from worthit.experiments.tune.tables import TUNE_TRACE
+from worthit.experiments.tune.tables import TUNE_CONFIRMATION, TUNE_TRACE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -42,6 +43,10 @@ def tune(workdir: Path, cfg: dict, timeout: float = 900) -> subprocess.Completed
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
 
 
+def results_dir(workdir: Path, study: str = "t") -> Path:
+    return workdir / "results" / f"{study}-tune"
+
+
 def trace(workdir: Path, study: str) -> list[dict]:
     path = workdir / "results" / f"{study}-tune" / "tune" / "trace.parquet"
     return schemas.read(path, TUNE_TRACE).table.to_pylist()
@@ -55,30 +60,47 @@ def test_the_rounds_find_the_known_best_and_a_resumed_tune_measures_nothing_twic
         "rounds": 1,
         "per_round": 2,
         "budget": {"server_starts": 2},
+        "confirm": {"top": 1, "repeats": 2},
     }
     proc = tune(tmp_path, cfg)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = trace(tmp_path, "t")
     by = {(r["candidate_id"], r["scenario"]): r for r in rows}
     one, eight = candidate_id({"max-num-seqs": 1}), candidate_id({"max-num-seqs": 8})
+    defaults_id = candidate_id({})
     assert {r["status"] for r in rows} == {"measured"} and len(rows) == 4, rows
     assert by[(one, "latency")]["value"] == 1  # concurrency 8 queues behind one sequence: ~9.7 s P99 TTFT
     assert by[(eight, "latency")]["value"] >= 1
     assert by[(eight, "throughput")]["value"] > 1.5 * by[(one, "throughput")]["value"], rows
     out = proc.stdout
     assert "throughput-first:" in out and "--max-num-seqs 8" in out.split("throughput-first:")[1].splitlines()[0]
-    assert "not yet confirmed" in out
+    # the confirmation: max-num-seqs 8 against vLLM's defaults (the CPU build batches up to 128 sequences, so at
+    # concurrency <= 8 the two serve alike) on two fresh starts each, interleaved: no winner, a tie that
+    # recommends the defaults, which change no flag
+    conf = schemas.read(results_dir(tmp_path) / "tune" / "confirmation.parquet", TUNE_CONFIRMATION).table.to_pylist()
+    thr = {r["name"]: r for r in conf if r["scenario"] == "throughput"}
+    assert set(thr) == {"max-num-seqs=8", "vLLM defaults"}, conf
+    assert all(len(json.loads(r["runs_json"])) == 2 for r in thr.values()), conf
+    assert thr["vLLM defaults"]["recommended"] and thr["vLLM defaults"]["outcome"] == "tie", conf
+    assert thr["max-num-seqs=8"]["changed_flags"] == 1 and thr["vLLM defaults"]["changed_flags"] == 0
+    assert "throughput-first confirmed: tie, recommend vLLM defaults" in out
+    starts = sorted(p.parent.parent.name for p in results_dir(tmp_path).glob("variant~*_start*/load/conc~8.parquet"))
+    assert starts == sorted(f"variant~{variant_of(c)}_start{k}" for c in (eight, defaults_id) for k in (1, 2)) or (
+        len(starts) == 6  # the latency top was max-num-seqs 1 (both met concurrency 1 only): three candidates
+    ), starts
     # each candidate is a variant of the tune's study, its levels ordinary results
-    results = tmp_path / "results" / "t-tune"
+    results = results_dir(tmp_path)
     files = sorted((results / f"variant~{variant_of(eight)}" / "load").glob("*.parquet"))
     assert [f.name for f in files] == ["conc~1.parquet", "conc~8.parquet"]
     spec = yaml.safe_load((results / "tune" / "study.yaml").read_text())
     assert spec["variants"][variant_of(eight)]["engine_args"] == {"max-num-seqs": 8}
     stamps = {f: f.stat().st_mtime_ns for f in results.rglob("variant~*/load/*.parquet")}
+    assert len(stamps) >= 4 * 2  # two candidates and at least two candidates' two fresh starts, two levels each
 
     again = tune(tmp_path, cfg)  # resumed: every candidate of the space is known
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "served 0 candidate(s) in this run" in again.stdout
+    assert "(0 fresh start(s) measured by this run)" in again.stdout
     assert {f: f.stat().st_mtime_ns for f in results.rglob("variant~*/load/*.parquet")} == stamps
     assert len(trace(tmp_path, "t")) == 4
 
@@ -87,10 +109,14 @@ def test_a_candidate_the_build_refuses_is_a_recorded_failure_and_the_tune_ends_c
     cfg = study_config(model_dir, loadtest={**LOADTEST, "levels": [1]}, study="refused", validate_deployments=False)
     cfg["variants"]["base"]["experiments"] = ["loadtest"]
     cfg["tune"] = {"space": {"kv-cache-dtype": {"choices": ["not-a-dtype"]}}, "rounds": 1, "per_round": 1}
+    cfg["tune"]["confirm"] = {"top": 1, "repeats": 2}
     proc = tune(tmp_path, cfg)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = trace(tmp_path, "refused")
     assert {r["status"] for r in rows} == {"failed"} and len(rows) == 2, rows
     assert all("not-a-dtype" in r["reason"] for r in rows), rows[0]["reason"]
     assert "latency-first: no candidate measured yet" in proc.stdout
+    # nothing measured: nothing to confirm, and no fresh start of the defaults is spent on it
+    assert "not confirmed: no candidate was measured" in proc.stdout
+    assert not list(results_dir(tmp_path, "refused").glob("variant~*_start*"))
     assert "Traceback" not in proc.stderr

@@ -77,20 +77,37 @@ def _describe(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "vLLM's defaults"
 
 
-def derived_config(cfg: Mapping[str, Any], candidates: Iterable[Candidate], source: str = "tune") -> dict[str, Any]:
-    """The tune's study: ``cfg`` with one load-tested variant per candidate (validated, defaults filled)."""
+def start_variant(candidate_id: str, start: int) -> str:
+    """The variant of a candidate's ``start``-th fresh server in the confirmation (:mod:`.fresh_starts`)."""
+    return f"{VARIANT_PREFIX}{candidate_id}_start{start}"
+
+
+def _variant(cfg: Mapping[str, Any], c: Candidate, what: str) -> dict[str, Any]:
+    base, _ = candidate_args(cfg, c.values)
+    v = copy.deepcopy(dict(cfg["variants"][base]))
+    v["engine_args"] = _merge(v.get("engine_args") or {}, engine_args(c.values))
+    v["experiments"] = ["loadtest"]
+    v.pop("baseline", None)
+    v["description"] = f"{what} {c.id}: {base} with {_describe(c.values)}"
+    return v
+
+
+def derived_config(
+    cfg: Mapping[str, Any],
+    candidates: Iterable[Candidate],
+    source: str = "tune",
+    starts: Iterable[tuple[Candidate, int]] = (),
+) -> dict[str, Any]:
+    """The tune's study: ``cfg`` with one load-tested variant per candidate, and one per fresh start of the
+    confirmation (``starts``: candidate and start number), validated with its defaults filled."""
     out = copy.deepcopy(dict(cfg))
     out.pop("tune", None)
     out["study"] = tune_study(str(cfg["study"]))
     variants: dict[str, Any] = {}
     for c in candidates:
-        base, _ = candidate_args(cfg, c.values)
-        v = copy.deepcopy(dict(cfg["variants"][base]))
-        v["engine_args"] = _merge(v.get("engine_args") or {}, engine_args(c.values))
-        v["experiments"] = ["loadtest"]
-        v.pop("baseline", None)
-        v["description"] = f"tune candidate {c.id}: {base} with {_describe(c.values)}"
-        variants[variant_of(c.id)] = v
+        variants[variant_of(c.id)] = _variant(cfg, c, "tune candidate")
+    for c, k in starts:
+        variants[start_variant(c.id, k)] = _variant(cfg, c, f"fresh start {k} of the confirmation of")
     if not variants:
         raise InputError(f"{source}: the tune has no candidate to serve")
     out["variants"] = variants
@@ -181,6 +198,7 @@ class TuneRun:
     stopped: str = ""  # why it stopped before its rounds ended ("" when they ended)
     best: dict[str, tuple[dict[str, Any], float] | None] = field(default_factory=dict)
     trace_path: Path | None = None
+    search: TuneSearch | None = None  # the search's state after the rounds (the confirmation reads it)
 
 
 def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
@@ -278,7 +296,7 @@ def run_tune(
             o = outcome(study, variant_of(c.id), results, gpus=_gpus(candidate_args(cfg, c.values)[1]))
             low = o.figures.get(THROUGHPUT_LOW)
             best_low = max(best_low or 0.0, low) if low is not None else best_low
-    for round_ in range(section.rounds):
+    for round_ in range(search.next_round(), section.rounds):  # a resumed tune goes on where it stopped
         if budget is not None and served >= budget:
             run.stopped = f"the budget of {budget} server starts is spent"
             break
@@ -345,7 +363,18 @@ def run_tune(
         run.trace_path = write_trace(search, tdir / "trace.parquet")
     run.best = {s: search.best(s) for s in section.scenarios}
     run.trace_path = write_trace(search, tdir / "trace.parquet")
+    run.search = search
     return run
+
+
+def known_candidates(search: TuneSearch) -> list[Candidate]:
+    """Every candidate the rounds served (measured or failed), each once."""
+    return _known_candidates(search)
+
+
+def describe(values: Mapping[str, Any]) -> str:
+    """A candidate as a person reads it (``max-num-seqs=8``; vLLM's defaults when it sets nothing)."""
+    return _describe(values)
 
 
 def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
@@ -367,8 +396,8 @@ def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
         + (f"; stopped: {run.stopped}" if run.stopped else "")
     )
     out.append(
-        "not yet confirmed: each figure is the best of the candidates measured once, a lucky one perhaps "
-        "(the confirmation on fresh servers is not built yet)"
+        "each figure is one server's: the best of many noisy candidates is often a lucky one, so the "
+        "confirmation on fresh servers decides the recommendation"
     )
     if run.trace_path is not None:
         out.append(f"trace: {run.trace_path}")
@@ -384,7 +413,10 @@ __all__ = [
     "derived_config",
     "outcome",
     "reached",
+    "describe",
+    "known_candidates",
     "run_tune",
+    "start_variant",
     "summary_lines",
     "tune_study",
     "variant_of",

@@ -121,6 +121,20 @@ class TuneSearch:
                     out[cid] = str(t.user_attrs.get("status"))
         return out
 
+    def next_round(self) -> int:
+        """The round to run next: the earliest one with candidates asked for and not told (an interrupted
+        tune), else the one after the last told (0 for a new tune)."""
+        rounds = [
+            (t.state == TrialState.RUNNING, int(t.user_attrs.get("round", 0)))
+            for s in self.section.scenarios
+            for t in self._trials(s)
+            if not str(t.user_attrs.get(CANDIDATE_ID, "")).endswith("~repeat")
+        ]
+        pending = [r for running, r in rounds if running]
+        if pending:
+            return min(pending)
+        return max((r for _, r in rounds), default=-1) + 1
+
     def _sampler(self, scenario: str, n_trials: int) -> optuna.samplers.BaseSampler:
         seed = self.section.seed + 1000 * self.section.scenarios.index(scenario) + n_trials
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, self.section.per_round))

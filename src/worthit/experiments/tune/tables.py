@@ -24,3 +24,22 @@ TUNE_TRACE = Table(
     ),
 )
 schemas.register(TUNE_TRACE)
+
+TUNE_CONFIRMATION = Table(
+    "tune_confirmation",
+    "The tune's confirmation: per scenario, each re-measured candidate (the top of the rounds and vLLM's "
+    "defaults) with its figure from every fresh server start, and the decision: the winner, or a tie and the "
+    "candidate recommended (the fewest changed flags among those no other demonstrably beats).",
+    (
+        column("scenario", pa.string(), "latency or throughput"),
+        column("name", pa.string(), "the candidate's flag values, or 'vLLM defaults'"),
+        column("candidate_id", pa.string(), "hash of its values"),
+        column("runs_json", pa.string(), "its figure from each fresh start, in start order (JSON list)"),
+        column("mean", pa.float64(), "the mean of its runs"),
+        column("changed_flags", pa.int32(), "flags (and a variant) it changes from the baseline as configured"),
+        column("outcome", pa.string(), "winner, tie or '' (the decision of its scenario, on its recommended row)"),
+        column("recommended", pa.bool_(), "the scenario's recommendation"),
+        column("reason", pa.string(), "the decision's reasons, on the recommended row"),
+    ),
+)
+schemas.register(TUNE_CONFIRMATION)
