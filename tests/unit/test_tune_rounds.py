@@ -135,3 +135,28 @@ def test_a_resumed_search_goes_on_at_its_interrupted_round_or_after_its_last(tmp
     assert TuneSearch(section, journal, study_name="t").next_round() == 0  # one of round 0 still pending
     search.record(first[1], Outcome.failed("server died"))
     assert TuneSearch(section, journal, study_name="t").next_round() == 1
+
+
+def test_the_pareto_front_keeps_the_points_no_other_beats_on_both_axes() -> None:
+    from worthit.experiments.tune.summary import Point, pareto
+
+    pts = [
+        Point("a", 1, 200.0, 150.0),
+        Point("a", 8, 120.0, 600.0),
+        Point("b", 1, 190.0, 140.0),  # beaten by a@1 on both
+        Point("b", 8, 100.0, 700.0),
+        Point("c", 4, 120.0, 500.0),  # beaten by a@8 on throughput, equal per user
+    ]
+    assert [(p.name, p.concurrency) for p in pareto(pts)] == [("b", 8), ("a", 8), ("a", 1)]
+
+
+def test_the_serve_command_is_the_candidates_model_and_every_flag_it_serves_with(tmp_path: Path) -> None:
+    from worthit.experiments.tune.summary import serve_command
+
+    cfg = _cfg(tmp_path)
+    cmd = serve_command(cfg, {"max-num-seqs": 8, "variant": "fp8"})
+    assert cmd.startswith(f"vllm serve {tmp_path} ")
+    for flag in ("--max-num-seqs 8", "--kv-cache-dtype fp8", "--max-model-len 2048", "--enforce-eager"):
+        assert flag in cmd, cmd
+    cfg["models"]["smol"]["source"] = "hf:Qwen/Qwen2.5-7B-Instruct@abc123"
+    assert serve_command(cfg, {}).startswith("vllm serve Qwen/Qwen2.5-7B-Instruct --revision abc123 ")

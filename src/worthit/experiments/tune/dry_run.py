@@ -170,46 +170,9 @@ def run_cli(a: Any) -> int:
     print("\n".join(lines(d) if a.dry_run else lines(d)[:-1]), flush=True)
     if a.dry_run:
         return 0
-    from worthit.experiments.tune.rounds import run_tune, summary_lines
+    from worthit.experiments.tune.live import run_live
 
-    try:
-        shapes = {name: got[0] for name, got in model_configs(cfg, Path.cwd(), given, hub).items()}
-        run = run_tune(
-            cfg,
-            source=source,
-            hw=hw,
-            shapes=shapes,
-            workdir=Path.cwd(),
-            cores=a.cores,
-            snakemake_args=["--profile", a.profile] if a.profile else [],
-            say=lambda line: print(line, flush=True),
-        )
-        print("\n".join(summary_lines(run, cfg)), flush=True)
-        s = run.section
-        if not any(run.best.values()) or run.search is None:
-            print("not confirmed: no candidate was measured, so there is nothing to confirm", flush=True)
-            return 0
-        if a.no_confirm or s.confirm_top < 1 or s.confirm_repeats < 2:
-            why = "--no-confirm" if a.no_confirm else "tune.confirm asks for none (top >= 1 and repeats >= 2 would)"
-            print(f"not confirmed ({why}): the best above may be a lucky one", flush=True)
-            return 0
-        from worthit.experiments.tune.fresh_starts import confirm
-        from worthit.experiments.tune.fresh_starts import lines as confirmation_lines
-
-        conf = confirm(
-            cfg,
-            run.search,
-            s,
-            source=source,
-            workdir=Path.cwd(),
-            cores=a.cores,
-            snakemake_args=["--profile", a.profile] if a.profile else [],
-            say=lambda line: print(line, flush=True),
-        )
-    except InputError as e:
-        return errors.report("worthit tune", e)
-    print("\n".join(confirmation_lines(conf)), flush=True)
-    return 0
+    return run_live(a, cfg, source=source, hw=hw, given=given, hub=hub)
 
 
 def budget_server_starts(section: TuneSection) -> int:

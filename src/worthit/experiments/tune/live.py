@@ -1,0 +1,55 @@
+"""``worthit tune`` without ``--dry-run``, after the dry run's checks: the rounds (:mod:`.rounds`), the
+confirmation on fresh servers (:mod:`.fresh_starts`) and the summary (:mod:`.summary`), printed so that the
+terminal's last lines are the answer: what to run per scenario and where the summary is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from worthit import errors
+from worthit.errors import InputError
+from worthit.plan.hardware import Hardware
+from worthit.plan.model_sources import model_configs
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_live(
+    a: Any, cfg: Mapping[str, Any], *, source: str, hw: Hardware, given: Mapping[str, str] | None, hub: bool
+) -> int:
+    """The tune's rounds, its confirmation unless skipped, its summary; exit status 0, or 2 on bad input."""
+    from worthit.experiments.tune import summary
+    from worthit.experiments.tune.fresh_starts import ConfirmationRun, confirm
+    from worthit.experiments.tune.fresh_starts import lines as confirmation_lines
+    from worthit.experiments.tune.rounds import run_tune, summary_lines
+
+    workdir = Path.cwd()
+    smk = ["--profile", a.profile] if a.profile else []
+    try:
+        shapes = {name: got[0] for name, got in model_configs(cfg, workdir, given, hub).items()}
+        run = run_tune(
+            cfg, source=source, hw=hw, shapes=shapes, workdir=workdir, cores=a.cores, snakemake_args=smk, say=say
+        )
+        s = run.section
+        conf: ConfirmationRun | None = None
+        if not any(run.best.values()) or run.search is None:
+            skipped = "not confirmed: no candidate was measured, so there is nothing to confirm"
+        elif a.no_confirm or s.confirm_top < 1 or s.confirm_repeats < 2:
+            why = "--no-confirm" if a.no_confirm else "tune.confirm asks for none (top >= 1 and repeats >= 2 would)"
+            skipped = f"not confirmed ({why}): the best above may be a lucky one"
+        else:
+            skipped = ""
+            conf = confirm(
+                cfg, run.search, s, source=source, workdir=workdir, cores=a.cores, snakemake_args=smk, say=say
+            )
+        written = summary.write(cfg, run, conf, workdir)
+    except InputError as e:
+        return errors.report("worthit tune", e)
+    say("\n".join(summary_lines(run, cfg)))
+    say("\n".join(confirmation_lines(conf)) if conf is not None else skipped)
+    say(f"summary: {written}")
+    return 0
