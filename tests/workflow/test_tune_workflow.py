@@ -11,14 +11,16 @@ give several times the output tok/s of one at a time.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import study_config
+from tests.conftest import processes_in, study_config
 from worthit import schemas
 from worthit.experiments.tune.rounds import variant_of
 from worthit.experiments.tune.search import candidate_id
@@ -35,11 +37,11 @@ LOADTEST = {
 }
 
 
-def tune(workdir: Path, cfg: dict, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def tune(workdir: Path, cfg: dict, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     workdir.mkdir(parents=True, exist_ok=True)
     f = workdir / "study.yaml"
     f.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    cmd = [str(Path(sys.executable).parent / "worthit"), "tune", "--config", str(f), "--no-hub"]
+    cmd = [str(Path(sys.executable).parent / "worthit"), "tune", "--config", str(f), "--no-hub", *extra]
     return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
 
 
@@ -127,3 +129,40 @@ def test_a_candidate_the_build_refuses_is_a_recorded_failure_and_the_tune_ends_c
     assert "not confirmed: no candidate was measured" in proc.stdout
     assert not list(results_dir(tmp_path, "refused").glob("variant~*_start*"))
     assert "Traceback" not in proc.stderr
+
+
+def test_a_sigterm_mid_round_stops_everything_tells_no_outcome_and_the_same_command_resumes(tmp_path, model_dir):
+    cfg = study_config(
+        model_dir,
+        loadtest={**LOADTEST, "levels": [1], "num_requests": {"min": 40, "per_concurrency": 1}},
+        study="stopped",
+        validate_deployments=False,
+    )
+    cfg["variants"]["base"]["experiments"] = ["loadtest"]
+    cfg["tune"] = {"space": {"max-num-seqs": {"choices": [2]}}, "rounds": 1, "per_round": 1}
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    cmd = [str(Path(sys.executable).parent / "worthit"), "tune", "--config", str(f), "--no-hub", "--no-confirm"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = results_dir(tmp_path, "stopped") / "logs" / "loadtest"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:  # until the candidate's load level is running
+        if any("request 1/" in p.read_text() for p in logs.rglob("*.log")):
+            break
+        time.sleep(1)
+    assert proc.poll() is None, "the tune ended before its candidate's load level started"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 143, out[-3000:]
+    assert "run the same command to resume" in out and "Traceback" not in out
+    deadline = time.monotonic() + 60
+    while (left := processes_in(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert left == [], "processes left after SIGTERM to worthit tune"
+    # no outcome was told for the stopped candidate: it is still pending, not a failure
+    assert not (results_dir(tmp_path, "stopped") / "tune" / "trace.parquet").exists() or not trace(tmp_path, "stopped")
+    again = tune(tmp_path, cfg, "--no-confirm")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    rows = trace(tmp_path, "stopped")
+    assert {r["status"] for r in rows} == {"measured"} and len(rows) == 2, rows
+    assert "served 1 candidate(s) in this run" in again.stdout

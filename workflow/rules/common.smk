@@ -172,8 +172,7 @@ def load_outputs(variants, first_run_only=False):
 
 def study_aggregates():
     """The study-level summaries: the summary (aggregate.smk), the plan against the measurement (plan.smk) and
-    each experiment's own aggregate (prefix, speculative decoding, ...). The cost stage takes them as inputs,
-    so it runs after every job whose wall time it records."""
+    each experiment's own aggregate (prefix, speculative decoding, ...)."""
     outputs = [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
     outputs += [f"{RESULTS}/plan_vs_measured.parquet", f"{RESULTS}/plan_vs_measured.md"]
     for m in measurements.registered():

@@ -25,7 +25,7 @@ def run_live(
     from worthit.experiments.tune import summary
     from worthit.experiments.tune.fresh_starts import ConfirmationRun, confirm
     from worthit.experiments.tune.fresh_starts import lines as confirmation_lines
-    from worthit.experiments.tune.rounds import run_tune, summary_lines
+    from worthit.experiments.tune.rounds import Interrupted, run_tune, summary_lines
 
     workdir = Path.cwd()
     smk = ["--profile", a.profile] if a.profile else []
@@ -49,6 +49,10 @@ def run_live(
         written = summary.write(cfg, run, conf, workdir)
     except InputError as e:
         return errors.report("worthit tune", e)
+    except (Interrupted, KeyboardInterrupt) as e:
+        why = str(e) or "interrupted"
+        say(f"worthit tune: {why}; what finished is kept: run the same command to resume")
+        return 143 if isinstance(e, Interrupted) else 130
     say("\n".join(summary_lines(run, cfg)))
     say("\n".join(confirmation_lines(conf)) if conf is not None else skipped)
     say(f"summary: {written}")

@@ -201,9 +201,15 @@ class TuneRun:
     search: TuneSearch | None = None  # the search's state after the rounds (the confirmation reads it)
 
 
+class Interrupted(Exception):
+    """The tune was asked to stop (SIGTERM) while the workflow ran: what finished is kept, the candidates of
+    the round stay pending in the journal, and the same command resumes with them."""
+
+
 def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
     """The workflow on the tune's study for ``targets``; a SIGTERM or Ctrl-C to the tune reaches it (it then
-    stops its servers, as any Snakemake run of worthit does) before the tune exits."""
+    stops its servers, as any Snakemake run of worthit does) before the tune exits: :class:`Interrupted`, or
+    the KeyboardInterrupt, so that no candidate is told an outcome the stop made."""
     cmd = [
         sys.executable,
         "-m",
@@ -223,13 +229,18 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
     ]
     proc = subprocess.Popen(cmd)
     previous = signal.getsignal(signal.SIGTERM)
+    stopped: list[int] = []
 
     def forward(signum: int, _frame: Any) -> None:
+        stopped.append(signum)
         proc.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
     try:
-        return proc.wait()
+        rc = proc.wait()
+        if stopped:
+            raise Interrupted(f"stopped by signal {stopped[0]} while the workflow ran (it exited with {rc})")
+        return rc
     except KeyboardInterrupt:  # Ctrl-C reached Snakemake too (same process group): let it stop its servers
         proc.wait()
         raise
@@ -407,6 +418,7 @@ def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
 __all__ = [
     "FAILED",
     "MEASURED",
+    "Interrupted",
     "PRUNED",
     "Reached",
     "TuneRun",
