@@ -52,16 +52,21 @@ _LEVEL_ATTR = {
 }
 
 
-def model_ref(ctx: Context, variant: str) -> tuple[str, list[str]]:
-    """What ``vllm serve`` loads, as the config names it, and the flags that pin it (``--revision``)."""
-    src = ctx.model_source(variant)
-    kind, _, rest = src.partition(":")
+def model_argv(source: str, model: str) -> tuple[str, list[str]]:
+    """What ``vllm serve`` loads for the model ``model`` whose ``source`` the config names, and the flags that
+    pin it (``--revision``)."""
+    kind, _, rest = source.partition(":")
     if kind in ("hf", "modelscope"):
         repo, _, rev = rest.partition("@")
         return repo, (["--revision", rev] if rev else [])
     if kind == "path":
         return rest, []
-    return f"resources/models/{ctx.model(variant)}/model", []  # built by the workflow (GGUF, quantised)
+    return f"resources/models/{model}/model", []  # built by the workflow (GGUF, quantised)
+
+
+def model_ref(ctx: Context, variant: str) -> tuple[str, list[str]]:
+    """What ``vllm serve`` loads, as the config names it, and the flags that pin it (``--revision``)."""
+    return model_argv(ctx.model_source(variant), ctx.model(variant))
 
 
 def local_model_note(ctx: Context, variant: str) -> str:

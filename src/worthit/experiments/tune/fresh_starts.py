@@ -24,8 +24,10 @@ from worthit import atomic, schemas
 from worthit.config import Study
 from worthit.experiments.tune.confirm import DEFAULTS, Confirmation, Confirmed, decide
 from worthit.experiments.tune.rounds import (
+    UNITS,
     derived_config,
     describe,
+    gpus_of,
     known_candidates,
     load_files,
     outcome,
@@ -34,12 +36,9 @@ from worthit.experiments.tune.rounds import (
     tune_dir,
 )
 from worthit.experiments.tune.search import MEASURED, Candidate, TuneSearch
-from worthit.experiments.tune.space import LATENCY, THROUGHPUT, VARIANT, TuneSection, engine_args
+from worthit.experiments.tune.space import VARIANT, TuneSection, engine_args
 from worthit.experiments.tune.tables import TUNE_CONFIRMATION
-from worthit.plan.shapes import parallel_sizes
 from worthit.report.decide import Rules
-
-UNITS = {LATENCY: "concurrency per GPU meeting the SLO", THROUGHPUT: "output tok/s per GPU under the TPOT ceiling"}
 
 
 @dataclass(frozen=True)
@@ -80,13 +79,6 @@ def picks(search: TuneSearch, section: TuneSection) -> dict[str, list[Candidate]
         rows.sort(key=lambda t: -(t["value"] if t["value"] is not None else float("-inf")))
         out[s] = [Candidate(dict(t["values"]), int(t["round"] or 0)) for t in rows[: section.confirm_top]]
     return out
-
-
-def _gpus(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> int:
-    from worthit.experiments.tune.prune import candidate_args
-
-    tp, pp, dp = parallel_sizes(candidate_args(cfg, values)[1])
-    return max(1, tp * pp * dp)
 
 
 def confirm(
@@ -133,7 +125,7 @@ def confirm(
     for c in chosen.values():
         per_start[c.id] = []
         for k in range(1, repeats + 1):
-            o = outcome(study, start_variant(c.id, k), results, gpus=_gpus(cfg, c.values))
+            o = outcome(study, start_variant(c.id, k), results, gpus=gpus_of(cfg, c.values))
             if o.status == MEASURED:
                 per_start[c.id].append(o.figures)
     for s in section.scenarios:

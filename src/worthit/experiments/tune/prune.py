@@ -42,7 +42,7 @@ class Bound:
     output_tok_per_s_per_gpu_max: float | None
 
 
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def merge_args(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
         old = eargs.get(out, k)
@@ -54,8 +54,8 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def candidate_args(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(variant, engine arguments) a candidate serves: serve's, its variant's, then its own values."""
     variant = str(values.get(VARIANT) or cfg.get("baseline_variant") or next(iter(cfg["variants"])))
-    args = _merge(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args") or {})
-    return variant, _merge(args, engine_args(values))
+    args = merge_args(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args") or {})
+    return variant, merge_args(args, engine_args(values))
 
 
 def bound(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -37,19 +38,21 @@ import yaml
 from worthit import atomic, schemas
 from worthit.config import ROOT, Study, validate
 from worthit.errors import InputError
-from worthit.experiments.loadtest.report import Level, level
-from worthit.experiments.tune.prune import bound, candidate_args, screen
+from worthit.experiments.loadtest.report import Level, levels_of
+from worthit.experiments.tune.prune import bound, candidate_args, merge_args, screen
 from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
 from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, engine_args, parse
 from worthit.experiments.tune.tables import TUNE_TRACE
 from worthit.metrics import Slo
 from worthit.plan.hardware import Hardware
 from worthit.plan.shapes import ModelShape, parallel_sizes
-from worthit.report.data import read_result
+from worthit.report.data import VariantResults, read_result
+from worthit.server import engine_flags
 
 TUNE_SUFFIX = "-tune"
 VARIANT_PREFIX = "tune_"
 THROUGHPUT_LOW = "throughput_low"  # the throughput figure's lower interval bound (the throughput prune's bar)
+UNITS = {LATENCY: "concurrency per GPU meeting the SLO", THROUGHPUT: "output tok/s per GPU under the TPOT ceiling"}
 
 
 def tune_study(study: str) -> str:
@@ -65,16 +68,15 @@ def tune_dir(cfg: Mapping[str, Any], workdir: Path = Path(".")) -> Path:
     return workdir / "results" / tune_study(str(cfg["study"])) / "tune"
 
 
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        old = out.get(k)
-        out[k] = {**old, **v} if isinstance(old, Mapping) and isinstance(v, Mapping) else v
-    return out
-
-
-def _describe(values: Mapping[str, Any]) -> str:
+def describe(values: Mapping[str, Any]) -> str:
+    """A candidate as a person reads it (``max-num-seqs=8``; vLLM's defaults when it sets nothing)."""
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "vLLM's defaults"
+
+
+def gpus_of(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> int:
+    """The GPUs a candidate's server holds (tensor x pipeline x data parallel), at least one."""
+    tp, pp, dp = parallel_sizes(candidate_args(cfg, values)[1])
+    return max(1, tp * pp * dp)
 
 
 def start_variant(candidate_id: str, start: int) -> str:
@@ -85,10 +87,10 @@ def start_variant(candidate_id: str, start: int) -> str:
 def _variant(cfg: Mapping[str, Any], c: Candidate, what: str) -> dict[str, Any]:
     base, _ = candidate_args(cfg, c.values)
     v = copy.deepcopy(dict(cfg["variants"][base]))
-    v["engine_args"] = _merge(v.get("engine_args") or {}, engine_args(c.values))
+    v["engine_args"] = merge_args(v.get("engine_args") or {}, engine_args(c.values))
     v["experiments"] = ["loadtest"]
     v.pop("baseline", None)
-    v["description"] = f"{what} {c.id}: {base} with {_describe(c.values)}"
+    v["description"] = f"{what} {c.id}: {base} with {describe(c.values)}"
     return v
 
 
@@ -158,6 +160,11 @@ def load_files(study: Study, variant: str, results: Path) -> list[Path]:
     return [results / f"variant~{variant}" / f"{lv.path(r)}.parquet" for lv, r in study.level_runs(variant)]
 
 
+def candidate_results(study: Study, variant: str, results: Path) -> VariantResults:
+    """The candidate's load-level files that are on disk, read as the report reads a variant's."""
+    return VariantResults(variant, [read_result(p) for p in load_files(study, variant, results) if p.exists()])
+
+
 def outcome(study: Study, variant: str, results: Path, *, gpus: int, workflow_note: str = "") -> Outcome:
     """What came of a candidate, from its files: measured, or failed with the first failure's reason."""
     slo = Slo.from_config(study.cfg.get("slo"))
@@ -168,24 +175,13 @@ def outcome(study: Study, variant: str, results: Path, *, gpus: int, workflow_no
         return Outcome.failed(
             f"{len(missing)} of {len(paths)} load results were not written ({missing[0]}){workflow_note}"
         )
-    loaded = [read_result(p) for p in paths]
-    by_level: dict[int, list[Any]] = {}
-    for f in loaded:
-        c = f.metadata.get("concurrency") or (f.rows[0].get("concurrency") if f.rows else None)
-        if c is not None:
-            by_level.setdefault(int(c), []).append(f)
-    levels = [level(variant, c, files, slo) for c, files in sorted(by_level.items())]
-    got = reached(levels, slo, ceiling, gpus)
+    got_files = candidate_results(study, variant, results)
+    got = reached(levels_of(got_files, slo), slo, ceiling, gpus)
     if got is None:
-        first = next((f for f in loaded if not f.ok), None)
+        first = next((f for f in got_files.files if not f.ok), None)
         why = f"{first.status}: {first.cause}" if first is not None else "no level measured a request"
         return Outcome.failed(why)
     return Outcome.measured(got.figures())
-
-
-def _gpus(args: Mapping[str, Any]) -> int:
-    tp, pp, dp = parallel_sizes(args)
-    return max(1, tp * pp * dp)
 
 
 @dataclass
@@ -251,7 +247,7 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
             proc.wait()
 
 
-def _known_candidates(search: TuneSearch) -> list[Candidate]:
+def known_candidates(search: TuneSearch) -> list[Candidate]:
     """Every candidate served so far (measured or failed), in the order told, each once."""
     seen: dict[str, Candidate] = {}
     for t in search.trace():
@@ -299,12 +295,13 @@ def run_tune(
     lt = cfg["loadtest"]
     max_load = max((int(c) for c in lt.get("levels") or []), default=None)
     budget = section.budget.server_starts
-    served = len(_known_candidates(search))
+    known = known_candidates(search)
+    served = len(known)
     best_low: float | None = None
     if served:  # resumed: the throughput prune's bar from what is on disk
-        study = Study(derived_config(cfg, _known_candidates(search), source))
-        for c in _known_candidates(search):
-            o = outcome(study, variant_of(c.id), results, gpus=_gpus(candidate_args(cfg, c.values)[1]))
+        study = Study(derived_config(cfg, known, source))
+        for c in known:
+            o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values))
             low = o.figures.get(THROUGHPUT_LOW)
             best_low = max(best_low or 0.0, low) if low is not None else best_low
     for round_ in range(search.next_round(), section.rounds):  # a resumed tune goes on where it stopped
@@ -333,17 +330,17 @@ def run_tune(
                 why = screen(b, section, best_low)
             except InputError as e:  # the plan cannot bound it (a value it does not know): vLLM decides
                 why = None
-                say(f"tune round {round_}: {_describe(c.values)}: no bound from the plan ({e}); served as it is")
+                say(f"tune round {round_}: {describe(c.values)}: no bound from the plan ({e}); served as it is")
             if why:
                 search.record(c, Outcome.pruned(why))
                 run.pruned += 1
-                say(f"tune round {round_}: {_describe(c.values)}: {why}")
+                say(f"tune round {round_}: {describe(c.values)}: {why}")
                 continue
             if budget is not None and served + len(serve) >= budget:
                 break  # left pending: a larger budget resumes with it
             serve.append(c)
         if serve:
-            known = [k for k in _known_candidates(search) if k.id not in {c.id for c in serve}]
+            known = [k for k in known_candidates(search) if k.id not in {c.id for c in serve}]
             derived = derived_config(cfg, [*known, *serve], source)
             cfg_file = tdir / "study.yaml"
             atomic.write_text(cfg_file, yaml.safe_dump(derived, sort_keys=False))
@@ -351,14 +348,12 @@ def run_tune(
             targets = [str(p.relative_to(workdir)) for c in serve for p in load_files(study, variant_of(c.id), results)]
             say(
                 f"tune round {round_}: measuring {len(serve)} candidate(s): "
-                + "; ".join(_describe(c.values) for c in serve)
+                + "; ".join(describe(c.values) for c in serve)
             )
             rc = run_snakemake(cfg_file, targets, workdir=workdir, cores=cores, extra=snakemake_args)
             note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
             for c in serve:
-                o = outcome(
-                    study, variant_of(c.id), results, gpus=_gpus(candidate_args(cfg, c.values)[1]), workflow_note=note
-                )
+                o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values), workflow_note=note)
                 search.record(c, o)
                 served += 1
                 run.served += 1
@@ -370,7 +365,7 @@ def run_tune(
                     if o.status == MEASURED
                     else f"{o.status}: {o.reason}"
                 )
-                say(f"tune round {round_}: {_describe(c.values)}: {shown}")
+                say(f"tune round {round_}: {describe(c.values)}: {shown}")
         run.trace_path = write_trace(search, tdir / "trace.parquet")
     run.best = {s: search.best(s) for s in section.scenarios}
     run.trace_path = write_trace(search, tdir / "trace.parquet")
@@ -378,30 +373,17 @@ def run_tune(
     return run
 
 
-def known_candidates(search: TuneSearch) -> list[Candidate]:
-    """Every candidate the rounds served (measured or failed), each once."""
-    return _known_candidates(search)
-
-
-def describe(values: Mapping[str, Any]) -> str:
-    """A candidate as a person reads it (``max-num-seqs=8``; vLLM's defaults when it sets nothing)."""
-    return _describe(values)
-
-
 def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
     """The tune's end, as printed: the best measured candidate per scenario with its serve flags."""
     out: list[str] = []
-    units = {LATENCY: "concurrency per GPU meeting the SLO", THROUGHPUT: "output tok/s per GPU under the TPOT ceiling"}
     for s, best in run.best.items():
         if best is None:
             out.append(f"{s}-first: no candidate measured yet")
             continue
         values, figure = best
-        variant, args = candidate_args(cfg, values)
-        flags = " ".join(
-            f"--{k} {json.dumps(v) if isinstance(v, Mapping) else v}" for k, v in engine_args(values).items()
-        )
-        out.append(f"{s}-first: {figure:,.1f} {units.get(s, '')}: variant {variant} {flags}".rstrip())
+        variant, _ = candidate_args(cfg, values)
+        flags = shlex.join(engine_flags(engine_args(values)))
+        out.append(f"{s}-first: {figure:,.1f} {UNITS.get(s, '')}: variant {variant} {flags}".rstrip())
     out.append(
         f"served {run.served} candidate(s) in this run, pruned {run.pruned} by the plan"
         + (f"; stopped: {run.stopped}" if run.stopped else "")
@@ -421,6 +403,9 @@ __all__ = [
     "Interrupted",
     "PRUNED",
     "Reached",
+    "UNITS",
+    "candidate_results",
+    "gpus_of",
     "TuneRun",
     "derived_config",
     "outcome",

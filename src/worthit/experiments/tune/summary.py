@@ -17,23 +17,24 @@ from typing import Any
 
 from worthit import atomic
 from worthit.config import Study
-from worthit.experiments.loadtest.report import level
+from worthit.experiments.loadtest.report import levels_of
 from worthit.experiments.tune.confirm import DEFAULTS
-from worthit.experiments.tune.fresh_starts import UNITS, ConfirmationRun
+from worthit.experiments.tune.fresh_starts import ConfirmationRun
 from worthit.experiments.tune.prune import candidate_args
 from worthit.experiments.tune.rounds import (
+    UNITS,
     TuneRun,
+    candidate_results,
     derived_config,
     describe,
+    gpus_of,
     known_candidates,
-    load_files,
     tune_dir,
     variant_of,
 )
 from worthit.experiments.tune.search import MEASURED, Candidate
 from worthit.metrics import Slo
-from worthit.plan.shapes import parallel_sizes
-from worthit.report.data import read_result
+from worthit.report.deployments import model_argv
 from worthit.server import engine_flags
 
 
@@ -70,20 +71,11 @@ def points_of(cfg: Mapping[str, Any], candidates: Sequence[Candidate], results: 
     slo = Slo.from_config(cfg.get("slo"))
     out: list[Point] = []
     for c in candidates:
-        tp, pp, dp = parallel_sizes(candidate_args(cfg, c.values)[1])
-        gpus = max(1, tp * pp * dp)
-        by_level: dict[int, list[Any]] = {}
-        for path in load_files(study, variant_of(c.id), results):
-            if path.exists():
-                f = read_result(path)
-                conc = f.metadata.get("concurrency") or (f.rows[0].get("concurrency") if f.rows else None)
-                if conc is not None:
-                    by_level.setdefault(int(conc), []).append(f)
-        for conc, files in sorted(by_level.items()):
-            lv = level(variant_of(c.id), conc, files, slo)
+        gpus = gpus_of(cfg, c.values)
+        for lv in levels_of(candidate_results(study, variant_of(c.id), results), slo):
             tpot, tok = lv.tpot_p50.value, lv.output_tok_per_s.value
             if lv.ok and tpot and tok:
-                out.append(Point(describe(c.values), conc, 1000.0 / float(tpot), float(tok) / gpus))
+                out.append(Point(describe(c.values), lv.concurrency, 1000.0 / float(tpot), float(tok) / gpus))
     return out
 
 
@@ -91,15 +83,7 @@ def serve_command(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> str:
     """The ``vllm serve`` command of a candidate, as a person would type it."""
     variant, args = candidate_args(cfg, values)
     model_name = str(cfg["variants"][variant]["model"])
-    spec = cfg["models"][model_name]
-    kind, _, rest = str(spec.get("source") or "").partition(":")
-    if kind in ("hf", "modelscope"):
-        repo, _, rev = rest.partition("@")
-        model, pin = repo, (["--revision", rev] if rev else [])
-    elif kind == "path":
-        model, pin = rest, []
-    else:
-        model, pin = f"resources/models/{model_name}/model", []
+    model, pin = model_argv(str(cfg["models"][model_name].get("source") or ""), model_name)
     extra = list(cfg["variants"][variant].get("extra_args") or [])
     return shlex.join(["vllm", "serve", model, *pin, *engine_flags(args, extra)])
 
