@@ -32,11 +32,21 @@ class GateResult:
         return asdict(self)
 
 
-def _load_for_gate(model_dir: Path) -> Any:
+def gate_device() -> str:
+    """Where the gate's forward passes run: the accelerator when there is one (a 7B's two fp32 passes take
+    minutes on a CPU and seconds on a GPU; docs/hardware-results.md), else the CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _load_for_gate(model_dir: Path, device: str) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
+    # fp32 either way: the gate compares two models' NLL to a few thousandths of a nat
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model.to(device)
     model.eval()
     return model
 
@@ -50,13 +60,14 @@ def nll_and_kl(
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(quant_dir))
-    quant = _load_for_gate(quant_dir)
-    base = _load_for_gate(base_dir) if base_dir is not None else None
+    device = gate_device()
+    quant = _load_for_gate(quant_dir, device)
+    base = _load_for_gate(base_dir, device) if base_dir is not None else None
     nll_b = nll_q = kl = 0.0
     n = 0
     with torch.inference_mode():
         for text in texts:
-            ids = tok(text, return_tensors="pt")["input_ids"][:, :max_tokens]
+            ids = tok(text, return_tensors="pt")["input_ids"][:, :max_tokens].to(device)
             if ids.shape[1] < 2:
                 continue
             target = ids[:, 1:]
@@ -66,6 +77,8 @@ def nll_and_kl(
                 lb = torch.log_softmax(base(ids).logits[:, :-1].float(), dim=-1)
                 nll_b += float(-lb.gather(-1, target[..., None]).sum())
                 kl += float((lb.exp() * (lb - lq)).sum())
+                del lb
+            del lq
             n += target.numel()
     if n == 0:
         raise QuantizeError("held-out text is empty")
