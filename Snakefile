@@ -11,12 +11,11 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/models.smk"
-include: "workflow/rules/quantize.smk"
 include: "workflow/rules/serve.smk"
 
 
-# each experiment's rule file (kv, loadtest, sweet_spot, prefix, specdec, accuracy and any registered one:
-# worthit.measurements)
+# each experiment's rule file (quantize, kv, loadtest, sweet_spot, prefix, specdec, accuracy, deploy and any
+# registered one: worthit.measurements)
 for rule_file in EXPERIMENT_RULE_FILES:
 
     include: rule_file
@@ -24,7 +23,6 @@ for rule_file in EXPERIMENT_RULE_FILES:
 
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/report.smk"
-include: "workflow/rules/deploy.smk"
 include: "workflow/rules/cost.smk"
 
 

@@ -45,7 +45,8 @@ PLUGINS_ENV = "WORTHIT_EXPERIMENTS"
 ENTRY_POINT_GROUP = "worthit.experiments"
 
 
-def _nothing(_study: Study, _variant_or_results: str) -> list[str]:
+def no_consumers(_study: Study, _variant_or_results: str) -> list[str]:
+    """No result file: for a stage that takes no turn on a variant's server (quantize, deploy)."""
     return []
 
 
@@ -56,8 +57,8 @@ class Measurement:
     rules: str
     order: int = 50
     selectable: bool = True
-    side_results: Callable[[Study, str], Sequence[str]] = _nothing
-    outputs: Callable[[Study, str], Sequence[str]] = _nothing
+    side_results: Callable[[Study, str], Sequence[str]] = no_consumers
+    outputs: Callable[[Study, str], Sequence[str]] = no_consumers
     section: tuple[str, dict[str, Any]] | None = None
     tables: Sequence[Table] = field(default_factory=tuple)
 

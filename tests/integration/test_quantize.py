@@ -51,7 +51,7 @@ def run_stage(python: Path, name: str, spec: dict, base_manifest: Path, out: Pat
         [
             str(python),
             "-m",
-            "worthit.quantize",
+            "worthit.experiments.quantize",
             "run",
             "--name",
             name,
@@ -118,7 +118,7 @@ def test_quality_gate_fails_a_corrupted_checkpoint_with_its_numbers(
         [
             str(quantize_python),
             "-m",
-            "worthit.quantize",
+            "worthit.experiments.quantize",
             "gate",
             "--model",
             str(bad),
@@ -281,7 +281,7 @@ def test_a_checkpoint_saved_in_fp32_is_rewritten_in_the_base_dtype(quantize_pyth
         "import sys, torch\n"
         "from pathlib import Path\n"
         "from safetensors.torch import save_file, load_file\n"
-        "from worthit.quantize import recast_saved_floats\n"
+        "from worthit.experiments.quantize import recast_saved_floats\n"
         "d = Path(sys.argv[1]); f = str(d / 'model.safetensors')\n"
         "save_file({'embed.weight': torch.ones(8, 4), 'a.k_scale': torch.tensor([0.5]),\n"
         "           'a.weight_packed': torch.zeros(2, 2, dtype=torch.int32)}, f, metadata={'format': 'pt', 'x': 'y'})\n"

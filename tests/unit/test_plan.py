@@ -15,8 +15,8 @@ from worthit import cli, gating, schemas
 from worthit import plan as P
 from worthit.config import load
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.quantize import manifest_status as quantize_status
 from worthit.plan import predictions, shapes, study
-from worthit.quantize import manifest_status as quantize_status
 
 MODELS = ROOT / "tests" / "fixtures" / "models"
 QWEN7B = MODELS / "qwen2.5-7b-instruct" / "config.json"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from worthit import config as cfgmod
-from worthit.quantize import (
+from worthit.experiments.quantize import (
     QuantizeError,
     QuantizePlan,
     check_quantize_plans,

@@ -21,14 +21,15 @@ from worthit import prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
 from worthit.experiments.accuracy.summary import accuracy_rows
-from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES, REPORT_ACCURACY
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.experiments.kv.report import knees
-from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.kv.tables import KV_CACHE, REPORT_CAPACITY
 from worthit.experiments.loadtest.report import Level
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE
-from worthit.experiments.prefix.tables import PREFIX
-from worthit.experiments.specdec.tables import VERIFY
-from worthit.experiments.sweet_spot.tables import SWEET_SPOT
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, REPORT_LEVELS, REPORT_TIMELINE, SERVER_TIMELINE
+from worthit.experiments.prefix.tables import PREFIX, REPORT_PREFIX
+from worthit.experiments.specdec.tables import REPORT_SPECDEC, VERIFY
+from worthit.experiments.sweet_spot.tables import REPORT_SWEET_SPOT, SWEET_SPOT
 from worthit.report import build, data
 from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, NOT_RUN, OUTCOMES
 from worthit.report.experiments import Experiment, Figure, register, unregister
@@ -132,7 +133,7 @@ def test_a_percentile_interval_contains_its_estimate_or_says_why_it_has_none(n: 
 
 def test_the_h200_samples_p99_ttft_interval_no_longer_starts_above_its_estimate() -> None:
     r = build.from_dir(load_config(H200 / "config.yaml"), H200 / "results")
-    lv = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "bf16" and x["concurrency"] == 1)
+    lv = next(x for x in rows(r, REPORT_LEVELS) if x["variant"] == "bf16" and x["concurrency"] == 1)
     assert lv["ttft_ms_p99"] == pytest.approx(81.4, abs=0.1)
     assert lv["ttft_ms_p99_ci95_low"] is None or lv["ttft_ms_p99_ci95_low"] <= lv["ttft_ms_p99"]
 
@@ -151,7 +152,7 @@ def test_the_latency_knee_watches_ttft_as_well_as_tpot() -> None:
 
 # ------------------------------------------------------------------------- recorded fixtures
 def test_every_load_level_figure_carries_n_an_interval_and_what_it_rests_on(results: Path, cfg: dict) -> None:
-    lv = rows(report(results, cfg), schemas.REPORT_LEVELS)
+    lv = rows(report(results, cfg), REPORT_LEVELS)
     assert {(r["variant"], r["concurrency"]) for r in lv} == {
         (v, c) for v in ("baseline", "no_prefix_cache") for c in (1, 4, 16)
     }
@@ -174,7 +175,7 @@ def test_the_recorded_run_names_prefix_caching_as_turned_on_and_says_single_run(
     c1 = next(
         c for c in rows(r, schemas.REPORT_COMPARISON) if c["setting"] == "concurrency 1" and c["quantity"] == "TPOT P50"
     )
-    base = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
+    base = next(x for x in rows(r, REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
     assert c1["value"] == base["tpot_ms_p50"]
 
 
@@ -191,7 +192,7 @@ def test_comparisons_carry_the_improvement_interval_and_exact_counts_compare_exa
 
 def test_latency_deployment_is_the_highest_level_meeting_the_slo_as_an_exact_argv(results: Path, cfg: dict) -> None:
     r = report(results, cfg)
-    dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
+    dep = {d["scenario"]: d for d in rows(r, REPORT_DEPLOYMENTS)}
     lat = dep["latency"]
     # level 16's TTFT P99 (~5 s) breaks the 2 s SLO; level 4's (~1.2 s) meets it
     assert lat["concurrency"] == lat["max_num_seqs"] == 4 and lat["ttft_ms_p99"] <= cfg["slo"]["ttft_ms"]
@@ -202,23 +203,23 @@ def test_latency_deployment_is_the_highest_level_meeting_the_slo_as_an_exact_arg
     assert lat["argv"][lat["argv"].index("--max-num-seqs") + 1] == "4" and "--dtype" in lat["argv"]
     assert "meet the SLO" in lat["chosen_by"] and lat["interval_basis"] == SINGLE_RUN
     thr = dep["throughput"]  # no TPOT ceiling set: the most output tok/s of any level
-    levels = [x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline"]
+    levels = [x for x in rows(r, REPORT_LEVELS) if x["variant"] == "baseline"]
     assert thr["output_tok_per_s"] == max(x["output_tok_per_s"] for x in levels)
     assert "most output tok/s" in thr["chosen_by"]
 
 
 def test_a_tpot_ceiling_bounds_the_throughput_deployment(results: Path, cfg: dict) -> None:
-    levels = [x for x in rows(report(results, cfg), schemas.REPORT_LEVELS) if x["variant"] == "baseline"]
+    levels = [x for x in rows(report(results, cfg), REPORT_LEVELS) if x["variant"] == "baseline"]
     ceiling = sorted(x["tpot_ms_p99"] for x in levels)[1]  # the two lowest levels stay under it
     cfg["decide"]["throughput_tpot_ms"] = ceiling
-    thr = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "throughput")
+    thr = next(d for d in rows(report(results, cfg), REPORT_DEPLOYMENTS) if d["scenario"] == "throughput")
     assert thr["tpot_ms_p99"] <= ceiling and thr["slo_tpot_ms"] == ceiling
     assert thr["output_tok_per_s"] == max(x["output_tok_per_s"] for x in levels if x["tpot_ms_p99"] <= ceiling)
 
 
 def test_a_hub_model_is_named_by_its_id_and_revision_never_a_local_path(results: Path, cfg: dict) -> None:
     cfg["models"]["smollm2-135m"]["source"] = "hf:HuggingFaceTB/SmolLM2-135M-Instruct@abc123"
-    lat = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    lat = next(d for d in rows(report(results, cfg), REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
     assert lat["argv"][2:5] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "--revision", "abc123"]
 
 
@@ -226,15 +227,15 @@ def test_a_model_staged_in_a_temporary_folder_is_flagged_in_the_deployment(resul
     import tempfile
 
     cfg["models"]["smollm2-135m"]["source"] = f"path:{tempfile.gettempdir()}/qwen/coder-1.5b"
-    lat = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    lat = next(d for d in rows(report(results, cfg), REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
     assert "machine-local temporary folder" in lat["chosen_by"] and "serve your own copy" in lat["chosen_by"]
     cfg["models"]["smollm2-135m"]["source"] = "path:/srv/models/coder-1.5b"
-    lat = next(d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    lat = next(d for d in rows(report(results, cfg), REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
     assert lat["argv"][2] == "/srv/models/coder-1.5b" and "temporary" not in lat["chosen_by"]
 
 
 def test_critical_concurrency_is_set_against_the_knees(results: Path, cfg: dict) -> None:
-    cap = {r["variant"]: r for r in rows(report(results, cfg), schemas.REPORT_CAPACITY)}["baseline"]
+    cap = {r["variant"]: r for r in rows(report(results, cfg), REPORT_CAPACITY)}["baseline"]
     assert cap["kv_critical_concurrency"] == pytest.approx(23296 / 160)
     assert cap["throughput_knee_concurrency"] in (1, 4, 16) and cap["latency_knee_concurrency"] in (1, 4, 16)
     assert cap["bound"] and cap["mbu_pct"] is None  # a CPU: no peak bandwidth, MBU n/a
@@ -301,7 +302,7 @@ def test_a_run_that_shared_its_server_with_another_client_is_no_evidence(results
     fails = [x for x in rows(r, schemas.REPORT_FAILURES) if x["variant"] == "no_prefix_cache"]
     assert [(x["experiment"], x["status"]) for x in fails] == [("load/conc~4", "failed")]
     assert "another client used the server during this run" in fails[0]["reason"]
-    levels = {x["concurrency"] for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "no_prefix_cache"}
+    levels = {x["concurrency"] for x in rows(r, REPORT_LEVELS) if x["variant"] == "no_prefix_cache"}
     comps = {x["setting"] for x in rows(r, schemas.REPORT_COMPARISON) if x["variant"] == "no_prefix_cache"}
     assert not any(c == "concurrency 4" for c in comps), comps  # nothing is judged on the shared run
     assert levels  # the other levels still are
@@ -317,7 +318,7 @@ def test_the_h200_samples_crashed_fp8_server_is_failed_not_not_applicable() -> N
     assert pc["condition"].startswith("latency-first leaning adopt (single run)") and "shared prefix" in pc["condition"]
     assert "workload level with a shared prefix" in pc["settle"]
     assert v["spec_ngram"]["outcome"] == INCONCLUSIVE and "alpha unknown" in v["spec_ngram"]["reason"]
-    dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
+    dep = {d["scenario"]: d for d in rows(r, REPORT_DEPLOYMENTS)}
     assert dep["latency"]["argv"][2] == "/tmp/m7"  # as the config names it
     kv = next(
         c
@@ -375,7 +376,7 @@ def test_accuracy_is_one_computation_paired_where_samples_exist_and_matches_the_
     _accuracy(results, "baseline", {"arc_easy": 0.75}, {"arc_easy": base_docs})
     _accuracy(results, "no_prefix_cache", {"arc_easy": 0.725}, {"arc_easy": var_docs})
     r = report(results, cfg)
-    (row,) = rows(r, schemas.REPORT_ACCURACY)
+    (row,) = rows(r, REPORT_ACCURACY)
     summary = accuracy_rows(
         {v: str(results / f"variant~{v}" / "accuracy.parquet") for v in ("baseline", "no_prefix_cache")},
         "baseline",
@@ -397,7 +398,7 @@ def test_a_lossy_variant_with_too_few_items_is_inconclusive_and_says_how_many_wo
     _accuracy(results, "awq", {"gsm8k": 0.4375}, {"gsm8k": [1.0] * 6 + [0.0, 1.0] + [0.0] * 8})
     cfg["accuracy"]["tasks"] = [{"name": "gsm8k", "limit": 16}]
     r = report(results, cfg)
-    acc = next(x for x in rows(r, schemas.REPORT_ACCURACY) if x["variant"] == "awq")
+    acc = next(x for x in rows(r, REPORT_ACCURACY) if x["variant"] == "awq")
     assert acc["decision"] == "inconclusive" and acc["items_needed"] > 16 and acc["task_size"] == 1319
     v = next(x for x in rows(r, schemas.REPORT_VERDICTS) if x["variant"] == "awq")
     assert v["accuracy_outcome"] == "inconclusive"
@@ -478,7 +479,7 @@ def test_prefix_results_feed_the_latency_verdict_the_table_and_a_figure(
     _prefix(results, "baseline", 300.0, 0.02, 90.0)
     _prefix(results, "no_prefix_cache", 300.0, 0.5, 0.0)
     r = report(results, cfg)
-    pre = rows(r, schemas.REPORT_PREFIX)
+    pre = rows(r, REPORT_PREFIX)
     on = next(p for p in pre if p["variant"] == "baseline" and p["prefix_tokens"] == 1024)
     assert on["change_pct"] < -50 and on["hit_rate_pct"] == pytest.approx(90.0) and on["reference"] == "no_prefix_cache"
     (v,) = rows(r, schemas.REPORT_VERDICTS)
@@ -490,12 +491,12 @@ def test_prefix_results_feed_the_latency_verdict_the_table_and_a_figure(
 
 def test_speculative_decoding_is_judged_from_measured_alpha_and_c_per_concurrency(spec: Path, cfg: dict) -> None:
     r = report(spec, cfg)
-    sd = {x["concurrency"]: x for x in rows(r, schemas.REPORT_SPECDEC)}
+    sd = {x["concurrency"]: x for x in rows(r, REPORT_SPECDEC)}
     assert set(sd) == {1, 4, 16}
     one = sd[1]
     assert (one["drafts"], one["draft_tokens"], one["accepted_tokens"]) == (100.0, 300.0, 150.0)
     assert one["alpha"] == pytest.approx(2.5) and one["acceptance_rate_pct"] == pytest.approx(50.0)
-    base1 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
+    base1 = next(x for x in rows(r, REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
     c1 = 1 + (40.0 - 20.0) / base1["tpot_ms_p50"]
     assert one["c"] == pytest.approx(c1, rel=1e-3) and one["gamma"] == 0.0
     assert one["predicted_speedup"] == pytest.approx(2.5 / c1, rel=1e-3)
@@ -516,9 +517,7 @@ def test_repeated_levels_get_intervals_over_independent_runs(results: Path, cfg:
     src = results / "variant~baseline" / "load" / "conc~4.parquet"
     shutil.copy(src, src.with_name("conc~4.rep~2.parquet"))
     lv = next(
-        x
-        for x in rows(report(results, cfg), schemas.REPORT_LEVELS)
-        if x["variant"] == "baseline" and x["concurrency"] == 4
+        x for x in rows(report(results, cfg), REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 4
     )
     assert lv["runs"] == 2 and lv["n"] == 16 and lv["interval_basis"] == "2 runs"
     assert lv["runs_output_tok_per_s_min"] == lv["runs_output_tok_per_s_max"] == pytest.approx(lv["output_tok_per_s"])
@@ -552,7 +551,7 @@ def test_random_weights_are_labelled_and_their_accuracy_never_reported(results: 
     _accuracy(results, "baseline", {"arc_easy": 0.75})
     _accuracy(results, "no_prefix_cache", {"arc_easy": 0.25})
     r = report(results, cfg)
-    assert rows(r, schemas.REPORT_ACCURACY) == []
+    assert rows(r, REPORT_ACCURACY) == []
     (v,) = rows(r, schemas.REPORT_VERDICTS)
     assert v["accuracy_outcome"] == "not reported (random weights)"
     assert "no_prefix_cache (random weights)" in markdown_page(r.ctx, r.views)
@@ -561,7 +560,7 @@ def test_random_weights_are_labelled_and_their_accuracy_never_reported(results: 
 
 def test_a_validation_run_is_set_against_the_promise_and_a_miss_is_red(results: Path, cfg: dict) -> None:
     r = report(results, cfg)
-    lat = next(d for d in rows(r, schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    lat = next(d for d in rows(r, REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
     src = schemas.read(results / "variant~baseline" / "load" / "conc~4.parquet", LOAD_REQUESTS)
     slow = [
         {**x, "ttft_ms": x["ttft_ms"] * 3, "e2e_ms": x["e2e_ms"] * 3, "tpot_ms": (x["tpot_ms"] or 0) * 3}
@@ -570,7 +569,7 @@ def test_a_validation_run_is_set_against_the_promise_and_a_miss_is_red(results: 
     meta = {**src.metadata, "argv": lat["argv"], "scenario": "latency", "deployed_variant": "baseline"}
     schemas.write(results / "deployment~latency" / "load.parquet", LOAD_REQUESTS, slow, metadata=meta)
     r = report(results, cfg)
-    val = {x["quantity"]: x for x in rows(r, schemas.REPORT_VALIDATION)}
+    val = {x["quantity"]: x for x in rows(r, REPORT_VALIDATION)}
     assert val["TPOT P50"]["outcome"] == "miss" and val["TPOT P50"]["measured"] > val["TPOT P50"]["promised_ci95_high"]
     page = html_page(r.ctx, r.views, {})
     assert '<span class="badge bad">miss</span>' in page
@@ -699,7 +698,7 @@ def test_an_adopted_variant_is_the_one_deployed_at_the_levels_where_it_is_adopte
     v = next(x for x in rows(one, schemas.REPORT_VERDICTS) if x["variant"] == "fast")
     assert v["outcome"] == INCONCLUSIVE and v["reason"].startswith("single run")
     assert v["condition"].startswith("latency-first leaning adopt (single run)") and "loadtest.repeats" in v["settle"]
-    assert {d["variant"] for d in rows(one, schemas.REPORT_DEPLOYMENTS)} == {"baseline"}
+    assert {d["variant"] for d in rows(one, REPORT_DEPLOYMENTS)} == {"baseline"}
     _more_runs(results, cfg, ("baseline", "fast"))
     r = report(results, cfg)
     v = next(x for x in rows(r, schemas.REPORT_VERDICTS) if x["variant"] == "fast")
@@ -708,7 +707,7 @@ def test_an_adopted_variant_is_the_one_deployed_at_the_levels_where_it_is_adopte
         "3 runs, run-to-run spread pooled over"
     )
     assert "single run" not in v["reason"]
-    dep = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}
+    dep = {d["scenario"]: d for d in rows(r, REPORT_DEPLOYMENTS)}
     assert dep["latency"]["variant"] == dep["throughput"]["variant"] == "fast"
     assert "--max-num-batched-tokens" in dep["latency"]["argv"]
     # at half the latency level 16's TTFT P99 (~2.6 s) still breaks the 2 s SLO: the latency deployment stays at 4
@@ -719,7 +718,7 @@ def test_identical_answers_on_few_documents_bound_the_change_by_the_rule_of_thre
     docs = [1.0] * 8 + [0.0] * 8
     _accuracy(results, "baseline", {"gsm8k": 0.5}, {"gsm8k": docs})
     _accuracy(results, "no_prefix_cache", {"gsm8k": 0.5}, {"gsm8k": docs})
-    (row,) = rows(report(results, cfg), schemas.REPORT_ACCURACY)
+    (row,) = rows(report(results, cfg), REPORT_ACCURACY)
     # no document changed: not a zero-width interval but +-3.69/16 (= 23 pt), too wide to call a 3 pt bound
     assert row["method"] == "paired, no document changed" and row["delta_pt"] == 0
     assert row["delta_pt_ci95_low"] == pytest.approx(-369 / 16) and row["decision"] == "inconclusive"
@@ -751,15 +750,15 @@ def _sweet_spot(results: Path, variant: str, lo: int, hi: int, probes: dict[int,
 
 
 def test_the_measured_sweet_spot_is_reported_and_the_latency_deployment_promises_it(results: Path, cfg: dict) -> None:
-    grid_choice = {d["scenario"]: d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS)}["latency"]
+    grid_choice = {d["scenario"]: d for d in rows(report(results, cfg), REPORT_DEPLOYMENTS)}["latency"]
     assert grid_choice["concurrency"] == 4
     _sweet_spot(results, "baseline", 6, 7, {10: (False, 2500.0), 7: (False, 2100.0), 6: (True, 1800.0)})
     r = report(results, cfg)
-    (spot,) = rows(r, schemas.REPORT_SWEET_SPOT)
+    (spot,) = rows(r, REPORT_SWEET_SPOT)
     assert (spot["sweet_spot_concurrency"], spot["first_miss_concurrency"], spot["bracket_width"]) == (6, 7, 1)
     assert spot["probes"] == 3 and spot["ttft_ms_p99"] == 1800.0 and spot["ttft_ms_p99_n"] == 12
     assert "no interval" in spot["interval_basis"]  # one run of one level: said, not hidden
-    lat = {d["scenario"]: d for d in rows(r, schemas.REPORT_DEPLOYMENTS)}["latency"]
+    lat = {d["scenario"]: d for d in rows(r, REPORT_DEPLOYMENTS)}["latency"]
     assert lat["concurrency"] == lat["max_num_seqs"] == 6
     assert lat["argv"][lat["argv"].index("--max-num-seqs") + 1] == "6"
     assert "sweet spot" in lat["chosen_by"] and "grid's best was 4" in lat["chosen_by"]
@@ -767,7 +766,7 @@ def test_the_measured_sweet_spot_is_reported_and_the_latency_deployment_promises
 
 def test_a_sweet_spot_below_the_grid_choice_leaves_the_deployment_alone(results: Path, cfg: dict) -> None:
     _sweet_spot(results, "baseline", 2, 3, {2: (True, 900.0), 3: (False, 2100.0)})
-    lat = {d["scenario"]: d for d in rows(report(results, cfg), schemas.REPORT_DEPLOYMENTS)}["latency"]
+    lat = {d["scenario"]: d for d in rows(report(results, cfg), REPORT_DEPLOYMENTS)}["latency"]
     assert lat["concurrency"] == 4 and "sweet spot" not in lat["chosen_by"]
 
 
@@ -778,7 +777,7 @@ def test_a_failed_search_is_a_failed_row_with_its_reason(results: Path, cfg: dic
         "server exited before it became ready",
         status=schemas.STATUS_FAILED,
     )
-    (spot,) = rows(report(results, cfg), schemas.REPORT_SWEET_SPOT)
+    (spot,) = rows(report(results, cfg), REPORT_SWEET_SPOT)
     assert spot["status"] == schemas.STATUS_FAILED and "exited" in spot["reason"]
     assert spot.get("sweet_spot_concurrency") is None
 
@@ -815,7 +814,7 @@ def test_a_workload_level_both_sides_measured_is_judged_and_kept_out_of_the_grid
     (v,) = rows(r, schemas.REPORT_VERDICTS)  # a workload level is a place, not a range: "at", never "up to"
     assert "workload level chat/conc~4" in v["reason"] and "up to workload level" not in str(v)
     # the grid's levels table is unchanged: a named workload's level is not a concurrency of the grid
-    assert {x["concurrency"] for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline"} == {1, 4, 16}
+    assert {x["concurrency"] for x in rows(r, REPORT_LEVELS) if x["variant"] == "baseline"} == {1, 4, 16}
 
 
 def test_c_timed_at_a_levels_concurrency_is_used_there(spec: Path, cfg: dict) -> None:
@@ -834,8 +833,8 @@ def test_c_timed_at_a_levels_concurrency_is_used_there(spec: Path, cfg: dict) ->
     ]
     schemas.write(spec / "variant~baseline" / "specdec" / "verify.parquet", VERIFY, rows_)
     r = report(spec, cfg)
-    sd = {x["concurrency"]: x for x in rows(r, schemas.REPORT_SPECDEC)}
-    base16 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 16)
+    sd = {x["concurrency"]: x for x in rows(r, REPORT_SPECDEC)}
+    base16 = next(x for x in rows(r, REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 16)
     assert sd[16]["c"] == pytest.approx(1 + 300.0 / base16["tpot_ms_p50"], rel=1e-3)
     assert "verify timing at concurrency 16" in sd[16]["c_source"]
     # concurrency 4 was not timed: c(1) scaled by the base's step-time growth, and the row says so
@@ -869,7 +868,7 @@ def test_the_timeline_is_set_against_the_critical_concurrency(results: Path, cfg
     _timeline(results, "conc~16", [0.5, 0.99, 1.0, 1.0], [0.0, 2.0, 5.0, 7.0])
     _timeline(results, "chat/conc~4", [0.1, 0.3, 0.3, 0.3], [0.0, 0.0, 0.0, 0.0])
     r = report(results, cfg)
-    tlr = {x["level"]: x for x in rows(r, schemas.REPORT_TIMELINE)}
+    tlr = {x["level"]: x for x in rows(r, REPORT_TIMELINE)}
     assert tlr["conc~16"]["preemptions"] == 7.0 and tlr["conc~16"]["kv_usage_max_pct"] == pytest.approx(100.0)
     assert tlr["conc~16"]["check"] == "disagrees" and tlr["conc~1"]["check"] == "agrees"
     assert tlr["conc~16"]["note"].startswith("saturates_below_prediction")
@@ -881,7 +880,7 @@ def test_a_speculative_variant_s_mbu_counts_alpha_tokens_per_step(spec: Path, cf
     cfg["hardware"] = {"gpu": "a GPU", "peak_bandwidth_gb_s": 100.0}
 
     def mbu_pct(results: Path) -> float:
-        rows_ = rows(report(results, cfg), schemas.REPORT_CAPACITY)
+        rows_ = rows(report(results, cfg), REPORT_CAPACITY)
         return next(r["mbu_pct"] for r in rows_ if r["variant"] == "no_prefix_cache")
 
     with_alpha = mbu_pct(spec)  # 100 drafts, 150 accepted at every level: alpha 2.5 tokens a step
@@ -1153,9 +1152,9 @@ def test_a_speculative_variant_judged_against_a_control_takes_c_whole_from_where
     shutil.rmtree(spec / "variant~control" / "specdec")  # the workflow times verify steps on the baseline only
     cfg["variants"]["no_prefix_cache"]["baseline"] = "control"
     r = report(spec, validate(cfg))
-    one = next(x for x in rows(r, schemas.REPORT_SPECDEC) if x["concurrency"] == 1)
-    base1 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
-    ctl1 = next(x for x in rows(r, schemas.REPORT_LEVELS) if x["variant"] == "control" and x["concurrency"] == 1)
+    one = next(x for x in rows(r, REPORT_SPECDEC) if x["concurrency"] == 1)
+    base1 = next(x for x in rows(r, REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 1)
+    ctl1 = next(x for x in rows(r, REPORT_LEVELS) if x["variant"] == "control" and x["concurrency"] == 1)
     # c = verify time / step time, both from the baseline's machine, not the control's slower steps
     assert one["c"] == pytest.approx(1 + (40.0 - 20.0) / base1["tpot_ms_p50"], rel=1e-3)
     assert "c from baseline's verify timing (control has none)" in one["note"]
@@ -1164,7 +1163,7 @@ def test_a_speculative_variant_judged_against_a_control_takes_c_whole_from_where
         ctl1["tpot_ms_p50"]
         / next(
             x["tpot_ms_p50"]
-            for x in rows(r, schemas.REPORT_LEVELS)
+            for x in rows(r, REPORT_LEVELS)
             if x["variant"] == "no_prefix_cache" and x["concurrency"] == 1
         ),
         rel=0.05,

@@ -17,6 +17,7 @@ import yaml
 
 from worthit import schemas
 from worthit.config import validate
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.report import build, headline, terminal
 from worthit.report.decide import UNDETERMINED, Comparison, Setting, judge
 from worthit.report.measure import Measure
@@ -167,7 +168,7 @@ def test_the_deployments_are_commands_to_copy_with_what_they_promise(results: Pa
     r = build.from_dir(cfg, results)
     page = html_page(r.ctx, r.views, {}, {})
     dep = page[page.index('id="deployments"') : page.index('id="detail"')]
-    lat = next(d for d in r.rows(schemas.REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
+    lat = next(d for d in r.rows(REPORT_DEPLOYMENTS) if d["scenario"] == "latency")
     block = dep[dep.index("latency-first:") :]
     cmd = re.search(r'<pre class="cmd"><code>(.*?)</code></pre>', block, re.S)
     assert cmd is not None
@@ -303,7 +304,7 @@ def test_a_validated_deployment_shows_what_serving_it_measured_beside_the_promis
         "measured_ci95_high": 25.0,
         "outcome": "miss",
     }
-    views = [View(schemas.REPORT_DEPLOYMENTS, "d", "", [], [dep]), View(schemas.REPORT_VALIDATION, "v", "", [], [val])]
+    views = [View(REPORT_DEPLOYMENTS, "d", "", [], [dep]), View(REPORT_VALIDATION, "v", "", [], [val])]
     (block,) = deployment_blocks(views)
     assert block["title"] == "latency-first: fp8 at concurrency 16" and block["validated"]
     assert shlex.split(block["command"].replace("\\\n", " ")) == cmd

@@ -138,14 +138,14 @@ def test_a_resumed_search_goes_on_at_its_interrupted_round_or_after_its_last(tmp
 
 
 def test_the_pareto_front_keeps_the_points_no_other_beats_on_both_axes() -> None:
-    from worthit.experiments.tune.summary import Point, pareto
+    from worthit.experiments.tune.summary import FrontPoint, pareto
 
     pts = [
-        Point("a", 1, 200.0, 150.0),
-        Point("a", 8, 120.0, 600.0),
-        Point("b", 1, 190.0, 140.0),  # beaten by a@1 on both
-        Point("b", 8, 100.0, 700.0),
-        Point("c", 4, 120.0, 500.0),  # beaten by a@8 on throughput, equal per user
+        FrontPoint("a", 1, 200.0, 150.0),
+        FrontPoint("a", 8, 120.0, 600.0),
+        FrontPoint("b", 1, 190.0, 140.0),  # beaten by a@1 on both
+        FrontPoint("b", 8, 100.0, 700.0),
+        FrontPoint("c", 4, 120.0, 500.0),  # beaten by a@8 on throughput, equal per user
     ]
     assert [(p.name, p.concurrency) for p in pareto(pts)] == [("b", 8), ("a", 8), ("a", 1)]
 

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import CPU_ENGINE_ARGS, run_snakemake, study_config
 from worthit import schemas
 from worthit.engine_args import flag
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -46,7 +47,7 @@ def test_the_recommended_command_is_served_as_printed_and_a_missing_one_is_recor
         },
         {"scenario": "throughput", "status": "failed", "reason": "no variant met the TPOT ceiling at any level"},
     ]
-    schemas.write(results / "report" / "deployments.parquet", schemas.REPORT_DEPLOYMENTS, rows)
+    schemas.write(results / "report" / "deployments.parquet", REPORT_DEPLOYMENTS, rows)
     targets = [f"results/t/deployment~{s}/load.parquet" for s in ("latency", "throughput")]
     targets.append("results/t/deployment~latency/load.rep~2.parquet")
     run_snakemake(tmp_path, cfg, *targets, *ONLY_DEPLOY, timeout=900)

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import run_snakemake, study_config
 from tests.workflow.test_scheduling import planned
 from worthit import schemas
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, REPORT_LEVELS, SUMMARY
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ def test_repeated_levels_are_measured_summarised_and_extended(tmp_path, model_di
     summary = schemas.read(tmp_path / "results/t/summary.parquet", SUMMARY).to_pandas()
     assert sorted(zip(summary.concurrency, summary.run, strict=True)) == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert "| run |" in (tmp_path / "results/t/summary.md").read_text()
-    levels = schemas.read(tmp_path / "results/t/report/levels.parquet", schemas.REPORT_LEVELS).to_pandas()
+    levels = schemas.read(tmp_path / "results/t/report/levels.parquet", REPORT_LEVELS).to_pandas()
     for _, lv in levels.iterrows():
         per_run = summary[summary.concurrency == lv.concurrency]
         assert lv.runs == 2 and lv.n == 8

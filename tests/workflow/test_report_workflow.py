@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import run_snakemake
 from worthit import schemas
-from worthit.schemas import REPORT_TABLES
+from worthit.schemas import report_tables
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embedded-default"
 # the page shows what the study cost (study_cost), which reads the plan (plan_study), and the plan against the
@@ -46,7 +46,7 @@ def test_report_rules_build_once_and_snakemake_report_works(tmp_path: Path, mode
     assert f"report: {TARGET}" in first.stdout
     report = results / "report"
     assert {p.name for p in report.glob("*.parquet")} == {
-        f"{t.name.removeprefix('report_')}.parquet" for t in REPORT_TABLES
+        f"{t.name.removeprefix('report_')}.parquet" for t in report_tables()
     }
     verdicts = schemas.read(report / "verdicts.parquet", schemas.REPORT_VERDICTS).table.to_pylist()
     assert [v["optimisation"] for v in verdicts] == ["prefix caching (on vs off)"]

@@ -11,12 +11,12 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from worthit import compile_cache, measurements, plan  # noqa: E402
 from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
-from worthit.deploy import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
-from worthit.deploy import validation_files  # noqa: E402
+from worthit.experiments.deploy.validate import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
+from worthit.experiments.deploy.validate import validation_files  # noqa: E402
 from worthit.errors import InputError  # noqa: E402
 from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.paths import manifest_path  # noqa: E402
-from worthit.quantize import QuantizeError, check_quantize_plans  # noqa: E402
+from worthit.experiments.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
 # A study named with --configfile replaces the embedded default instead of being merged into it
 # (Snakemake would otherwise add the default's variants to every study).
@@ -79,6 +79,8 @@ SERVER_STATE = ancient(f"{VARIANT_DIR}/server.json")
 SERVE_SPEC = f"{VARIANT_DIR}/serve_spec.json"
 # Every job's Snakemake benchmark file: benchmarks/<rule>/<job>.tsv (worthit.cost sums them into cost.parquet).
 BENCHMARKS = f"{RESULTS}/benchmarks"
+# The report's tables, figures and page (report.smk); the deployments read them (deploy.smk).
+REPORT_DIR = f"{RESULTS}/report"
 # The experiments' .smk files in the experiments' order (worthit.measurements), for the Snakefile to include.
 EXPERIMENT_RULE_FILES = [
     m.rules if os.path.isabs(m.rules) else f"workflow/rules/{m.rules}" for m in measurements.registered()

@@ -1,7 +1,7 @@
 # deploy: each deployment the report recommends (report/deployments.parquet: latency-first and
 # throughput-first) served exactly as printed and loaded at the concurrency it promises, once per
 # loadtest.repeats run. The server is a service job like a variant's; a scenario without a recommendation
-# starts nothing and records why. The report then sets promised against measured (worthit.deploy).
+# starts nothing and records why. The report then sets promised against measured (worthit.experiments.deploy.validate).
 DEPLOY_DIR = f"{RESULTS}/deployment~{{scenario}}"
 
 

@@ -19,7 +19,7 @@ rule quantize_model:
         spec=lambda wc: json.dumps(config["models"][wc.qmodel]["quantize"], sort_keys=True),
         python=STUDY.python("quantize"),
     shell:
-        "{params.python} -m worthit.quantize run --name {wildcards.qmodel} --spec {params.spec:q} "
+        "{params.python} -m worthit.experiments.quantize run --name {wildcards.qmodel} --spec {params.spec:q} "
         "--base-manifest {input.base} --out resources/models/{wildcards.qmodel} > {log} 2>&1"
 
 

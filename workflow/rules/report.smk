@@ -3,10 +3,10 @@
 # (render_report). Inputs are the measured results only, so Snakemake rebuilds the report when a result
 # changes; `worthit report --results DIR` re-decides a results folder outside Snakemake.
 from worthit import schemas  # noqa: E402
+from worthit.experiments.deploy.tables import REPORT_VALIDATION  # noqa: E402
 
-REPORT_DIR = f"{RESULTS}/report"
 # every report table but the validation, which needs the deployments served (deploy.smk) first
-DECISION_TABLES = [t.name.removeprefix("report_") for t in schemas.REPORT_TABLES if t is not schemas.REPORT_VALIDATION]
+DECISION_TABLES = [t.name.removeprefix("report_") for t in schemas.report_tables() if t is not REPORT_VALIDATION]
 
 
 # every result of every variant (kv, load levels and their timelines, prefix lengths, accuracy and its

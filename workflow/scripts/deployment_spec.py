@@ -1,10 +1,10 @@
-"""Adapter: write_deployment_spec rule -> worthit.deploy.serve_spec."""
+"""Adapter: write_deployment_spec rule -> worthit.experiments.deploy.validate.serve_spec."""
 
 import json
 from pathlib import Path
 
 from worthit.config import Study
-from worthit.deploy import serve_spec
+from worthit.experiments.deploy.validate import serve_spec
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

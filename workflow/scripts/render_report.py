@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from worthit import schemas
 from worthit.config import config_hash, validate
+from worthit.experiments.deploy.tables import REPORT_VALIDATION
 from worthit.provenance import stamp
 from worthit.report.build import decision_figures, figures_in, from_files, study_views, write_tables
 from worthit.report.render import write_html
@@ -13,9 +13,7 @@ sm = snakemake  # noqa: F821 - injected by Snakemake
 setup_logging(sm.log[0])
 cfg = validate(sm.config)
 report = from_files(cfg, [*sm.input.results, *sm.input.validation])
-write_tables(
-    report, Path(sm.output.validation).parent, stamp(config_hash=config_hash(cfg)), [schemas.REPORT_VALIDATION]
-)
+write_tables(report, Path(sm.output.validation).parent, stamp(config_hash=config_hash(cfg)), [REPORT_VALIDATION])
 # the study's cost (cost.smk) and the plan against the measurement (plan.smk), read from the study folder
 write_html(
     report.ctx,

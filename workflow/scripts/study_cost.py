@@ -4,7 +4,7 @@ from pathlib import Path
 
 from worthit import cost, schemas
 from worthit.config import Study, config_hash
-from worthit.deploy import SCENARIOS
+from worthit.experiments.deploy.validate import SCENARIOS
 from worthit.provenance import stamp
 from worthit.stages import setup_logging
 

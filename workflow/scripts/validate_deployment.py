@@ -1,7 +1,7 @@
-"""Adapter: validate_deployment rule -> worthit.deploy.validate."""
+"""Adapter: validate_deployment rule -> worthit.experiments.deploy.validate.validate."""
 
 from worthit.config import Study
-from worthit.deploy import validate
+from worthit.experiments.deploy.validate import validate
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

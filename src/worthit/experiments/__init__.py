@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-BUILTIN = ("kv", "loadtest", "sweet_spot", "prefix", "specdec", "accuracy")
+BUILTIN = ("quantize", "kv", "loadtest", "sweet_spot", "prefix", "specdec", "accuracy", "deploy")
 
 _registered = False
 

@@ -13,13 +13,13 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit import models
 from worthit.config import Study
+from worthit.experiments.quantize import NO_WEIGHTS
 from worthit.plan.hardware import Hardware, hardware_for
 from worthit.plan.memory import CUDA_GRAPH_GIB_PER_LAYER, NON_TORCH_GIB
 from worthit.plan.model_sources import model_configs
 from worthit.plan.predictions import DEFAULT_BANDWIDTH_FRACTION, PlanCalibration, WorkloadShape, predict
 from worthit.plan.prerequisites import UNKNOWN, PrerequisiteCheck, Subject, check, first_unmet
 from worthit.plan.shapes import PlanError, Quant
-from worthit.quantize import NO_WEIGHTS
 
 
 @dataclass

@@ -25,10 +25,11 @@ from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.errors import InputError
 from worthit.experiments.accuracy.tables import ACCURACY
+from worthit.experiments.deploy.recommend import deployments_view, validation_view
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.report import data, headline, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
-from worthit.report.deployments import deployments_view, validation_view
 from worthit.report.experiments import Figure as ExpFigure
 from worthit.report.experiments import registered
 from worthit.report.render import markdown_page, write_html
@@ -38,7 +39,7 @@ from worthit.report.views import View, stored
 PathLike = str | os.PathLike[str]
 # What the decide_study rule writes; report_validation needs the deployments' validation runs, which
 # need report_deployments: render_report writes it (see workflow/rules/report.smk).
-DECISION_TABLES = tuple(t for t in schemas.REPORT_TABLES if t is not schemas.REPORT_VALIDATION)
+DECISION_TABLES = tuple(t for t in schemas.report_tables() if t is not REPORT_VALIDATION)
 
 
 @dataclass
@@ -283,7 +284,7 @@ def write_tables(
             pd.DataFrame(rows, columns=t.columns).to_csv(tmp, index=False)
     if set(tables) >= set(DECISION_TABLES):
         # ... and the views of experiments registered outside the package (their tables are their own)
-        views = [v for v in report.views if v.table in set(tables) or v.table not in schemas.REPORT_TABLES]
+        views = [v for v in report.views if v.table in set(tables) or v.table not in schemas.report_tables()]
         atomic.write_text(out / "tables.md", markdown_page(report.ctx, views))
     return written
 
@@ -322,7 +323,7 @@ def figures_in(report: Report, fig_dir: PathLike) -> dict[str, dict[str, Any]]:
 
 def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mapping[str, Any]) -> Path:
     """Tables, figures and the page in one go (``worthit report``, ``python -m worthit.report.build``)."""
-    write_tables(report, outdir, metadata, schemas.REPORT_TABLES)
+    write_tables(report, outdir, metadata, schemas.report_tables())
     fig_dir = Path(outdir) / "figures"
     for old in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:  # a figure this report no longer draws
         if old.stem not in report.figures:
@@ -379,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         missing = f"results missing or failed: {counts} (the report's 'Failed, not applicable or not run' lists them)"
     terminal.print_summary(
         report.rows(schemas.REPORT_VERDICTS),
-        report.rows(schemas.REPORT_DEPLOYMENTS),
-        report.rows(schemas.REPORT_VALIDATION),
+        report.rows(REPORT_DEPLOYMENTS),
+        report.rows(REPORT_VALIDATION),
         page,
         gaps=missing,
     )

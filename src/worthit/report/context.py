@@ -14,9 +14,9 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit.config import Study
 from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
+from worthit.experiments.quantize import NO_WEIGHTS
 from worthit.metrics import Slo
 from worthit.provenance import machine
-from worthit.quantize import NO_WEIGHTS
 from worthit.report.data import StudyResults
 from worthit.report.decide import Rules
 from worthit.report.mbu import Bandwidth, peak_bandwidth

@@ -23,6 +23,7 @@ import yaml
 from markupsafe import Markup
 
 from worthit import atomic, fmt, schemas, secrets
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.report.context import Context
 from worthit.report.decide import REGIME_NAMES, WORDING
 from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown, measure_text
@@ -135,7 +136,7 @@ def provenance(ctx: Context) -> dict[str, Any]:
 # recommendation); the long reason, what would settle it and the interval basis fold out of the last one.
 DESCRIPTION_SHOWN = 160  # characters of the study's description above the decision table (the rest folds)
 DECISION_HEADERS = ("optimisation", "verdict", "effect as measured [95% interval]", "accuracy cost", "effort", "why")
-FIGURE_KEYS = (  # the figures a deployment promises (worthit.report.deployments.FIGURES), by label
+FIGURE_KEYS = (  # the figures a deployment promises (worthit.experiments.deploy.recommend.FIGURES), by label
     ("ttft_ms_p50", "TTFT P50", "ms"),
     ("ttft_ms_p99", "TTFT P99", "ms"),
     ("tpot_ms_p50", "TPOT P50", "ms"),
@@ -217,8 +218,8 @@ def _command_lines(command: str) -> str:
 def deployment_blocks(views: Sequence[View]) -> list[dict[str, Any]]:
     """Each recommended deployment as a command to copy, with the figures it promises and, where its
     validation ran, what it measured."""
-    dep = next((v for v in views if v.table is schemas.REPORT_DEPLOYMENTS), None)
-    val = next((v for v in views if v.table is schemas.REPORT_VALIDATION), None)
+    dep = next((v for v in views if v.table is REPORT_DEPLOYMENTS), None)
+    val = next((v for v in views if v.table is REPORT_VALIDATION), None)
     measured: dict[tuple[str, str], Mapping[str, Any]] = {}
     for r in val.rows if val else []:
         measured[(str(r.get("scenario")), str(r.get("quantity")))] = r

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from worthit import fmt, schemas
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.report.decide import REGIME_NAMES
 from worthit.report.views import measure_text
 
@@ -141,8 +142,8 @@ def print_results(results: str | os.PathLike[str], since: float | None = None, c
         return False
     try:
         verdicts = _rows(tables / "verdicts.parquet", schemas.REPORT_VERDICTS)
-        deployments = _rows(tables / "deployments.parquet", schemas.REPORT_DEPLOYMENTS)
-        validation = _rows(tables / "validation.parquet", schemas.REPORT_VALIDATION)
+        deployments = _rows(tables / "deployments.parquet", REPORT_DEPLOYMENTS)
+        validation = _rows(tables / "validation.parquet", REPORT_VALIDATION)
     except (schemas.SchemaError, schemas.UnreadableFile):  # an older report's tables: the page is still there
         (console or Console()).print(f"report: {page}")
         return True

@@ -8,8 +8,9 @@ provenance and a status in the key-value metadata, so a failed experiment is a f
 The definitions live with the experiment that writes them: each folder of :mod:`worthit.experiments` has its
 ``tables.py`` (an experiment outside the package likewise), registered here by
 :func:`worthit.measurements.register`; this package holds the tables of no single experiment, :mod:`.plan`,
-:mod:`.cost` and the report's views (:mod:`.report`). :data:`TABLES` indexes every table registered so far by
-name; :func:`table_named` registers every experiment first.
+:mod:`.cost` and the report's own views (:mod:`.report`; :func:`report_tables` adds each
+experiment's). :data:`TABLES` indexes every table registered so far by name; :func:`table_named` registers
+every experiment first.
 """
 
 from __future__ import annotations
@@ -42,19 +43,10 @@ from worthit.schemas.io import (
 )
 from worthit.schemas.plan import PLAN, PLAN_VS_MEASURED
 from worthit.schemas.report import (
-    REPORT_ACCURACY,
     REPORT_CAPABILITY,
-    REPORT_CAPACITY,
     REPORT_COMPARISON,
-    REPORT_DEPLOYMENTS,
     REPORT_FAILURES,
-    REPORT_LEVELS,
-    REPORT_PREFIX,
-    REPORT_SPECDEC,
-    REPORT_SWEET_SPOT,
-    REPORT_TABLES,
-    REPORT_TIMELINE,
-    REPORT_VALIDATION,
+    REPORT_OWN_TABLES,
     REPORT_VERDICTS,
 )
 
@@ -64,7 +56,7 @@ TABLES: dict[str, Table] = {
         PLAN,
         PLAN_VS_MEASURED,
         STUDY_COST,
-        *REPORT_TABLES,
+        *REPORT_OWN_TABLES,
     )
 }
 
@@ -88,27 +80,31 @@ def table_named(name: str) -> Table:
     return TABLES[name]
 
 
+def report_tables() -> tuple[Table, ...]:
+    """Every table the report writes: its own (the decision layer's) and each registered experiment's
+    (named ``report_*``, defined in the experiment's ``tables.py``), in registration order."""
+    from worthit.measurements import load_plugins
+
+    load_plugins()
+    return (
+        *REPORT_OWN_TABLES,
+        *(t for t in TABLES.values() if t.name.startswith("report_") and t not in REPORT_OWN_TABLES),
+    )
+
+
 def docs(tables: Iterable[Table] = TABLES.values()) -> str:
     return "\n\n".join(t.markdown() for t in tables)
 
 
 __all__ = [
+    "report_tables",
     "META_PREFIX",
     "PLAN",
     "PLAN_VS_MEASURED",
-    "REPORT_ACCURACY",
     "REPORT_CAPABILITY",
-    "REPORT_CAPACITY",
     "REPORT_COMPARISON",
-    "REPORT_DEPLOYMENTS",
     "REPORT_FAILURES",
-    "REPORT_LEVELS",
-    "REPORT_PREFIX",
-    "REPORT_SPECDEC",
-    "REPORT_SWEET_SPOT",
-    "REPORT_TABLES",
-    "REPORT_TIMELINE",
-    "REPORT_VALIDATION",
+    "REPORT_OWN_TABLES",
     "REPORT_VERDICTS",
     "STATUSES",
     "STATUS_FAILED",

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from worthit.quantize import manifest_status
+from worthit.experiments.quantize import manifest_status
 from worthit.server.supervisor import refuse, supervise
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY, REPORT_ACCURACY
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -55,7 +55,7 @@ def register() -> None:
             "accuracy.smk",
             order=60,
             side_results=side_results,
-            tables=(ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY),
+            tables=(ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY, REPORT_ACCURACY),
             section=measurements.section_file(SECTION),
         )
     )

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 
 from worthit import schemas, taskdata
 from worthit.experiments.accuracy.summary import task_delta
-from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
+from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES, REPORT_ACCURACY
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import TaskAccuracy
@@ -190,7 +190,7 @@ def views(ctx: Context, a: AccuracyAnalysis) -> list[View]:
         "scored where lm-eval's samples exist; the two standard errors combined otherwise. Models with random "
         "weights are left out."
     )
-    return [View(schemas.REPORT_ACCURACY, "Accuracy (non-inferiority)", caption, cols, rows, order=20)]
+    return [View(REPORT_ACCURACY, "Accuracy (non-inferiority)", caption, cols, rows, order=20)]
 
 
 def _figure(ctx: Context, a: AccuracyAnalysis) -> Any:

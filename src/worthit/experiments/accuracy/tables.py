@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from worthit.schemas.definition import VARIANT, Table, column
+from worthit.schemas.report import REPORT_STATUS, measure_columns
 
 ACCURACY = Table(
     "accuracy",
@@ -77,5 +78,31 @@ ACCURACY_SUMMARY = Table(
             pa.string(),
             "acceptable (interval above -max_drop_pt), unacceptable (below) or inconclusive (straddles it)",
         ),
+    ),
+)
+
+
+REPORT_ACCURACY = Table(
+    "report_accuracy",
+    "Report: accuracy as a non-inferiority decision per variant x task: the change vs the baseline with its "
+    "95% interval (paired over the documents both scored where lm-eval's samples exist, else the two "
+    "standard errors combined), set against -decide.max_accuracy_drop_pt.",
+    (
+        VARIANT,
+        column("baseline", pa.string(), "the variant compared with"),
+        column("task", pa.string(), "lm-eval task"),
+        column("metric", pa.string(), "the metric compared (acc_norm, acc, exact_match, ...)"),
+        column("filter", pa.string(), "lm-eval filter"),
+        column("baseline_value_pct", pa.float64(), "the baseline's score in %"),
+        column("value_pct", pa.float64(), "the variant's score in %"),
+        *measure_columns("delta_pt", "variant - baseline in percentage points"),
+        column("delta_stderr_pt", pa.float64(), "standard error of delta_pt"),
+        column("method", pa.string(), "paired (per-document differences) / unpaired (standard errors combined)"),
+        column("bound_pt", pa.float64(), "the largest acceptable drop in points"),
+        column("decision", pa.string(), "acceptable / unacceptable / inconclusive", False),
+        column("items_needed", pa.int64(), "items that would decide an inconclusive task at the observed variance"),
+        column("task_size", pa.int64(), "items the task has, where known"),
+        column("note", pa.string(), "what the decision rests on, in words"),
+        *REPORT_STATUS,
     ),
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.kv.tables import KV_CACHE, REPORT_CAPACITY
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -35,5 +35,7 @@ def register() -> None:
     from worthit.experiments.kv import report
     from worthit.report import experiments
 
-    measurements.register(measurements.Measurement(NAME, consumers, "kv.smk", order=10, tables=(KV_CACHE,)))
+    measurements.register(
+        measurements.Measurement(NAME, consumers, "kv.smk", order=10, tables=(KV_CACHE, REPORT_CAPACITY))
+    )
     experiments.register(report.EXPERIMENT)

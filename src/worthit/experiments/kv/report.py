@@ -14,7 +14,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from worthit import prom, schemas
+from worthit import prom
+from worthit.experiments.kv.tables import REPORT_CAPACITY
 from worthit.experiments.loadtest.report import Level, LoadAnalysis
 from worthit.experiments.specdec import measure as specdec
 from worthit.report import plots
@@ -223,7 +224,7 @@ def views(ctx: Context, a: dict[str, Capacity]) -> list[View]:
         "being the TPOT P50 point estimate (its interval is in the load levels table), times alpha for a "
         "speculative variant (a verify step yields alpha tokens, from the level's counters)."
     )
-    return [View(schemas.REPORT_CAPACITY, "Critical concurrency, knees and MBU", caption, cols, rows, order=80)]
+    return [View(REPORT_CAPACITY, "Critical concurrency, knees and MBU", caption, cols, rows, order=80)]
 
 
 def capability(ctx: Context, a: dict[str, Capacity]) -> list[dict[str, Any]]:

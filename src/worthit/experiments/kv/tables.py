@@ -23,3 +23,35 @@ KV_CACHE = Table(
         column("weight_bytes", pa.int64(), "weight bytes as vLLM serves them (floating tensors at the served dtype)"),
     ),
 )
+
+
+REPORT_CAPACITY = Table(
+    "report_capacity",
+    "Report: per variant, KV capacity set against the knees of the throughput and latency curves, and "
+    "memory-bandwidth utilisation at the lowest level.",
+    (
+        VARIANT,
+        column("weight_bytes", pa.int64(), "weight bytes read per decode step (as served)"),
+        column("num_blocks", pa.int64(), "KV blocks (exact count)"),
+        column("kv_cache_gib", pa.float64(), "KV capacity in GiB"),
+        column("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request"),
+        column(
+            "throughput_knee_concurrency",
+            pa.int32(),
+            "lowest level reaching decide.knee.throughput_fraction of peak output tok/s",
+        ),
+        column(
+            "latency_knee_concurrency",
+            pa.int32(),
+            "highest level whose TPOT P50 and TTFT P50 both stay within decide.knee.latency_factor x the "
+            "lowest level's",
+        ),
+        column("highest_level", pa.int32(), "highest concurrency measured"),
+        column("preemptions", pa.float64(), "vllm:num_preemptions_total over the load levels"),
+        column("bound", pa.string(), "what limits concurrency"),
+        column("tpot_ms_p50", pa.float64(), "TPOT P50 at the lowest level"),
+        column("mbu_pct", pa.float64(), "(weight + KV bytes per step) / TPOT / peak bandwidth in %; null when unknown"),
+        column("peak_bandwidth_gb_s", pa.float64(), "peak memory bandwidth used for MBU"),
+        column("bandwidth_source", pa.string(), "datasheet or config the peak comes from"),
+    ),
+)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS, REPORT_LEVELS, REPORT_TIMELINE, SERVER_TIMELINE, SUMMARY
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -54,7 +54,7 @@ def register() -> None:
             "loadtest.smk",
             order=20,
             side_results=side_results,
-            tables=(LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY),
+            tables=(LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY, REPORT_LEVELS, REPORT_TIMELINE),
             section=measurements.section_file(SECTION),
         )
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from worthit import schemas
+from worthit.experiments.loadtest.tables import REPORT_LEVELS
 from worthit.metrics import Slo, summarize
 from worthit.report import plots
 from worthit.report.context import Context, Pair
@@ -361,7 +362,7 @@ def views(ctx: Context, a: LoadAnalysis) -> list[View]:
         "repeated (loadtest.repeats); within one run otherwise, labelled single run: run-to-run variation is "
         f"not in those. SLO: {_slo_text(ctx) or 'none set'}."
     )
-    return [View(schemas.REPORT_LEVELS, "Load levels (n and 95% intervals)", caption, cols, rows, order=90)]
+    return [View(REPORT_LEVELS, "Load levels (n and 95% intervals)", caption, cols, rows, order=90)]
 
 
 def capability(ctx: Context, a: LoadAnalysis) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from worthit.schemas.definition import VARIANT, Table, column
+from worthit.schemas.report import INTERVAL_BASIS, LEVEL_MEASURES, REPORT_STATUS
 
 LOAD_REQUESTS = Table(
     "load_requests",
@@ -102,5 +103,55 @@ SUMMARY = Table(
         column(
             "rate_delivered", pa.bool_(), "open loop: false when the client could not deliver the rate (see reason)"
         ),
+    ),
+)
+
+
+REPORT_LEVELS = Table(
+    "report_levels",
+    "Report: per variant x load level, every figure with n and a 95% interval: over independent runs when the "
+    "level was repeated (loadtest.repeats), else within its one run (order statistics for percentiles, a "
+    "bootstrap over requests for rates), labelled by interval_basis.",
+    (
+        VARIANT,
+        column("concurrency", pa.int32(), "closed-loop concurrency"),
+        *REPORT_STATUS,
+        column("n", pa.int32(), "measured requests (all runs)"),
+        column("n_errors", pa.int32(), "failed requests"),
+        column("runs", pa.int32(), "independent runs of this level"),
+        INTERVAL_BASIS,
+        *LEVEL_MEASURES,
+        column("runs_tpot_ms_p50_min", pa.float64(), "smallest TPOT P50 over runs (spread)"),
+        column("runs_tpot_ms_p50_max", pa.float64(), "largest TPOT P50 over runs (spread)"),
+        column("runs_output_tok_per_s_min", pa.float64(), "smallest output tok/s over runs (spread)"),
+        column("runs_output_tok_per_s_max", pa.float64(), "largest output tok/s over runs (spread)"),
+        column("meets_slo", pa.bool_(), "P99 TTFT and P99 TPOT within the interactive SLO (slo.ttft_ms, slo.tpot_ms)"),
+        column(
+            "under_throughput_tpot_ms",
+            pa.bool_(),
+            "P99 TPOT within the throughput-first ceiling (decide.throughput_tpot_ms)",
+        ),
+    ),
+)
+
+
+REPORT_TIMELINE = Table(
+    "report_timeline",
+    "Report: the server's timeline per variant x closed-loop level (loadtest.timeline_interval_s): the fullest "
+    "KV usage, the most requests running and waiting, the preemptions during the measured requests, and "
+    "whether they agree with the KV-derived critical concurrency (KV full and preemptions begin above it).",
+    (
+        VARIANT,
+        column("level", pa.string(), "the load level (conc~16, chat/conc~4)"),
+        column("concurrency", pa.int32(), "its closed-loop concurrency"),
+        column("samples", pa.int32(), "scrapes during the measured requests (all runs)"),
+        column("kv_usage_max_pct", pa.float64(), "fullest KV-cache usage sampled, %"),
+        column("requests_running_max", pa.float64(), "most requests running at once"),
+        column("requests_waiting_max", pa.float64(), "most requests waiting at once"),
+        column("preemptions", pa.float64(), "preemptions during the measured requests (counter difference)"),
+        column("kv_critical_concurrency", pa.float64(), "KV tokens / tokens per request (report_capacity)"),
+        column("check", pa.string(), "agrees / disagrees with the critical concurrency, or why it was not checked"),
+        column("note", pa.string(), "the variant's check: its verdict (worthit.loadgen.timeline.VERDICTS) and why"),
+        *REPORT_STATUS,
     ),
 )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 
 from worthit import schemas
-from worthit.experiments.loadtest.tables import SERVER_TIMELINE
+from worthit.experiments.loadtest.tables import REPORT_TIMELINE, SERVER_TIMELINE
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.levels import CONC, parse_level
 from worthit.report import plots
@@ -114,7 +114,7 @@ def views(ctx: Context, a: dict[str, VariantTimeline]) -> list[View]:
         "below it neither should happen (worthit.loadgen.timeline.critical_check)."
     )
     title = "Server timeline: KV usage, queue, preemptions"
-    return [View(schemas.REPORT_TIMELINE, title, caption, cols, rows, order=88)]
+    return [View(REPORT_TIMELINE, title, caption, cols, rows, order=88)]
 
 
 def _figure(ctx: Context, a: dict[str, VariantTimeline]) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
+from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY, REPORT_PREFIX
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -45,7 +45,7 @@ def register() -> None:
             "prefix.smk",
             order=40,
             outputs=measurements.summary_files("prefix_summary", lambda study: study.variants_with(NAME)),
-            tables=(PREFIX, PREFIX_SUMMARY),
+            tables=(PREFIX, PREFIX_SUMMARY, REPORT_PREFIX),
             section=measurements.section_file(SECTION),
         )
     )

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from worthit import engine_args as eargs
 from worthit import prom, schemas
 from worthit.experiments.prefix.analysis import other_side
-from worthit.experiments.prefix.tables import PREFIX
+from worthit.experiments.prefix.tables import PREFIX, REPORT_PREFIX
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded
@@ -161,7 +161,7 @@ def views(ctx: Context, a: dict[str, list[Point]]) -> list[View]:
         "within one run; the change and the slope are of point estimates (the verdict's comparison carries the "
         "change's interval)."
     )
-    return [View(schemas.REPORT_PREFIX, "Prefix caching", caption, cols, rows, order=40)]
+    return [View(REPORT_PREFIX, "Prefix caching", caption, cols, rows, order=40)]
 
 
 def capability(ctx: Context, a: dict[str, list[Point]]) -> list[dict[str, Any]]:

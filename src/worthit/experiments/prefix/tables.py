@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from worthit.schemas.definition import VARIANT, Table, column
+from worthit.schemas.report import INTERVAL_BASIS, REPORT_STATUS, measure_columns
 
 PREFIX = Table(
     "prefix_requests",
@@ -48,5 +49,25 @@ PREFIX_SUMMARY = Table(
         column("ttft_slope_ms_per_1k_tokens", pa.float64(), "least-squares slope of TTFT P50 vs prefix length"),
         column("ref_ttft_slope_ms_per_1k_tokens", pa.float64(), "the reference variant's slope"),
         column("slope_reduction_pct", pa.float64(), "(ref slope - slope) / ref slope x 100"),
+    ),
+)
+
+
+REPORT_PREFIX = Table(
+    "report_prefix",
+    "Report: prefix caching per variant x shared-prefix length: TTFT with the cache on and off, the change, "
+    "and the prefix-cache hit rate in %.",
+    (
+        VARIANT,
+        column("prefix_caching", pa.bool_(), "automatic prefix caching on in this variant"),
+        column("prefix_tokens", pa.int32(), "shared prefix length"),
+        *measure_columns("ttft_ms_p50", "TTFT median"),
+        column("reference", pa.string(), "the variant with the cache the other way"),
+        *measure_columns("reference_ttft_ms_p50", "its TTFT median at the same length"),
+        column("change_pct", pa.float64(), "(this - reference) / reference x 100"),
+        column("hit_rate_pct", pa.float64(), "prefix-cache hit tokens / queried tokens over the measured requests, %"),
+        column("ttft_slope_ms_per_1k_tokens", pa.float64(), "least-squares slope of TTFT P50 vs prefix length"),
+        INTERVAL_BASIS,
+        *REPORT_STATUS,
     ),
 )

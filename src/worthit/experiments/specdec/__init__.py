@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.specdec.tables import SPECDEC_SUMMARY, VERIFY
+from worthit.experiments.specdec.tables import REPORT_SPECDEC, SPECDEC_SUMMARY, VERIFY
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -44,7 +44,7 @@ def register() -> None:
             order=50,
             selectable=False,
             outputs=measurements.summary_files("specdec_summary", lambda study: study.spec_variants),
-            tables=(VERIFY, SPECDEC_SUMMARY),
+            tables=(VERIFY, SPECDEC_SUMMARY, REPORT_SPECDEC),
             section=measurements.section_file(SECTION),
         )
     )

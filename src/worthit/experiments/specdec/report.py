@@ -38,7 +38,7 @@ from worthit.experiments.specdec.measure import (
     predicted_speedup,
     verify_medians,
 )
-from worthit.experiments.specdec.tables import VERIFY
+from worthit.experiments.specdec.tables import REPORT_SPECDEC, VERIFY
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
@@ -313,7 +313,7 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
         "acceptance rate are ratios of counter totals (exact counts, no interval); predicted S is the model of "
         "measured inputs (no interval); the measured speed-up carries its 95% interval."
     )
-    return [View(schemas.REPORT_SPECDEC, "Speculative decoding", caption, cols, rows, order=50)]
+    return [View(REPORT_SPECDEC, "Speculative decoding", caption, cols, rows, order=50)]
 
 
 def _figure(ctx: Context, a: dict[str, list[SpecLevel]]) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from worthit.schemas.definition import VARIANT, Table, column
+from worthit.schemas.report import INTERVAL_BASIS, REPORT_STATUS, measure_columns
 
 VERIFY = Table(
     "verify_requests",
@@ -58,5 +59,34 @@ SPECDEC_SUMMARY = Table(
         column("base_ttft_ms_p99", pa.float64(), "TTFT 99th percentile of the base variant"),
         column("verdict", pa.string(), "'not worth trying' if predicted S < threshold, else 'worth trying'"),
         column("note", pa.string(), "what a missing number lacks"),
+    ),
+)
+
+
+REPORT_SPECDEC = Table(
+    "report_specdec",
+    "Report: speculative decoding per variant x load level, from measurements only: the spec-decode counters "
+    "(drafts, draft tokens, accepted), alpha and the acceptance rate, gamma, c at the level's concurrency, "
+    "predicted S = alpha / (k gamma + c) and the measured TPOT speed-up with its interval.",
+    (
+        VARIANT,
+        column("base_variant", pa.string(), "the target served without speculation"),
+        column("method", pa.string(), "speculative method (ngram, draft_model, eagle, ...)"),
+        column("k", pa.int32(), "draft tokens proposed per step"),
+        column("concurrency", pa.int32(), "closed-loop concurrency"),
+        column("drafts", pa.float64(), "speculative steps that proposed drafts (counter delta)"),
+        column("draft_tokens", pa.float64(), "draft tokens proposed (counter delta)"),
+        column("accepted_tokens", pa.float64(), "draft tokens accepted (counter delta)"),
+        column("alpha", pa.float64(), "tokens per verify step = 1 + accepted / drafts; null when nothing was proposed"),
+        column("acceptance_rate_pct", pa.float64(), "accepted / proposed draft tokens, %"),
+        column("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
+        column("c", pa.float64(), "verify step cost / plain decode step cost at this concurrency"),
+        column("c_source", pa.string(), "how c was measured at this concurrency"),
+        column("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
+        *measure_columns("measured_speedup", "base TPOT P50 / speculative TPOT P50"),
+        column("rule", pa.string(), "predicted S against decide.min_predicted_speedup"),
+        column("note", pa.string(), "what a missing number lacks"),
+        INTERVAL_BASIS,
+        *REPORT_STATUS,
     ),
 )

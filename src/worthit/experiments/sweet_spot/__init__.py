@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.sweet_spot.tables import SWEET_SPOT
+from worthit.experiments.sweet_spot.tables import REPORT_SWEET_SPOT, SWEET_SPOT
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -44,7 +44,7 @@ def register() -> None:
             "sweet_spot.smk",
             order=30,
             selectable=False,
-            tables=(SWEET_SPOT,),
+            tables=(SWEET_SPOT, REPORT_SWEET_SPOT),
             section=measurements.section_file(SECTION),
         )
     )

@@ -3,7 +3,7 @@
 Per variant: the bracket [highest concurrency meeting the SLO, lowest missing it), the grid levels and the
 probes behind it, and the figures at the sweet spot (one probe or one grid run: a single run, whose
 within-run interval is not given, so its figures read "no interval: one level of the search"). The
-latency-first deployment (:mod:`worthit.report.deployments`) promises the sweet spot when it lies above the
+latency-first deployment (:mod:`worthit.experiments.deploy.recommend`) promises the sweet spot when it lies above the
 grid's best level.
 """
 
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 
 from worthit import schemas
 from worthit.experiments.loadtest.report import Level
-from worthit.experiments.sweet_spot.tables import SWEET_SPOT
+from worthit.experiments.sweet_spot.tables import REPORT_SWEET_SPOT, SWEET_SPOT
 from worthit.report import plots
 from worthit.report.context import Context
 from worthit.report.experiments import Experiment, Figure
@@ -132,7 +132,7 @@ def views(ctx: Context, a: dict[str, SweetSpot]) -> list[View]:
         "a probe near the boundary may land either side on a rerun."
     )
     rows = [_row(a[v]) for v in ctx.variants if v in a]
-    return [View(schemas.REPORT_SWEET_SPOT, "Sweet spot under the SLO", caption, cols, rows, order=85)]
+    return [View(REPORT_SWEET_SPOT, "Sweet spot under the SLO", caption, cols, rows, order=85)]
 
 
 def _figure(ctx: Context, a: dict[str, SweetSpot]) -> Any:

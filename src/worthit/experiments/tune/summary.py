@@ -17,6 +17,7 @@ from typing import Any
 
 from worthit import atomic
 from worthit.config import Study
+from worthit.experiments.deploy.recommend import model_argv
 from worthit.experiments.loadtest.report import levels_of
 from worthit.experiments.tune.confirm import DEFAULTS
 from worthit.experiments.tune.fresh_starts import ConfirmationRun
@@ -34,12 +35,11 @@ from worthit.experiments.tune.rounds import (
 )
 from worthit.experiments.tune.search import MEASURED, Candidate
 from worthit.metrics import Slo
-from worthit.report.deployments import model_argv
 from worthit.server import engine_flags
 
 
 @dataclass(frozen=True)
-class Point:
+class FrontPoint:
     """One measured level of one candidate."""
 
     name: str
@@ -48,7 +48,7 @@ class Point:
     per_gpu_tok_s: float  # output tok/s / GPUs
 
 
-def pareto(points: Sequence[Point]) -> list[Point]:
+def pareto(points: Sequence[FrontPoint]) -> list[FrontPoint]:
     """The points no other point beats on both axes (higher is better on both), by tok/s per user."""
     front = [
         p
@@ -63,19 +63,19 @@ def pareto(points: Sequence[Point]) -> list[Point]:
     return sorted(front, key=lambda p: p.per_user_tok_s)
 
 
-def points_of(cfg: Mapping[str, Any], candidates: Sequence[Candidate], results: Path) -> list[Point]:
+def points_of(cfg: Mapping[str, Any], candidates: Sequence[Candidate], results: Path) -> list[FrontPoint]:
     """Every measured level of the rounds' candidates."""
     if not candidates:
         return []
     study = Study(derived_config(cfg, candidates))
     slo = Slo.from_config(cfg.get("slo"))
-    out: list[Point] = []
+    out: list[FrontPoint] = []
     for c in candidates:
         gpus = gpus_of(cfg, c.values)
         for lv in levels_of(candidate_results(study, variant_of(c.id), results), slo):
             tpot, tok = lv.tpot_p50.value, lv.output_tok_per_s.value
             if lv.ok and tpot and tok:
-                out.append(Point(describe(c.values), lv.concurrency, 1000.0 / float(tpot), float(tok) / gpus))
+                out.append(FrontPoint(describe(c.values), lv.concurrency, 1000.0 / float(tpot), float(tok) / gpus))
     return out
 
 
@@ -88,7 +88,7 @@ def serve_command(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> str:
     return shlex.join(["vllm", "serve", model, *pin, *engine_flags(args, extra)])
 
 
-def _svg(points: Sequence[Point], path: Path) -> Path | None:
+def _svg(points: Sequence[FrontPoint], path: Path) -> Path | None:
     if not points:
         return None
     import matplotlib

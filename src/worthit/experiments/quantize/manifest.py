@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from worthit.experiments.quantize.spec import QuantizePlan
 from worthit.models import Manifest, build_manifest
-from worthit.quantize.spec import QuantizePlan
 
 if TYPE_CHECKING:
-    from worthit.quantize.gate import GateResult
+    from worthit.experiments.quantize.gate import GateResult
 
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"

@@ -9,8 +9,8 @@
 ``--max-num-seqs`` is that concurrency (a level of the measured grid, so the promise is a measured one); the
 other flags are the variant's as configured, and ``chosen_by`` says which measurement chose each. The model
 is named as the config names it: the hub id (with its revision), the configured path, or the folder the
-workflow built (``resources/models/<name>/model``). The validate_deployment stage (:mod:`worthit.deploy`)
-serves ``argv`` exactly and loads it at the promised concurrency; :func:`validation_rows` sets what it
+workflow built (``resources/models/<name>/model``). The validate_deployment stage (:mod:`.validate`) serves
+``argv`` exactly and loads it at the promised concurrency; :func:`validation_rows` sets what it
 measured against the promise, a miss being a measured value beyond the promised interval on the worse side.
 """
 
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from worthit import engine_args as eargs
 from worthit import schemas, secrets
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.experiments.loadtest.report import Level, LoadAnalysis, ceiling_text, level
 from worthit.experiments.sweet_spot.report import SweetSpot
 from worthit.report.context import Context, Pair
@@ -240,7 +241,7 @@ def deployments_view(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mappi
     notes = [
         f"**{r['scenario']}** ({ctx.label(str(r['variant']))}): `{r['command']}`" for r in rows if r.get("command")
     ]
-    return View(schemas.REPORT_DEPLOYMENTS, "Recommended deployments", caption, cols, rows, order=10, notes=notes)
+    return View(REPORT_DEPLOYMENTS, "Recommended deployments", caption, cols, rows, order=10, notes=notes)
 
 
 def validation_rows(ctx: Context, deployments: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -315,7 +316,7 @@ def validation_view(ctx: Context, deployments: Sequence[Mapping[str, Any]]) -> V
         "deployment): a miss is a measured value beyond the promised 95% interval on the worse side."
     )
     return View(
-        schemas.REPORT_VALIDATION,
+        REPORT_VALIDATION,
         "Deployments served: promised vs measured",
         caption,
         cols,

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from worthit.experiments.quantize.spec import GROUPED_SCHEMES, KV_CACHE_SCHEMES, NO_WEIGHTS, NotAvailable, QuantizePlan
+from worthit.experiments.quantize.text import calibration_texts, token_windows
 from worthit.models import is_quantization_param
-from worthit.quantize.spec import GROUPED_SCHEMES, KV_CACHE_SCHEMES, NO_WEIGHTS, NotAvailable, QuantizePlan
-from worthit.quantize.text import calibration_texts, token_windows
 
 
 def _torch_dtype(name: str) -> Any:

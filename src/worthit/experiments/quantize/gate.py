@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit.quantize.spec import QuantizeError
-from worthit.quantize.text import HELDOUT_FILE, read_texts
+from worthit.experiments.quantize.spec import QuantizeError
+from worthit.experiments.quantize.text import HELDOUT_FILE, read_texts
 
 
 @dataclass
@@ -46,7 +46,7 @@ def _load_for_gate(model_dir: Path, device: str) -> Any:
 
     # fp32 either way: the gate compares two models' NLL to a few thousandths of a nat
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() by its dtype overload
     model.eval()
     return model
 

@@ -16,15 +16,17 @@ The plan (:class:`QuantizePlan`, :mod:`.spec`) and its checks (:func:`validate_p
 pure: they read the base model's config.json and safetensors headers, so they run in the workflow
 environment at parse time and again before any work. torch, transformers and llm-compressor are imported
 only inside the functions that need them; the stage runs in the quantize environment
-(``<quantize_python> -m worthit.quantize``, :mod:`.cli`).
+(``<quantize_python> -m worthit.experiments.quantize``, :mod:`.cli`).
 
 Modules: ``spec`` (the plan and its allowed values), ``checks``, ``text`` (calibration and held-out text),
-``backends``, ``gate``, ``manifest``, ``stage`` (:func:`quantize`), ``cli``.
+``backends``, ``gate``, ``manifest``, ``run`` (:func:`quantize`), ``cli``. Its rules: ``workflow/rules/quantize.smk``,
+included through :func:`register` like every experiment's; its config lives under ``models.<name>.quantize``
+(``config/schema.yaml``), and the variants that serve a quantised model are what the report compares.
 """
 
 from __future__ import annotations
 
-from worthit.quantize.backends import (
+from worthit.experiments.quantize.backends import (
     llmcompressor_awq_architectures,
     llmcompressor_recipe,
     patch_llmcompressor_for_cpu,
@@ -32,16 +34,16 @@ from worthit.quantize.backends import (
     run_autoawq,
     run_llmcompressor,
 )
-from worthit.quantize.checks import (
+from worthit.experiments.quantize.checks import (
     architecture,
     check_quantize_plans,
     quantised_linears,
     safetensors_shapes,
     validate_plan,
 )
-from worthit.quantize.cli import main
-from worthit.quantize.gate import GateResult, nll_and_kl, quality_gate
-from worthit.quantize.manifest import (
+from worthit.experiments.quantize.cli import main
+from worthit.experiments.quantize.gate import GateResult, nll_and_kl, quality_gate
+from worthit.experiments.quantize.manifest import (
     STATUS_FAILED,
     STATUS_NOT_AVAILABLE,
     STATUS_OK,
@@ -51,8 +53,8 @@ from worthit.quantize.manifest import (
     weights_row,
     write_result_manifest,
 )
-from worthit.quantize.run import quantize
-from worthit.quantize.spec import (
+from worthit.experiments.quantize.run import quantize
+from worthit.experiments.quantize.spec import (
     AUTOAWQ_ARCHITECTURES,
     GROUP_SIZES,
     GROUPED_SCHEMES,
@@ -66,7 +68,14 @@ from worthit.quantize.spec import (
     QuantizeError,
     QuantizePlan,
 )
-from worthit.quantize.text import CALIBRATION_FILE, DATA, HELDOUT_FILE, calibration_texts, read_texts, token_windows
+from worthit.experiments.quantize.text import (
+    CALIBRATION_FILE,
+    DATA,
+    HELDOUT_FILE,
+    calibration_texts,
+    read_texts,
+    token_windows,
+)
 
 __all__ = [
     "AUTOAWQ_ARCHITECTURES",
@@ -112,3 +121,15 @@ __all__ = [
     "weights_row",
     "write_result_manifest",
 ]
+
+NAME = "quantize"
+
+
+def register() -> None:
+    """Register the stage's rule file the way an experiment outside the package does. It measures nothing on
+    a server (no turn, not a value of ``variants.<v>.experiments``): its output is a model that variants serve."""
+    from worthit import measurements
+
+    measurements.register(
+        measurements.Measurement(NAME, measurements.no_consumers, "quantize.smk", order=0, selectable=False)
+    )

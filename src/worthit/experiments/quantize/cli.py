@@ -1,5 +1,5 @@
-"""``python -m worthit.quantize run|gate``: the command line the ``quantize_model`` rule runs in the quantize
-environment."""
+"""``python -m worthit.experiments.quantize run|gate``: the command line the ``quantize_model`` rule runs in the
+quantize environment."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from worthit import errors
-from worthit.quantize.gate import quality_gate
-from worthit.quantize.manifest import manifest_status
-from worthit.quantize.run import quantize
-from worthit.quantize.spec import QuantizeError, QuantizePlan
+from worthit.experiments.quantize.gate import quality_gate
+from worthit.experiments.quantize.manifest import manifest_status
+from worthit.experiments.quantize.run import quantize
+from worthit.experiments.quantize.spec import QuantizeError, QuantizePlan
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m worthit.quantize", description="Quantise a model (or judge a checkpoint); write its manifest."
+        prog="python -m worthit.experiments.quantize",
+        description="Quantise a model (or judge a checkpoint); write its manifest.",
     )
     sub = p.add_subparsers(dest="cmd", required=True)
     q = sub.add_parser("run", help="quantise a base model per a quantize: block of the study config")
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         m = quantize(QuantizePlan.from_config(ns.name, json.loads(ns.spec)), ns.base_manifest, ns.out)
     except QuantizeError as e:
-        return errors.report("python -m worthit.quantize", e)
+        return errors.report("python -m worthit.experiments.quantize", e)
     status, reason = manifest_status(asdict(m))
     print(f"{m.name}: {status}{': ' + reason if reason else ''}; manifest {ns.out / 'manifest.json'}")
     return 0

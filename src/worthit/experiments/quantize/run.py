@@ -12,11 +12,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from worthit.models import Manifest
-from worthit.quantize.backends import llmcompressor_awq_architectures, run_autoawq, run_llmcompressor
-from worthit.quantize.checks import validate_plan
-from worthit.quantize.gate import GateResult, quality_gate
-from worthit.quantize.manifest import (
+from worthit.experiments.quantize.backends import llmcompressor_awq_architectures, run_autoawq, run_llmcompressor
+from worthit.experiments.quantize.checks import validate_plan
+from worthit.experiments.quantize.gate import GateResult, quality_gate
+from worthit.experiments.quantize.manifest import (
     STATUS_FAILED,
     STATUS_NOT_AVAILABLE,
     STATUS_OK,
@@ -24,9 +23,10 @@ from worthit.quantize.manifest import (
     peak_rss_bytes,
     write_result_manifest,
 )
-from worthit.quantize.spec import AUTOAWQ_ARCHITECTURES, GROUPED_SCHEMES, NotAvailable, QuantizePlan
+from worthit.experiments.quantize.spec import AUTOAWQ_ARCHITECTURES, GROUPED_SCHEMES, NotAvailable, QuantizePlan
+from worthit.models import Manifest
 
-log = logging.getLogger("worthit.quantize")
+log = logging.getLogger("worthit.experiments.quantize")
 
 
 def quantize(plan: QuantizePlan, base_manifest: Path, out_dir: Path) -> Manifest:

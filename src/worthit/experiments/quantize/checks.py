@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from worthit.models import safetensors_header
-from worthit.quantize.spec import (
+from worthit.experiments.quantize.spec import (
     GROUP_SIZES,
     GROUPED_SCHEMES,
     KV_CACHE_SCHEMES,
@@ -24,6 +23,7 @@ from worthit.quantize.spec import (
     QuantizeError,
     QuantizePlan,
 )
+from worthit.models import safetensors_header
 
 
 def safetensors_shapes(model_dir: Path) -> dict[str, list[int]]:

@@ -7,9 +7,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from worthit.quantize.spec import CalibrationText, QuantizeError
+from worthit.experiments.quantize.spec import CalibrationText, QuantizeError
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"  # src/worthit/data
 CALIBRATION_FILE = DATA / "calibration.jsonl"
 HELDOUT_FILE = DATA / "heldout.jsonl"
 

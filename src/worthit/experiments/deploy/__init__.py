@@ -1,0 +1,36 @@
+"""Recommended deployments: what to run, chosen from the study's verdicts, and proven by serving it.
+
+Experiment name ``deploy`` (not a value of ``variants.<v>.experiments``: it serves what the report
+recommends, once the verdicts are in). Its files:
+
+- :mod:`.recommend`: one ``vllm serve`` command per scenario (latency-first, throughput-first) with the
+  concurrency and figures it promises, chosen among the baseline and the adopted variants, and the
+  promise set against what its validation runs measured (the report's ``deployments`` and ``validation``
+  tables);
+- :mod:`.validate`: the validation stage: each command served exactly as printed and loaded at the promised
+  concurrency, once per ``loadtest.repeats`` run (``results/<study>/deployment~<scenario>/``);
+- :mod:`.tables`: the report tables ``report_deployments`` and ``report_validation``;
+- the rules: ``workflow/rules/deploy.smk`` (run when ``validate_deployments`` is true).
+"""
+
+from __future__ import annotations
+
+NAME = "deploy"
+
+
+def register() -> None:
+    """Register the stage's rule file and tables the way an experiment outside the package does; it takes no
+    turn on a variant's server (its servers are the deployments' own)."""
+    from worthit import measurements
+    from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
+
+    measurements.register(
+        measurements.Measurement(
+            NAME,
+            measurements.no_consumers,
+            "deploy.smk",
+            order=90,
+            selectable=False,
+            tables=(REPORT_DEPLOYMENTS, REPORT_VALIDATION),
+        )
+    )
