@@ -160,3 +160,12 @@ def test_the_serve_command_is_the_candidates_model_and_every_flag_it_serves_with
         assert flag in cmd, cmd
     cfg["models"]["smol"]["source"] = "hf:Qwen/Qwen2.5-7B-Instruct@abc123"
     assert serve_command(cfg, {}).startswith("vllm serve Qwen/Qwen2.5-7B-Instruct --revision abc123 ")
+
+
+def test_the_serve_command_names_the_api_key_by_its_variable_never_its_value(tmp_path: Path) -> None:
+    from worthit.experiments.tune.summary import serve_command
+
+    cfg = _cfg(tmp_path)
+    cfg["variants"]["base"]["engine_args"]["api-key"] = "sk-tune-secret-1234"
+    cmd = serve_command(cfg, {"max-num-seqs": 8, "variant": "base"})
+    assert "sk-tune-secret-1234" not in cmd and '--api-key "$VLLM_API_KEY"' in cmd, cmd

@@ -92,7 +92,9 @@ def test_the_rounds_find_the_known_best_and_a_resumed_tune_measures_nothing_twic
     assert "- **throughput-first: vLLM defaults** (tie, confirmed on 2 fresh starts" in summary
     assert f"`vllm serve {model_dir} " in summary and "| 0 | max-num-seqs=8 | throughput | measured |" in summary
     assert (results_dir(tmp_path) / "tune" / "pareto.svg").read_text().lstrip().startswith("<?xml")
-    assert out.rstrip().splitlines()[-1] == f"summary: {results_dir(tmp_path) / 'tune' / 'summary.md'}"
+    tdir = results_dir(tmp_path) / "tune"
+    assert out.rstrip().splitlines()[-1] == f"summary: {tdir / 'summary.md'}; page: {tdir / 'report.html'}"
+    assert "max-num-seqs=8" in (tdir / "report.html").read_text()  # the summary as a page, the trace in it
     starts = sorted(p.parent.parent.name for p in results_dir(tmp_path).glob("variant~*_start*/load/conc~8.parquet"))
     assert starts == sorted(f"variant~{variant_of(c)}_start{k}" for c in (eight, defaults_id) for k in (1, 2)) or (
         len(starts) == 6  # the latency top was max-num-seqs 1 (both met concurrency 1 only): three candidates

@@ -27,6 +27,7 @@ from worthit.errors import InputError
 from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.experiments.deploy.recommend import deployments_view, validation_view
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
+from worthit.experiments.tune import page as tune_page
 from worthit.report import data, headline, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
@@ -333,7 +334,8 @@ def write_all(report: Report, outdir: PathLike, html: PathLike, metadata: Mappin
         if old.stem not in figs:
             old.unlink()
     views = [*report.views, *study_views(Path(outdir).parent)]
-    return write_html(report.ctx, views, figs, Path(html), decision_figures=decision_figures(report))
+    tune = tune_page.section(Path(outdir).parent)  # results/<study>-tune/tune/, where the study was tuned
+    return write_html(report.ctx, views, figs, Path(html), decision_figures=decision_figures(report), tune=tune)
 
 
 def decision_figures(report: Report) -> dict[str, str]:

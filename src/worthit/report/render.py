@@ -296,11 +296,14 @@ def html_page(
     views: Sequence[View],
     figures: Mapping[str, Mapping[str, Any]],
     decision_figures: Mapping[str, str] | None = None,
+    tune: Mapping[str, str] | None = None,
 ) -> str:
     """The page: the decision first (one row per optimisation, how the evidence was checked, a small figure
     each), the deployments as commands, then every view folded with a one-line summary.
 
-    ``decision_figures``: each optimisation's small figure as inline SVG (worthit.report.headline.figures)."""
+    ``decision_figures``: each optimisation's small figure as inline SVG (worthit.report.headline.figures);
+    ``tune``: the study's tune, where one ran (worthit.experiments.tune.page.section), folded under the
+    deployments."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=jinja2.select_autoescape(("html", "j2")),
@@ -347,6 +350,7 @@ def html_page(
         rules=Markup(_md_inline(verdicts.caption)) if verdicts else "",
         small_figures=small,
         deployments=deployment_blocks(ordered),
+        tune=None if tune is None else {**tune, "html": Markup(tune["html"])},
         views=[_view_dict(v, ctx) for v in ordered],
         logs=logs,
         figures=[{"name": n, "svg": Markup(_svg(Path(f["svg"]))), "caption": f["caption"]} for n, f in figures.items()],
@@ -372,5 +376,6 @@ def write_html(
     out: str | Path,
     *,
     decision_figures: Mapping[str, str] | None = None,
+    tune: Mapping[str, str] | None = None,
 ) -> Path:
-    return atomic.write_text(out, html_page(ctx, views, figures, decision_figures))
+    return atomic.write_text(out, html_page(ctx, views, figures, decision_figures, tune))

@@ -22,7 +22,7 @@ def run_live(
     a: Any, cfg: Mapping[str, Any], *, source: str, hw: Hardware, given: Mapping[str, str] | None, hub: bool
 ) -> int:
     """The tune's rounds, its confirmation unless skipped, its summary; exit status 0, or 2 on bad input."""
-    from worthit.experiments.tune import summary
+    from worthit.experiments.tune import page, summary
     from worthit.experiments.tune.fresh_starts import ConfirmationRun, confirm
     from worthit.experiments.tune.fresh_starts import lines as confirmation_lines
     from worthit.experiments.tune.rounds import Interrupted, run_tune, summary_lines
@@ -47,6 +47,8 @@ def run_live(
                 cfg, run.search, s, source=source, workdir=workdir, cores=a.cores, snakemake_args=smk, say=say
             )
         written = summary.write(cfg, run, conf, workdir)
+        shown = page.write_page(written.parent)
+        rerendered = _rerender_study_report(workdir / "results" / str(cfg["study"]))
     except InputError as e:
         return errors.report("worthit tune", e)
     except (Interrupted, KeyboardInterrupt) as e:
@@ -55,5 +57,18 @@ def run_live(
         return 143 if isinstance(e, Interrupted) else 130
     say("\n".join(summary_lines(run, cfg)))
     say("\n".join(confirmation_lines(conf)) if conf is not None else skipped)
-    say(f"summary: {written}")
+    say(f"summary: {written}; page: {shown}")
+    if rerendered:
+        say(f"the study's report shows the tune: {rerendered}")
     return 0
+
+
+def _rerender_study_report(results: Path) -> Path | None:
+    """The study's report, rendered again where it exists, so its tune section shows this tune (the tune
+    writes nothing the report's Snakemake rule takes as input); None where the study has no report yet."""
+    page_path = results / "report.html"
+    if not page_path.is_file() or not (results / "report").is_dir():
+        return None
+    from worthit.report.build import main as report_main
+
+    return page_path if report_main(["--results", str(results)]) == 0 else None

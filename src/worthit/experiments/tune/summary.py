@@ -9,18 +9,17 @@ failed and pruned candidates are listed under it (they have no point). Then the 
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worthit import atomic
+from worthit import atomic, secrets
 from worthit.config import Study
 from worthit.experiments.deploy.recommend import model_argv
 from worthit.experiments.loadtest.report import levels_of
 from worthit.experiments.tune.confirm import DEFAULTS
-from worthit.experiments.tune.fresh_starts import ConfirmationRun
+from worthit.experiments.tune.fresh_starts import ConfirmationRun, ScenarioConfirmation
 from worthit.experiments.tune.prune import candidate_args
 from worthit.experiments.tune.rounds import (
     UNITS,
@@ -36,6 +35,7 @@ from worthit.experiments.tune.rounds import (
 from worthit.experiments.tune.search import MEASURED, Candidate
 from worthit.metrics import Slo
 from worthit.server import engine_flags
+from worthit.stats import mean_ci95
 
 
 @dataclass(frozen=True)
@@ -80,12 +80,13 @@ def points_of(cfg: Mapping[str, Any], candidates: Sequence[Candidate], results: 
 
 
 def serve_command(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> str:
-    """The ``vllm serve`` command of a candidate, as a person would type it."""
+    """The ``vllm serve`` command of a candidate, as a person would type it; a secret (``--api-key``) as the
+    variable that holds it, never its value (docs/security.md)."""
     variant, args = candidate_args(cfg, values)
     model_name = str(cfg["variants"][variant]["model"])
     model, pin = model_argv(str(cfg["models"][model_name].get("source") or ""), model_name)
     extra = list(cfg["variants"][variant].get("extra_args") or [])
-    return shlex.join(["vllm", "serve", model, *pin, *engine_flags(args, extra)])
+    return secrets.shell_command(["vllm", "serve", model, *pin, *engine_flags(args, extra)])
 
 
 def _svg(points: Sequence[FrontPoint], path: Path) -> Path | None:
@@ -122,6 +123,20 @@ def _svg(points: Sequence[FrontPoint], path: Path) -> Path | None:
     return path
 
 
+def _confirmation_table(sc: ScenarioConfirmation, unit: str) -> list[str]:
+    """Each re-measured candidate of one scenario beside vLLM's defaults: its figure per fresh start, the mean
+    and its 95% interval over the starts (t), and which one the confirmation recommends."""
+    rows = ["  | candidate | fresh starts | mean [95% interval] | per start |", "  |---|---|---|---|"]
+    recommended = sc.decision.recommended if sc.decision is not None else None
+    for name, runs in sorted(sc.runs.items(), key=lambda kv: (kv[0] != DEFAULTS, kv[0])):
+        mean, low, high = mean_ci95(list(runs))
+        shown = "–" if mean is None else f"{mean:,.1f}" + ("" if low is None else f" [{low:,.1f}, {high:,.1f}]")
+        mark = " (recommended)" if name == recommended else ""
+        starts = ", ".join(f"{r:,.1f}" for r in runs)
+        rows.append(f"  | {name}{mark} | {len(runs)} | {shown} {unit} | {starts} |")
+    return rows
+
+
 def write(
     cfg: Mapping[str, Any], run: TuneRun, confirmation: ConfirmationRun | None, workdir: Path = Path(".")
 ) -> Path:
@@ -149,6 +164,7 @@ def write(
             )
             md.append(f"  `{serve_command(cfg, values)}`")
             md.append(f"  why: {d.reasons[-1]}")
+            md += ["", *_confirmation_table(sc, unit), ""]
         elif best is not None:
             values, figure = best
             md.append(
