@@ -96,3 +96,20 @@ def test_without_dry_run_a_study_without_a_tune_is_an_error_not_a_run(capsys: py
     assert cli.main(["tune"]) == 2  # the embedded default has no tune: section
     err = capsys.readouterr().err
     assert "tune.space is empty: no tune to run" in err and "Traceback" not in err
+
+
+def test_the_dry_run_names_the_served_configurations_whose_accuracy_gates_them(
+    tmp_path: Path, accepted: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = yaml.safe_load(write_study(tmp_path, {"max-num-seqs": [8, 64]}).read_text())
+    base = raw["baseline_variant"]
+    other = next(v for v, spec in raw["variants"].items() if spec["model"] != raw["variants"][base]["model"])
+    raw["tune"]["space"]["variant"] = [base, other]
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    assert cli.main(["tune", "--dry-run", "--config", str(f), "--gpu", "RTX 3090", "--no-hub"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("accuracy: "))
+    model = raw["variants"][other]["model"]
+    assert line.startswith(f"accuracy: 1 served configuration(s) change what is served ({model}")
+    assert "screened on 50 items per task against the baseline before its load" in line

@@ -168,3 +168,39 @@ def test_a_sigterm_mid_round_stops_everything_tells_no_outcome_and_the_same_comm
     rows = trace(tmp_path, "stopped")
     assert {r["status"] for r in rows} == {"measured"} and len(rows) == 2, rows
     assert "served 1 candidate(s) in this run" in again.stdout
+
+
+def test_a_faster_candidate_whose_accuracy_is_not_shown_acceptable_may_not_win(tmp_path, model_dir):
+    """Accuracy as a constraint: ``alias`` serves the same weights under another model name, so the tune must
+    treat it as changing what is served; with --max-num-seqs 1 the baseline serves four streams one at a time,
+    so ``alias`` is much faster. Its accuracy is screened on 6 items per task before its load, measured again on
+    8 because it is at the front, and stays inconclusive (identical answers bound a drop only to +-3.69/n): it
+    may not win, and the baseline is the answer."""
+    cfg = study_config(model_dir, loadtest={**LOADTEST, "levels": [4]}, study="acc", validate_deployments=False)
+    cfg["models"]["smol_alias"] = dict(cfg["models"]["smol"])
+    cfg["variants"]["base"].update(experiments=["loadtest"], engine_args={"max-num-seqs": 1})
+    cfg["variants"]["alias"] = {"model": "smol_alias", "experiments": ["loadtest"]}
+    cfg["accuracy"] = {"tasks": [{"name": "worthit_arc", "limit": 8}]}
+    cfg["tune"] = {
+        "space": {"variant": ["base", "alias"]},
+        "scenarios": ["throughput"],
+        "rounds": 1,
+        "per_round": 2,
+        "accuracy": {"screen_items": 6, "near_front_items": 8},
+    }
+    proc = tune(tmp_path, cfg, "--no-confirm")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    by = {r["values_json"]: r for r in trace(tmp_path, "acc")}
+    base, alias = by['{"variant": "base"}'], by['{"variant": "alias"}']
+    assert base["status"] == alias["status"] == "measured"
+    assert alias["value"] > 1.5 * base["value"], (base, alias)  # the faster one ...
+    assert alias["reason"].startswith("not eligible: accuracy inconclusive on 8 items: worthit_arc"), alias
+    out = proc.stdout
+    assert "accuracy inconclusive on 6 items: worthit_arc acc" in out.split("measuring")[0]  # screened before
+    assert out.split("throughput-first:")[1].splitlines()[0].endswith("variant base"), out[-2000:]  # not the answer
+    for items in (6, 8):  # each item budget is a study of its own: the baseline beside the alias, 1 task each
+        acc = tmp_path / "results" / f"acc-tune-accuracy-{items}"
+        assert len(list(acc.glob("variant~acc_*/accuracy.parquet"))) == 2, sorted(acc.rglob("*.parquet"))
+    summary = (results_dir(tmp_path, "acc") / "tune" / "summary.md").read_text()
+    assert "not eligible: accuracy inconclusive on 8 items" in summary
+    assert "--max-num-seqs 1" in summary.split("## The Pareto front")[0]  # what to run: the baseline's command

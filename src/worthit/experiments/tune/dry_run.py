@@ -20,6 +20,7 @@ from worthit import errors
 from worthit.config import ROOT, Study, load
 from worthit.errors import InputError
 from worthit.experiments.tune import flags as flagsmod
+from worthit.experiments.tune.accuracy_gate import changes_outputs, describe_key, served_key
 from worthit.experiments.tune.prune import MAX_NUM_SEQS, bound, candidate_args, kv_prune
 from worthit.experiments.tune.space import Choices, Dimension, Range, TuneSection, parse
 from worthit.plan.cli import parse_model_configs
@@ -47,6 +48,7 @@ class DryRun:
     pruned: list[PrunedGroup]
     at_ends: bool  # the other flags were checked at their range ends only
     checked: int  # candidates the plan checked (every one, or those at the other flags' range ends)
+    accuracy_gated: tuple[str, ...] = ()  # served configurations that change what is served (.accuracy_gate)
 
     @property
     def pruned_count(self) -> int:
@@ -115,7 +117,8 @@ def dry_run(
             reason = kv_prune(b, section)
             if reason and b.fit_seqs is not None:
                 groups.append(PrunedGroup(others, [v for v in seqs if v > b.fit_seqs], reason))
-    return DryRun(section, version, hw, section.size(), groups, at_ends, checked)
+    gated = sorted({served_key(cfg, c) for c in combos if changes_outputs(cfg, c)})
+    return DryRun(section, version, hw, section.size(), groups, at_ends, checked, tuple(map(describe_key, gated)))
 
 
 def lines(d: DryRun) -> list[str]:
@@ -149,6 +152,13 @@ def lines(d: DryRun) -> list[str]:
         f"search: {s.rounds} rounds x {s.per_round} candidates, Optuna TPE per scenario ({', '.join(s.scenarios)}), "
         f"seed {s.seed}; confirm the top {s.confirm_top} x {s.confirm_repeats} fresh starts against vLLM's defaults"
     )
+    if d.accuracy_gated:
+        near = s.accuracy_near_front_items or "each task's own limit"
+        out.append(
+            f"accuracy: {len(d.accuracy_gated)} served configuration(s) change what is served "
+            f"({'; '.join(d.accuracy_gated)}): each screened on {s.accuracy_screen_items} items per task against "
+            f"the baseline before its load, on {near} near the front before it may win"
+        )
     out.append("dry run: nothing was served (worthit tune without --dry-run runs the rounds)")
     return out
 

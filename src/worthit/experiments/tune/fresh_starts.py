@@ -72,10 +72,10 @@ def changed_flags(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> int:
 
 
 def picks(search: TuneSearch, section: TuneSection) -> dict[str, list[Candidate]]:
-    """The top ``confirm.top`` measured candidates of each scenario, best first."""
+    """The top ``confirm.top`` measured candidates of each scenario that may win, best first."""
     out: dict[str, list[Candidate]] = {}
     for s in section.scenarios:
-        rows = [t for t in search.trace() if t["scenario"] == s and t["status"] == MEASURED]
+        rows = [t for t in search.trace() if t["scenario"] == s and t["status"] == MEASURED and t["eligible"]]
         rows.sort(key=lambda t: -(t["value"] if t["value"] is not None else float("-inf")))
         out[s] = [Candidate(dict(t["values"]), int(t["round"] or 0)) for t in rows[: section.confirm_top]]
     return out

@@ -23,6 +23,7 @@ candidates served; when it is spent the tune stops, and a larger budget resumes 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shlex
 import signal
@@ -39,6 +40,8 @@ from worthit import atomic, schemas
 from worthit.config import ROOT, Study, validate
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level, levels_of
+from worthit.experiments.tune.accuracy_gate import ACCEPTABLE, UNACCEPTABLE, AccuracyGate
+from worthit.experiments.tune.accuracy_gate import FAILED as ACC_FAILED
 from worthit.experiments.tune.prune import bound, candidate_args, merge_args, screen
 from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
 from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, engine_args, parse
@@ -257,6 +260,8 @@ def known_candidates(search: TuneSearch) -> list[Candidate]:
 
 
 def write_trace(search: TuneSearch, path: Path) -> Path:
+    """The search's trace as ``trace.parquet`` (a measured candidate that may not win carries why as its
+    reason)."""
     rows = [
         {
             "round": int(t["round"] or 0),
@@ -295,6 +300,9 @@ def run_tune(
     lt = cfg["loadtest"]
     max_load = max((int(c) for c in lt.get("levels") or []), default=None)
     budget = section.budget.server_starts
+
+    workflow = functools.partial(run_snakemake, workdir=workdir, cores=cores, extra=snakemake_args)
+    gate = AccuracyGate(cfg, section, workdir=workdir, run=workflow)
     known = known_candidates(search)
     served = len(known)
     best_low: float | None = None
@@ -339,6 +347,7 @@ def run_tune(
             if budget is not None and served + len(serve) >= budget:
                 break  # left pending: a larger budget resumes with it
             serve.append(c)
+        serve = _screen_accuracy(gate, search, serve, run, say, round_)
         if serve:
             known = [k for k in known_candidates(search) if k.id not in {c.id for c in serve}]
             derived = derived_config(cfg, [*known, *serve], source)
@@ -350,7 +359,7 @@ def run_tune(
                 f"tune round {round_}: measuring {len(serve)} candidate(s): "
                 + "; ".join(describe(c.values) for c in serve)
             )
-            rc = run_snakemake(cfg_file, targets, workdir=workdir, cores=cores, extra=snakemake_args)
+            rc = workflow(cfg_file, targets)
             note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
             for c in serve:
                 o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values), workflow_note=note)
@@ -367,10 +376,58 @@ def run_tune(
                 )
                 say(f"tune round {round_}: {describe(c.values)}: {shown}")
         run.trace_path = write_trace(search, tdir / "trace.parquet")
+    _settle_accuracy(gate, search, say)
     run.best = {s: search.best(s) for s in section.scenarios}
     run.trace_path = write_trace(search, tdir / "trace.parquet")
     run.search = search
     return run
+
+
+def _screen_accuracy(
+    gate: AccuracyGate,
+    search: TuneSearch,
+    serve: Sequence[Candidate],
+    run: TuneRun,
+    say: Callable[[str], None],
+    round_: int,
+) -> list[Candidate]:
+    """The round's candidates whose served configuration may still be eligible: those that change what is
+    served are screened first (tune.accuracy.screen_items); unacceptable ones are pruned, failed ones fail."""
+    gate.screen([c.values for c in serve])
+    keep: list[Candidate] = []
+    for c in serve:
+        j = gate.verdict(c.values)
+        if j is not None and j.decision in (UNACCEPTABLE, ACC_FAILED):
+            search.record(c, Outcome.pruned(j.reason) if j.decision == UNACCEPTABLE else Outcome.failed(j.reason))
+            run.pruned += j.decision == UNACCEPTABLE
+            say(f"tune round {round_}: {describe(c.values)}: {j.reason}")
+            continue
+        if j is not None:  # screened: its load is measured, and it may win only once acceptable
+            say(f"tune round {round_}: {describe(c.values)}: {j.reason}")
+        keep.append(c)
+    return keep
+
+
+def _settle_accuracy(gate: AccuracyGate, search: TuneSearch, say: Callable[[str], None]) -> None:
+    """Before a best is named: the candidates within tune.accuracy.near_front of a scenario's best whose
+    screen was inconclusive are measured on more items; every measured candidate that changes what is served
+    and is not then acceptable may not win (``search.ineligible``, with why)."""
+    measured = [t for t in search.trace() if t["status"] == MEASURED and t["value"] is not None]
+    gate.screen([t["values"] for t in measured])  # a resumed tune: judged again from what is on disk
+    near: list[Mapping[str, Any]] = []
+    for s in gate.section.scenarios:
+        rows = [t for t in measured if t["scenario"] == s]
+        if rows:
+            top = max(float(t["value"]) for t in rows)
+            near += [t["values"] for t in rows if float(t["value"]) >= (1 - gate.section.accuracy_near_front) * top]
+    gate.settle(near)
+    for t in measured:
+        j = gate.verdict(t["values"])
+        if j is not None and j.decision != ACCEPTABLE:
+            cid = str(t["candidate_id"])
+            if cid not in search.ineligible:
+                search.ineligible[cid] = f"not eligible: {j.reason}"
+                say(f"tune: {describe(t['values'])}: not eligible to win ({j.reason})")
 
 
 def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:

@@ -107,6 +107,9 @@ class TuneSearch:
             )
             for s in section.scenarios
         }
+        # measured candidates that may not win (accuracy not shown acceptable: .accuracy_gate), with why; set by
+        # the rounds from what is on disk, so a resumed tune finds them again
+        self.ineligible: dict[str, str] = {}
 
     def _trials(self, scenario: str, states: Sequence[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:
         return self.studies[scenario].get_trials(deepcopy=False, states=tuple(states) if states else None)
@@ -226,14 +229,19 @@ class TuneSearch:
 
     def best(self, scenario: str) -> tuple[dict[str, Any], float] | None:
         """The best measured candidate of a scenario so far (values, figure), None before any."""
-        done = self._trials(scenario, (TrialState.COMPLETE,))
+        done = [
+            t
+            for t in self._trials(scenario, (TrialState.COMPLETE,))
+            if str(t.user_attrs.get(CANDIDATE_ID)) not in self.ineligible
+        ]
         if not done:
             return None
         t = max(done, key=lambda t: t.value if t.value is not None else float("-inf"))
         return dict(t.params), float(t.value or 0.0)
 
     def trace(self) -> list[dict[str, Any]]:
-        """Every finished trial of every scenario: scenario, round, candidate, status, value, reason."""
+        """Every finished trial of every scenario: scenario, round, candidate, status, value, reason, and
+        whether it may win (``eligible``: False with the reason when its accuracy is not shown acceptable)."""
         return [
             {
                 "scenario": s,
@@ -242,7 +250,8 @@ class TuneSearch:
                 "values": dict(t.params),
                 "status": t.user_attrs.get("status"),
                 "value": t.value,
-                "reason": t.user_attrs.get("reason", ""),
+                "reason": self.ineligible.get(str(t.user_attrs.get(CANDIDATE_ID))) or t.user_attrs.get("reason", ""),
+                "eligible": str(t.user_attrs.get(CANDIDATE_ID)) not in self.ineligible,
             }
             for s in self.section.scenarios
             for t in self._trials(s, (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED))

@@ -90,6 +90,9 @@ class TuneSection:
     confirm_repeats: int
     kv_margin: float
     seed: int
+    accuracy_screen_items: int = 50
+    accuracy_near_front_items: int | None = None
+    accuracy_near_front: float = 0.1
 
     @property
     def flags(self) -> list[str]:
@@ -199,6 +202,9 @@ def parse(cfg: Mapping[str, Any], source: str = "config") -> TuneSection:
         confirm_repeats=int(c.get("repeats", 4)),
         kv_margin=float((t.get("prune") or {}).get("kv_margin", 0.25)),
         seed=int(t.get("seed", 0)),
+        accuracy_screen_items=int((t.get("accuracy") or {}).get("screen_items", 50)),
+        accuracy_near_front_items=(t.get("accuracy") or {}).get("near_front_items"),
+        accuracy_near_front=float((t.get("accuracy") or {}).get("near_front", 0.1)),
     )
 
 
