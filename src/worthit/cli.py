@@ -270,6 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     tu.add_argument("--gpus", type=int, default=None, help="GPUs available (default: 1 with --gpu, else found)")
     tu.add_argument("--model-config", action="append", metavar="NAME=FILE", help="a model's config.json (repeatable)")
     tu.add_argument("--no-hub", action="store_true", help="never read a config.json from the hub")
+    tu.add_argument(
+        "snakemake_args",
+        nargs="*",
+        metavar="-- SNAKEMAKE_ARG",
+        help="after --: more arguments for each round's Snakemake (e.g. -- --set-resources serve_variant:mem_mb=8000)",
+    )
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     if a.command == "plan":

@@ -97,7 +97,12 @@ def test_the_summary_names_each_scenarios_best_with_its_flags_and_leaves_the_cho
     lines = R.summary_lines(run, cfg)
     assert lines[0] == "latency-first: 8.0 concurrency per GPU meeting the SLO: variant base --max-num-seqs 8"
     assert lines[1] == "throughput-first: no candidate measured yet"
-    assert "served 2 candidate(s) in this run, pruned 1 by the plan; stopped: the budget" in lines[2]
+    run.gpu_minutes = 12.34
+    lines = R.summary_lines(run, cfg)
+    assert lines[2].startswith("served 2 candidate(s) in this run, pruned 1 by the plan or the accuracy screen; ")
+    assert "held 12.3 GPU-minutes" in lines[2] and lines[2].endswith(
+        "; stopped: the budget of 2 server starts is spent"
+    )
     assert "the confirmation on fresh servers decides the recommendation" in lines[3]
 
 
@@ -169,3 +174,26 @@ def test_the_serve_command_names_the_api_key_by_its_variable_never_its_value(tmp
     cfg["variants"]["base"]["engine_args"]["api-key"] = "sk-tune-secret-1234"
     cmd = serve_command(cfg, {"max-num-seqs": 8, "variant": "base"})
     assert "sk-tune-secret-1234" not in cmd and '--api-key "$VLLM_API_KEY"' in cmd, cmd
+
+
+def test_the_rounds_stop_on_whichever_budget_is_spent_first_and_a_server_holds_its_lifetime(tmp_path: Path) -> None:
+    import json
+
+    cfg = _cfg(tmp_path)
+    cfg["tune"]["budget"] = {"server_starts": 10, "gpu_minutes": 30}
+    section = parse(cfg)
+    assert R.budget_spent(section, 9, 29.9) == ""
+    assert R.budget_spent(section, 10, 0.0) == "the budget of 10 server starts is spent"
+    assert R.budget_spent(section, 3, 30.0).startswith("the budget of 30 GPU-minutes is spent (30.0 held")
+    # a candidate's server: from its supervisor log's start to its exit record, times the GPUs it claims
+    results = tmp_path / "results" / "t-tune"
+    (results / "logs" / "serve").mkdir(parents=True)
+    (results / "variant~tune_x").mkdir(parents=True)
+    (results / "logs" / "serve" / "tune_x.log").write_text(
+        "[worthit] 2026-12-04 10:00:00 starting: vllm serve m\n"
+        "(APIServer pid=1) INFO 12-04 10:01:00 [api_server.py:616] Starting vLLM server on http://127.0.0.1:1\n"
+    )
+    at = __import__("datetime").datetime(2026, 12, 4, 10, 6, 0).timestamp()
+    (results / "variant~tune_x" / "server.json.exit").write_text(json.dumps({"status": "stopped", "at": at}))
+    assert R.gpu_minutes(results, "tune_x", 2) == pytest.approx(12.0)  # 6 minutes x 2 GPUs
+    assert R.gpu_minutes(results, "tune_never_started", 1) == 0.0

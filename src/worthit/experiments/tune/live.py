@@ -28,7 +28,7 @@ def run_live(
     from worthit.experiments.tune.rounds import Interrupted, run_tune, summary_lines
 
     workdir = Path.cwd()
-    smk = ["--profile", a.profile] if a.profile else []
+    smk = [*(["--profile", a.profile] if a.profile else []), *(getattr(a, "snakemake_args", None) or [])]
     try:
         shapes = {name: got[0] for name, got in model_configs(cfg, workdir, given, hub).items()}
         run = run_tune(

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from worthit import atomic, schemas
+from worthit import atomic, cost, schemas
 from worthit.config import ROOT, Study, validate
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level, levels_of
@@ -198,11 +198,34 @@ class TuneRun:
     best: dict[str, tuple[dict[str, Any], float] | None] = field(default_factory=dict)
     trace_path: Path | None = None
     search: TuneSearch | None = None  # the search's state after the rounds (the confirmation reads it)
+    gpu_minutes: float = 0.0  # what the candidates' servers held, resumed ones included (:func:`gpu_minutes`)
 
 
 class Interrupted(Exception):
     """The tune was asked to stop (SIGTERM) while the workflow ran: what finished is kept, the candidates of
     the round stay pending in the journal, and the same command resumes with them."""
+
+
+def gpu_minutes(results: Path, variant: str, gpus: int) -> float:
+    """What a candidate's server held: its lifetime from its log and exit record (:func:`worthit.cost.server_row`)
+    in minutes, times the GPUs it claims (at least one: on a host without GPUs, its server-minutes, so the
+    budget bounds what the candidates hold of the machine either way); 0 before it ever started."""
+    row = cost.server_row(
+        cost.ServerFiles(
+            variant, f"{results}/logs/serve/{variant}.log", f"{results}/variant~{variant}/server.json.exit", gpus
+        )
+    )
+    return float(row["wall_s"] or 0.0) / 60 * max(1, gpus)
+
+
+def budget_spent(section: TuneSection, served: int, minutes: float) -> str:
+    """Why the rounds stop here ("" while the budget lasts): server starts or GPU-minutes, whichever first."""
+    b = section.budget
+    if b.server_starts is not None and served >= b.server_starts:
+        return f"the budget of {b.server_starts} server starts is spent"
+    if b.gpu_minutes is not None and minutes >= b.gpu_minutes:
+        return f"the budget of {b.gpu_minutes:g} GPU-minutes is spent ({minutes:.1f} held by the candidates' servers)"
+    return ""
 
 
 def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
@@ -310,11 +333,12 @@ def run_tune(
         study = Study(derived_config(cfg, known, source))
         for c in known:
             o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values))
+            run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus_of(cfg, c.values))
             low = o.figures.get(THROUGHPUT_LOW)
             best_low = max(best_low or 0.0, low) if low is not None else best_low
     for round_ in range(search.next_round(), section.rounds):  # a resumed tune goes on where it stopped
-        if budget is not None and served >= budget:
-            run.stopped = f"the budget of {budget} server starts is spent"
+        run.stopped = budget_spent(section, served, run.gpu_minutes)
+        if run.stopped:
             break
         proposed = search.propose(round_)
         if not proposed:
@@ -363,6 +387,7 @@ def run_tune(
             note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
             for c in serve:
                 o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values), workflow_note=note)
+                run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus_of(cfg, c.values))
                 search.record(c, o)
                 served += 1
                 run.served += 1
@@ -442,7 +467,8 @@ def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
         flags = shlex.join(engine_flags(engine_args(values)))
         out.append(f"{s}-first: {figure:,.1f} {UNITS.get(s, '')}: variant {variant} {flags}".rstrip())
     out.append(
-        f"served {run.served} candidate(s) in this run, pruned {run.pruned} by the plan"
+        f"served {run.served} candidate(s) in this run, pruned {run.pruned} by the plan or the accuracy screen; "
+        f"the candidates' servers held {run.gpu_minutes:,.1f} GPU-minutes (on a CPU host: server-minutes)"
         + (f"; stopped: {run.stopped}" if run.stopped else "")
     )
     out.append(
