@@ -84,7 +84,8 @@ def _cell_html(row: Mapping[str, Any], col: Any, ctx: Context) -> str:
     return html_lib.escape(text)
 
 
-def _svg(path: Path) -> str:
+def inline_svg(path: Path) -> str:
+    """A figure file's SVG for inlining in a page: its XML declaration and doctype left out."""
     text = path.read_text()
     text = re.sub(r"^<\?xml[^>]*>\s*", "", text)
     return re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
@@ -353,7 +354,9 @@ def html_page(
         tune=None if tune is None else {**tune, "html": Markup(tune["html"])},
         views=[_view_dict(v, ctx) for v in ordered],
         logs=logs,
-        figures=[{"name": n, "svg": Markup(_svg(Path(f["svg"]))), "caption": f["caption"]} for n, f in figures.items()],
+        figures=[
+            {"name": n, "svg": Markup(inline_svg(Path(f["svg"]))), "caption": f["caption"]} for n, f in figures.items()
+        ],
         provenance=yaml.safe_dump(prov, sort_keys=False, default_flow_style=False),
         provenance_line=", ".join(
             f"{k.replace('_', ' ')} {prov[k]}" for k in ("worthit_version", "vllm_version") if prov.get(k)

@@ -29,10 +29,11 @@ import yaml
 
 from worthit import atomic
 from worthit import engine_args as eargs
-from worthit.config import Study, validate
+from worthit.config import Study
 from worthit.experiments.accuracy.summary import accuracy_rows
 from worthit.experiments.tune.prune import candidate_args
 from worthit.experiments.tune.space import TuneSection
+from worthit.experiments.tune.studies import own_study
 from worthit.report.decide import Rules
 from worthit.schemas import STATUS_OK
 
@@ -78,9 +79,6 @@ class Judgement:
 def accuracy_study(cfg: Mapping[str, Any], keys: Sequence[ServedKey], items: int | None) -> dict[str, Any]:
     """The study that measures ``keys``' accuracy against the baseline's on ``items`` documents per task
     (None: each task's own limit), validated with its defaults filled."""
-    out = copy.deepcopy(dict(cfg))
-    out.pop("tune", None)
-    out["study"] = f"{cfg['study']}-tune-accuracy-{items or 'all'}"
     base_variant = str(cfg["baseline_variant"])
     variants: dict[str, Any] = {}
     for name, key in [(BASE, baseline_key(cfg)), *((key_variant(k), k) for k in keys)]:
@@ -94,20 +92,13 @@ def accuracy_study(cfg: Mapping[str, Any], keys: Sequence[ServedKey], items: int
         v.pop("baseline", None)
         v["description"] = f"tune accuracy: {describe_key(key)}"
         variants[name] = v
-    out["variants"] = variants
-    out["baseline_variant"] = BASE
-    tasks = [dict(t) for t in (out.get("accuracy") or {}).get("tasks") or []]
+    tasks = [dict(t) for t in (cfg.get("accuracy") or {}).get("tasks") or []]
     if items is not None:
         for t in tasks:
             t["limit"] = min(int(t["limit"]), items) if t.get("limit") else items
-    if tasks:
-        out["accuracy"] = {**out["accuracy"], "tasks": tasks}
-    out["sweet_spot"] = {**(out.get("sweet_spot") or {}), "variants": []}
-    out["loadtest"] = {**out["loadtest"], "workload_levels": []}
-    if isinstance(out.get("decide"), Mapping):
-        out["decide"] = {**out["decide"], "effort": {}}
-    out["validate_deployments"] = False
-    return validate(out, "tune accuracy")
+    acc = {**cfg, "accuracy": {**cfg["accuracy"], "tasks": tasks}} if tasks else cfg
+    name = f"{cfg['study']}-tune-accuracy-{items or 'all'}"
+    return own_study(acc, study=name, variants=variants, baseline=BASE, source="tune accuracy")
 
 
 def judge(rows: Sequence[Mapping[str, Any]], variant: str, items: int) -> Judgement:

@@ -15,6 +15,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 from worthit import atomic
+from worthit.report.render import inline_svg
 
 SUMMARY = "summary.md"
 PARETO = "pareto.svg"
@@ -30,19 +31,11 @@ def tune_folder(results: str | Path) -> Path | None:
     return None
 
 
-def _svg(tdir: Path) -> str:
-    path = tdir / PARETO
-    if not path.is_file():
-        return ""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return text[text.find("<svg") :] if "<svg" in text else ""
-
-
 def body_html(tdir: Path) -> str:
     """summary.md as HTML (raw HTML in it escaped), the Pareto figure inline where the summary shows it."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     out = md.render((tdir / SUMMARY).read_text(encoding="utf-8"))
-    svg = _svg(tdir)
+    svg = inline_svg(tdir / PARETO) if (tdir / PARETO).is_file() else ""
     return re.sub(r'<p><img src="pareto\.svg"[^>]*></p>', lambda _m: f"<figure>{svg}</figure>" if svg else "", out)
 
 

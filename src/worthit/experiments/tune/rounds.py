@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from worthit import atomic, cost, schemas
-from worthit.config import ROOT, Study, validate
+from worthit.config import ROOT, Study
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level, levels_of
 from worthit.experiments.tune.accuracy_gate import ACCEPTABLE, UNACCEPTABLE, AccuracyGate
@@ -45,6 +45,7 @@ from worthit.experiments.tune.accuracy_gate import FAILED as ACC_FAILED
 from worthit.experiments.tune.prune import bound, candidate_args, merge_args, screen
 from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
 from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, engine_args, parse
+from worthit.experiments.tune.studies import own_study
 from worthit.experiments.tune.tables import TUNE_TRACE
 from worthit.metrics import Slo
 from worthit.plan.hardware import Hardware
@@ -105,9 +106,6 @@ def derived_config(
 ) -> dict[str, Any]:
     """The tune's study: ``cfg`` with one load-tested variant per candidate, and one per fresh start of the
     confirmation (``starts``: candidate and start number), validated with its defaults filled."""
-    out = copy.deepcopy(dict(cfg))
-    out.pop("tune", None)
-    out["study"] = tune_study(str(cfg["study"]))
     variants: dict[str, Any] = {}
     for c in candidates:
         variants[variant_of(c.id)] = _variant(cfg, c, "tune candidate")
@@ -115,14 +113,8 @@ def derived_config(
         variants[start_variant(c.id, k)] = _variant(cfg, c, f"fresh start {k} of the confirmation of")
     if not variants:
         raise InputError(f"{source}: the tune has no candidate to serve")
-    out["variants"] = variants
-    out["baseline_variant"] = next(iter(variants))
-    out["sweet_spot"] = {**(out.get("sweet_spot") or {}), "variants": []}
-    out["loadtest"] = {**out["loadtest"], "workload_levels": []}
-    if isinstance(out.get("decide"), Mapping):
-        out["decide"] = {**out["decide"], "effort": {}}
-    out["validate_deployments"] = False
-    return validate(out, source)
+    name = tune_study(str(cfg["study"]))
+    return own_study(cfg, study=name, variants=variants, baseline=next(iter(variants)), source=source)
 
 
 @dataclass(frozen=True)
@@ -178,7 +170,7 @@ def outcome(study: Study, variant: str, results: Path, *, gpus: int, workflow_no
         return Outcome.failed(
             f"{len(missing)} of {len(paths)} load results were not written ({missing[0]}){workflow_note}"
         )
-    got_files = candidate_results(study, variant, results)
+    got_files = VariantResults(variant, [read_result(p) for p in paths])
     got = reached(levels_of(got_files, slo), slo, ceiling, gpus)
     if got is None:
         first = next((f for f in got_files.files if not f.ok), None)
@@ -332,8 +324,9 @@ def run_tune(
     if served:  # resumed: the throughput prune's bar from what is on disk
         study = Study(derived_config(cfg, known, source))
         for c in known:
-            o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values))
-            run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus_of(cfg, c.values))
+            gpus = gpus_of(cfg, c.values)
+            o = outcome(study, variant_of(c.id), results, gpus=gpus)
+            run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus)
             low = o.figures.get(THROUGHPUT_LOW)
             best_low = max(best_low or 0.0, low) if low is not None else best_low
     for round_ in range(search.next_round(), section.rounds):  # a resumed tune goes on where it stopped
@@ -386,8 +379,9 @@ def run_tune(
             rc = workflow(cfg_file, targets)
             note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
             for c in serve:
-                o = outcome(study, variant_of(c.id), results, gpus=gpus_of(cfg, c.values), workflow_note=note)
-                run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus_of(cfg, c.values))
+                gpus = gpus_of(cfg, c.values)
+                o = outcome(study, variant_of(c.id), results, gpus=gpus, workflow_note=note)
+                run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus)
                 search.record(c, o)
                 served += 1
                 run.served += 1
