@@ -80,8 +80,15 @@ def run_llmcompressor(plan: QuantizePlan, base_dir: Path, out: Path) -> dict[str
     patch_llmcompressor_for_cpu()
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(str(base_dir))
-    # Calibrate in fp32 on CPU: bf16 matmuls are several times slower without native bf16.
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=_torch_dtype(plan.calibration_dtype))
+    # Calibrate in fp32 on CPU: bf16 matmuls are several times slower without native bf16. A data-free
+    # scheme (round-to-nearest) has no forward pass: the whole model goes to the accelerator where there is
+    # one, as llm-compressor's model-loading guide recommends for its data-free pipeline (on a CPU a 7B's
+    # rounding and packing took over six minutes; docs/experiments.md). Calibrated schemes keep the model on
+    # the host: llm-compressor's sequential pipeline onloads one layer at a time.
+    load: dict[str, Any] = {"dtype": _torch_dtype(plan.calibration_dtype)}
+    if not plan.needs_calibration and torch.cuda.is_available():
+        load["device_map"] = "auto"
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), **load)
     model.eval()
     kwargs: dict[str, Any] = {}
     info: dict[str, Any] = {}
