@@ -59,6 +59,17 @@ def prefix_caching_on(args: Mapping[str, Any] | None) -> bool:
     return get(args, PREFIX_CACHING) is not False
 
 
+def speculation_zero_off(args: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``args`` with a ``speculative-config`` that proposes no tokens (``num_speculative_tokens: 0``) left
+    out: vLLM has no zero-token speculation, the way to ask for none is no ``--speculative-config`` at all.
+    A search over the speculative k (``worthit tune``'s ``speculative-config.num_speculative_tokens: [0, 2,
+    4]``) thus has "off" as one of its values."""
+    sc = get(args, SPECULATIVE_CONFIG)
+    if isinstance(sc, Mapping) and "num_speculative_tokens" in sc and sc["num_speculative_tokens"] == 0:
+        return without(args, SPECULATIVE_CONFIG)
+    return dict(args or {})
+
+
 def speculative_config(args: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The ``speculative-config`` mapping, or None when the variant does not decode speculatively."""
     sc = get(args, SPECULATIVE_CONFIG)

@@ -99,3 +99,14 @@ def test_screen_applies_both_prunes_kv_first() -> None:
     assert "can never be used" in str(screen(b(512), space, best_lower_tok_s_per_gpu=1e9))
     assert "predicted at most 1,826" in str(screen(b(32), space, best_lower_tok_s_per_gpu=2000.0))
     assert screen(b(32), space) is None
+
+
+def test_a_speculative_k_with_nothing_to_propose_it_is_not_served_and_says_why() -> None:
+    from worthit.experiments.tune.prune import unservable
+
+    assert unservable("bf16", {"max-num-seqs": 8}) is None
+    assert unservable("spec", {"speculative-config": {"method": "ngram", "num_speculative_tokens": 4}}) is None
+    assert unservable("draft", {"speculative_config": {"model": "/m/0.5b", "num_speculative_tokens": 5}}) is None
+    why = unservable("bf16", {"speculative-config": {"num_speculative_tokens": 4}})
+    assert why is not None
+    assert why.startswith("not served: speculative k 4 over variant 'bf16'") and "vLLM would refuse" in why

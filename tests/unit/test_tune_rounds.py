@@ -15,7 +15,7 @@ from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level
 from worthit.experiments.tune import rounds as R
 from worthit.experiments.tune.search import Candidate
-from worthit.experiments.tune.space import LATENCY, THROUGHPUT, parse
+from worthit.experiments.tune.space import LATENCY, THROUGHPUT, changed_args, parse
 from worthit.metrics import Slo
 from worthit.report.measure import Measure
 
@@ -197,3 +197,31 @@ def test_the_rounds_stop_on_whichever_budget_is_spent_first_and_a_server_holds_i
     (results / "variant~tune_x" / "server.json.exit").write_text(json.dumps({"status": "stopped", "at": at}))
     assert R.gpu_minutes(results, "tune_x", 2) == pytest.approx(12.0)  # 6 minutes x 2 GPUs
     assert R.gpu_minutes(results, "tune_never_started", 1) == 0.0
+
+
+def test_a_speculative_k_of_zero_serves_without_speculation_and_changes_no_flag(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    ngram = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
+    cfg["variants"]["spec"] = {"model": "smol", "engine_args": {"speculative-config": ngram}}
+    cfg["tune"]["space"] = {
+        "speculative-config.num_speculative_tokens": [0, 2, 6],
+        "speculative-config.method": {"choices": ["ngram"]},
+        "variant": ["base", "spec"],
+    }
+    cfg = validate(cfg, "test")
+    k = "speculative-config.num_speculative_tokens"
+    off = Candidate({k: 0, "speculative-config.method": "ngram", "variant": "base"})
+    k2 = Candidate({k: 2, "speculative-config.method": "ngram", "variant": "base"})
+    # k = 0 over a variant that speculates itself: speculation off, not the variant's k = 4
+    spec_off = Candidate({k: 0, "variant": "spec"})
+    d = R.derived_config(cfg, [off, k2, spec_off])
+    assert d["variants"][f"tune_{off.id}"]["engine_args"] == {"max-model-len": 1024}
+    assert d["variants"][f"tune_{k2.id}"]["engine_args"] == {
+        "max-model-len": 1024,
+        "speculative-config": {"num_speculative_tokens": 2, "method": "ngram"},
+    }
+    assert d["variants"][f"tune_{spec_off.id}"]["engine_args"] == {}
+    assert "speculative-config" not in R.candidate_args(cfg, spec_off.values)[1]  # what the plan prunes on
+    assert R.candidate_args(cfg, k2.values)[1]["speculative-config"]["num_speculative_tokens"] == 2
+    assert changed_args(off.values) == {}
+    assert changed_args(k2.values) == {"speculative-config": {"num_speculative_tokens": 2, "method": "ngram"}}

@@ -111,3 +111,16 @@ def test_the_schema_checks_the_rest_of_the_section(tmp_path: Path) -> None:
     assert f"{f}: key 'tune.budget.server_starts'" in msg and "minimum" in msg
     assert f"{f}: key 'tune.scenarios[0]'" in msg and "allowed: latency, throughput" in msg
     assert f"{f}: key 'tune.space.max-num-seqs': 'many' is not of type 'array', 'object'" in msg
+
+
+def test_a_speculative_k_without_any_proposer_is_refused_naming_the_variants() -> None:
+    with pytest.raises(ConfigError) as e:
+        S.parse(study({"space": {"speculative-config.num_speculative_tokens": [0, 2, 4]}}), "s.yaml")
+    msg = str(e.value)
+    assert msg.startswith("s.yaml: key 'tune.space.speculative-config.num_speculative_tokens': ")
+    assert "no variant the candidates build on (baseline) has a speculative-config method" in msg
+    assert "0 means no speculation" in msg
+    # a proposer in the space, or k = 0 alone, is fine
+    k = "speculative-config.num_speculative_tokens"
+    S.parse(study({"space": {k: [0, 4], "speculative-config.method": {"choices": ["ngram"]}}}), "s.yaml")
+    S.parse(study({"space": {k: {"choices": [0]}}}), "s.yaml")

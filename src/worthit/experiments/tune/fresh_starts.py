@@ -36,7 +36,7 @@ from worthit.experiments.tune.rounds import (
     tune_dir,
 )
 from worthit.experiments.tune.search import MEASURED, Candidate, TuneSearch
-from worthit.experiments.tune.space import VARIANT, TuneSection, engine_args
+from worthit.experiments.tune.space import VARIANT, TuneSection, changed_args
 from worthit.experiments.tune.tables import TUNE_CONFIRMATION
 from worthit.report.decide import Rules
 
@@ -68,7 +68,7 @@ def defaults_candidate(cfg: Mapping[str, Any], section: TuneSection) -> Candidat
 def changed_flags(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> int:
     """Flags a candidate sets, and a variant other than the baseline (one more change to make)."""
     variant = values.get(VARIANT)
-    return len(engine_args(values)) + int(variant is not None and variant != cfg["baseline_variant"])
+    return len(changed_args(values)) + int(variant is not None and variant != cfg["baseline_variant"])
 
 
 def picks(search: TuneSearch, section: TuneSection) -> dict[str, list[Candidate]]:

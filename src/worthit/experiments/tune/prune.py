@@ -55,7 +55,7 @@ def candidate_args(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[s
     """(variant, engine arguments) a candidate serves: serve's, its variant's, then its own values."""
     variant = str(values.get(VARIANT) or cfg.get("baseline_variant") or next(iter(cfg["variants"])))
     args = merge_args(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args") or {})
-    return variant, merge_args(args, engine_args(values))
+    return variant, eargs.speculation_zero_off(merge_args(args, engine_args(values)))
 
 
 def bound(
@@ -125,6 +125,19 @@ def throughput_prune(b: Bound, best_lower_tok_s_per_gpu: float | None) -> str | 
         f"pruned by the plan (predicted at most {top:,.0f} output tok/s per GPU at {b.usable_concurrency} "
         f"sequences, the roofline at peak bandwidth; the best's measured lower bound is "
         f"{best_lower_tok_s_per_gpu:,.0f})"
+    )
+
+
+def unservable(variant: str, args: Mapping[str, Any]) -> str | None:
+    """Why vLLM would refuse a candidate's merged arguments before the plan is even asked (None: it would
+    not): a speculative k with nothing to propose the tokens, e.g. ``num_speculative_tokens`` from the space
+    over a variant without a speculative ``method`` or draft ``model``."""
+    sc = eargs.speculative_config(args)
+    if sc is None or any(sc.get(f) for f in ("method", "model")):
+        return None
+    return (
+        f"not served: speculative k {sc.get('num_speculative_tokens')} over variant '{variant}', which has no "
+        "speculative-config method or draft model to propose the tokens (vLLM would refuse to start)"
     )
 
 

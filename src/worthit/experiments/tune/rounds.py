@@ -37,14 +37,15 @@ from typing import Any
 import yaml
 
 from worthit import atomic, cost, schemas
+from worthit import engine_args as eargs
 from worthit.config import ROOT, Study
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level, levels_of
 from worthit.experiments.tune.accuracy_gate import ACCEPTABLE, UNACCEPTABLE, AccuracyGate
 from worthit.experiments.tune.accuracy_gate import FAILED as ACC_FAILED
-from worthit.experiments.tune.prune import bound, candidate_args, merge_args, screen
+from worthit.experiments.tune.prune import bound, candidate_args, merge_args, screen, unservable
 from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
-from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, engine_args, parse
+from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, changed_args, engine_args, parse
 from worthit.experiments.tune.studies import own_study
 from worthit.experiments.tune.tables import TUNE_TRACE
 from worthit.metrics import Slo
@@ -91,7 +92,7 @@ def start_variant(candidate_id: str, start: int) -> str:
 def _variant(cfg: Mapping[str, Any], c: Candidate, what: str) -> dict[str, Any]:
     base, _ = candidate_args(cfg, c.values)
     v = copy.deepcopy(dict(cfg["variants"][base]))
-    v["engine_args"] = merge_args(v.get("engine_args") or {}, engine_args(c.values))
+    v["engine_args"] = eargs.speculation_zero_off(merge_args(v.get("engine_args") or {}, engine_args(c.values)))
     v["experiments"] = ["loadtest"]
     v.pop("baseline", None)
     v["description"] = f"{what} {c.id}: {base} with {describe(c.values)}"
@@ -292,6 +293,41 @@ def write_trace(search: TuneSearch, path: Path) -> Path:
     return schemas.write(path, TUNE_TRACE, rows)
 
 
+def _why_not_served(
+    cfg: Mapping[str, Any],
+    c: Candidate,
+    section: TuneSection,
+    *,
+    shapes: Mapping[str, ModelShape | None],
+    hw: Hardware,
+    max_load: int | None,
+    best_low: float | None,
+    say: Callable[[str], None],
+    round_: int,
+) -> str | None:
+    """Why a proposed candidate is skipped before it is served: vLLM would refuse its arguments, or the
+    plan's bound rules it out (None: serve it; also when the plan cannot bound it, and vLLM decides)."""
+    variant, args = candidate_args(cfg, c.values)
+    why = unservable(variant, args)
+    if why is not None:
+        return why
+    lt = cfg["loadtest"]
+    try:
+        b = bound(
+            shapes.get(str(cfg["variants"][variant]["model"])),
+            args,
+            hw,
+            prompt_tokens=int(lt["prompt_tokens"]),
+            output_tokens=int(lt["output_tokens"]),
+            kv_margin=section.kv_margin,
+            max_load=max_load,
+        )
+    except InputError as e:  # a value the plan does not know
+        say(f"tune round {round_}: {describe(c.values)}: no bound from the plan ({e}); served as it is")
+        return None
+    return screen(b, section, best_low)
+
+
 def run_tune(
     cfg: Mapping[str, Any],
     *,
@@ -341,21 +377,9 @@ def run_tune(
         for c in proposed:
             if c.id in search.finished():
                 continue
-            variant, args = candidate_args(cfg, c.values)
-            try:
-                b = bound(
-                    shapes.get(str(cfg["variants"][variant]["model"])),
-                    args,
-                    hw,
-                    prompt_tokens=int(lt["prompt_tokens"]),
-                    output_tokens=int(lt["output_tokens"]),
-                    kv_margin=section.kv_margin,
-                    max_load=max_load,
-                )
-                why = screen(b, section, best_low)
-            except InputError as e:  # the plan cannot bound it (a value it does not know): vLLM decides
-                why = None
-                say(f"tune round {round_}: {describe(c.values)}: no bound from the plan ({e}); served as it is")
+            why = _why_not_served(
+                cfg, c, section, shapes=shapes, hw=hw, max_load=max_load, best_low=best_low, say=say, round_=round_
+            )
             if why:
                 search.record(c, Outcome.pruned(why))
                 run.pruned += 1
@@ -458,7 +482,7 @@ def summary_lines(run: TuneRun, cfg: Mapping[str, Any]) -> list[str]:
             continue
         values, figure = best
         variant, _ = candidate_args(cfg, values)
-        flags = shlex.join(engine_flags(engine_args(values)))
+        flags = shlex.join(engine_flags(changed_args(values)))
         out.append(f"{s}-first: {figure:,.1f} {UNITS.get(s, '')}: variant {variant} {flags}".rstrip())
     out.append(
         f"served {run.served} candidate(s) in this run, pruned {run.pruned} by the plan or the accuracy screen; "

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worthit import engine_args as eargs
 from worthit.config import ConfigError
 
 VARIANT = "variant"
@@ -190,6 +191,7 @@ def parse(cfg: Mapping[str, Any], source: str = "config") -> TuneSection:
                 "speculative-config.num_speculative_tokens)"
             )
         space[key] = dim
+    _check_speculation(cfg, space, source)
     b = t.get("budget") or {}
     c = t.get("confirm") or {}
     return TuneSection(
@@ -208,9 +210,39 @@ def parse(cfg: Mapping[str, Any], source: str = "config") -> TuneSection:
     )
 
 
+SPEC_K = "speculative-config.num_speculative_tokens"
+SPEC_SOURCES = ("method", "model")  # what vLLM proposes the k tokens with: a method (ngram, ...) or a draft model
+
+
+def _check_speculation(cfg: Mapping[str, Any], space: Mapping[str, Dimension], source: str) -> None:
+    """A speculative k above 0 needs something to propose the tokens (a method or a draft model) in the
+    space or in a variant the candidates build on: else no candidate with a k could start. (Where only some
+    variants have one, the rounds skip the others' k > 0 unserved: ``prune.unservable``.)"""
+    if SPEC_K not in space or any(f"speculative-config.{f}" in space for f in SPEC_SOURCES):
+        return
+    dim = space[SPEC_K]
+    if isinstance(dim, Choices) and all(v == 0 for v in dim.choices):
+        return
+    vdim = space.get(VARIANT)
+    bases = list(vdim.choices) if isinstance(vdim, Choices) else [cfg.get("baseline_variant")]
+    serve_sc = eargs.speculative_config((cfg.get("serve") or {}).get("engine_args")) or {}
+    for base in bases:
+        v = (cfg.get("variants") or {}).get(base) or {}
+        sc = {**serve_sc, **(eargs.speculative_config(v.get("engine_args")) or {})}
+        if any(sc.get(f) for f in SPEC_SOURCES):
+            return
+    raise ConfigError(
+        f"{source}: key 'tune.space.{SPEC_K}': a k above 0 needs a proposer, and no variant the candidates "
+        f"build on ({', '.join(map(str, bases))}) has a speculative-config method or model (set "
+        "speculative-config.method, e.g. ngram, in a variant's engine_args or in the space; 0 means no "
+        "speculation)"
+    )
+
+
 def engine_args(values: Mapping[str, Any]) -> dict[str, Any]:
     """A candidate's flag values as engine arguments: dotted keys folded into their JSON flag's mapping,
-    ``variant`` left out."""
+    ``variant`` left out. To merge over a variant's own arguments (then
+    :func:`worthit.engine_args.speculation_zero_off`); :func:`changed_args` for what the candidate changes."""
     out: dict[str, Any] = {}
     for key, v in values.items():
         if key == VARIANT:
@@ -221,3 +253,9 @@ def engine_args(values: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+def changed_args(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags a candidate sets, as its serve command shows them: a speculative k of 0 is no
+    speculation, so no ``--speculative-config`` (``speculative-config.num_speculative_tokens: [0, 2, 4]``)."""
+    return eargs.speculation_zero_off(engine_args(values))
