@@ -132,17 +132,21 @@ def random_search(grid: Grid, scenario: str, rng: random.Random, *, budget: int)
     return led
 
 
-def worthit_tune(grid: Grid, scenario: str, rng: random.Random, *, seed: int, budget: int, rules: Rules) -> Ledger:
-    """TuneSearch rounds until the budget less the confirmation's starts, then confirm the top candidates."""
+def worthit_tune(
+    grid: Grid, scenario: str, rng: random.Random, *, seed: int, budget: int, rules: Rules, rounds: int | None = None
+) -> Ledger:
+    """TuneSearch rounds until ``rounds`` (default: the grid's ``tune.rounds``, as a live tune stops) or the
+    budget less the confirmation's starts, whichever first, then confirm the top candidates."""
     cfg = {"tune": {**grid.tune, "seed": seed, "scenarios": [scenario]}, "variants": {}}
     section = parse(cfg, "grid")
     confirm_starts = section.confirm_starts
+    rounds = section.rounds if rounds is None else rounds
     led = Ledger()
     measured: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         search = TuneSearch(section, Path(tmp) / "journal.log")
         round_ = 0
-        while led.starts + confirm_starts < budget:
+        while led.starts + confirm_starts < budget and round_ < rounds:
             proposed = search.propose(round_)
             if not proposed:
                 break
@@ -177,11 +181,15 @@ def _summary(grid: Grid, scenario: str, ledgers: Sequence[Ledger]) -> dict[str, 
     true_best = max(grid.runs, key=lambda c: grid.true_value(c, scenario))
     reached = [led.reached_at_min for led in ledgers if led.reached_at_min is not None]
     winners = [led.incumbent for led in ledgers]
+    spent = [led.minutes for led in ledgers]
     return {
         "seeds": len(ledgers),
         "reached_within_5pct": len(reached),
         "minutes_to_within_5pct_median": statistics.median(reached) if reached else None,
-        "minutes_spent_median": statistics.median(led.minutes for led in ledgers),
+        "minutes_to_within_5pct_range": [min(reached), max(reached)] if reached else None,
+        "minutes_to_within_5pct_quartiles": statistics.quantiles(reached, n=4) if len(reached) > 1 else None,
+        "minutes_spent_median": statistics.median(spent),
+        "minutes_spent_range": [min(spent), max(spent)],
         "starts_median": statistics.median(led.starts for led in ledgers),
         "winner_is_true_best_pct": 100.0 * sum(w == true_best for w in winners) / len(ledgers),
         "winner_within_5pct_pct": 100.0
@@ -190,7 +198,9 @@ def _summary(grid: Grid, scenario: str, ledgers: Sequence[Ledger]) -> dict[str, 
     }
 
 
-def replay(grid: Grid, scenario: str, *, seeds: int, budget: int, probe_starts: int = 0) -> dict[str, Any]:
+def replay(
+    grid: Grid, scenario: str, *, seeds: int, budget: int, probe_starts: int = 0, rounds: int | None = None
+) -> dict[str, Any]:
     """Every strategy over ``seeds`` seeds on one scenario: the summary per strategy."""
     rules = Rules.from_config({})
     out: dict[str, Any] = {"scenario": scenario, "points": len(grid.runs), "grid_best": grid.best(scenario)}
@@ -198,7 +208,9 @@ def replay(grid: Grid, scenario: str, *, seeds: int, budget: int, probe_starts: 
     for s in range(seeds):
         ledgers["auto_tune"].append(auto_tune(grid, scenario, random.Random(s), probe_starts=probe_starts))
         ledgers["random"].append(random_search(grid, scenario, random.Random(s), budget=budget))
-        ledgers["worthit"].append(worthit_tune(grid, scenario, random.Random(s), seed=s, budget=budget, rules=rules))
+        ledgers["worthit"].append(
+            worthit_tune(grid, scenario, random.Random(s), seed=s, budget=budget, rules=rules, rounds=rounds)
+        )
     out["strategies"] = {name: _summary(grid, scenario, led) for name, led in ledgers.items()}
     return out
 
@@ -210,11 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--budget", type=int, default=None, help="server starts (default: the tune section's)")
     ap.add_argument("--probe-starts", type=int, default=0, help="auto_tune's failed gpu-memory-utilization starts")
+    ap.add_argument(
+        "--rounds", type=int, default=None, help="worthit's search rounds at most (default: tune.rounds, as live)"
+    )
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     grid = Grid.load(a.grid)
     budget = a.budget or int((grid.tune.get("budget") or {}).get("server_starts") or 24)
-    result = replay(grid, a.scenario, seeds=a.seeds, budget=budget, probe_starts=a.probe_starts)
+    result = replay(grid, a.scenario, seeds=a.seeds, budget=budget, probe_starts=a.probe_starts, rounds=a.rounds)
     text = json.dumps(result, indent=1)
     if a.out:
         a.out.write_text(text + "\n")
