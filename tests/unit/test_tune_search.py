@@ -70,6 +70,15 @@ def test_same_seed_same_candidates(tmp_path: Path) -> None:
     assert [x.values for x in a] != [x.values for x in c]
 
 
+def test_adjacent_seeds_draw_unrelated_candidates(tmp_path: Path) -> None:
+    # the samplers were seeded with seed + trials so far: seed s + 1 then asked what seed s asks one trial
+    # later, so tunes (and replays) over seeds 0, 1, 2, ... proposed the same candidates shifted by one
+    for seed in (0, 3):
+        a = run_rounds(TuneSearch(section(seed=seed), tmp_path / f"{seed}a.log"), 2)
+        b = run_rounds(TuneSearch(section(seed=seed + 1), tmp_path / f"{seed}b.log"), 2)
+        assert not {x.id for x in a} & {x.id for x in b}
+
+
 def test_an_interrupted_tune_resumes_and_never_measures_a_candidate_twice(tmp_path: Path) -> None:
     journal = tmp_path / "tune.log"
     whole = run_rounds(TuneSearch(section(seed=5), tmp_path / "whole.log"), 3)

@@ -12,8 +12,9 @@ already finished is never proposed twice: a repeat the sampler asks for is told 
 learns) and another is asked. Outcomes: measured figures (COMPLETE), failed with a reason (FAIL: the sampler
 avoids the region), pruned by the plan with a reason (PRUNED: recorded, not served).
 
-Deterministic for a seed: the samplers are seeded with ``seed`` plus the trials already in the journal, so a
-fresh tune and a resumed one propose the same next candidates for the same history.
+Deterministic for a seed: the samplers are seeded from ``seed``, the scenario and the trials already in the
+journal (hashed, so that seeds 0, 1, 2, ... are unrelated searches), so a fresh tune and a resumed one propose
+the same next candidates for the same history.
 """
 
 from __future__ import annotations
@@ -139,7 +140,10 @@ class TuneSearch:
         return max((r for _, r in rounds), default=-1) + 1
 
     def _sampler(self, scenario: str, n_trials: int) -> optuna.samplers.BaseSampler:
-        seed = self.section.seed + 1000 * self.section.scenarios.index(scenario) + n_trials
+        # the seed, the scenario and the trials so far, hashed: a resumed tune draws as a fresh one did, and
+        # seeds s and s + 1 draw unrelated candidates (seed + trials had seed s + 1 replay seed s one trial on)
+        key = f"{self.section.seed}:{scenario}:{n_trials}".encode()
+        seed = int.from_bytes(hashlib.sha256(key).digest()[:4], "little")
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(4, self.section.per_round))
 
     def propose(self, round_: int) -> list[Candidate]:
