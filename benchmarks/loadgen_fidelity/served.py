@@ -34,12 +34,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
-import signal
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -47,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import MODEL, SERVE_PY, free_port, ours, vllm_bench, wait_health  # noqa: E402
+from run import CPU_SERVE_ARGS, MODEL, SERVE_PY, ours, vllm_bench, vllm_server  # noqa: E402
 
 from worthit import atomic  # noqa: E402
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer  # noqa: E402
@@ -59,7 +56,6 @@ ARMS: dict[str, tuple[str, dict[str, Any], float | None]] = {
     "bench": ("vllm_bench", {}, None),
     "bench_temp0": ("vllm_bench", {}, 0.0),
 }
-CPU_SERVE_ARGS = "--dtype float32 --enforce-eager --max-model-len 2048 --kv-cache-memory-bytes 1073741824"
 _SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN)$")
 
 
@@ -95,17 +91,39 @@ def _mean(xs: list[float | None]) -> float | None:
     return statistics.fmean(ys) if ys else None
 
 
+def one_run(a: argparse.Namespace, url: str, tok: Any, arm: str, *, conc: int, rep: int, n: int) -> dict[str, Any]:
+    """One arm's run of ``n`` requests at ``conc``: the tool's figures, its requests' means and the server's
+    own share of its histograms for the same requests."""
+    tool, extra, temperature = ARMS[arm]
+    before = scrape(url)
+    t0 = time.time()
+    if tool == "worthit":
+        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=rep).build(tok)
+        r, reqs = ours(url, a.served_name, specs, conc, 1, [], extra_body=extra)
+    else:
+        r, reqs = vllm_bench(
+            url, a.served_name, n, conc, a.prompt_tokens, a.output_tokens, seed=rep, warmups=0,
+            temperature=temperature, request_id_prefix=f"{arm}-{conc}-{rep}-",
+            vllm_cmd=shlex.split(a.vllm_cmd) if a.vllm_cmd else None, tokenizer=Path(a.model),
+        )  # fmt: skip
+    server_share = run_share(before, scrape(url))
+    gaps = [g for q in reqs for g in (q.get("itl_ms") or [])]
+    r.update(
+        arm=arm,
+        rep=rep,
+        run_s=time.time() - t0,
+        client_mean_tpot_ms=_mean([q.get("tpot_ms") for q in reqs]),
+        client_mean_itl_ms=statistics.fmean(gaps) if gaps else None,
+        client_mean_ttft_ms=_mean([q.get("ttft_ms") for q in reqs]),
+        server=server_share,
+    )
+    return r
+
+
 def measure(a: argparse.Namespace) -> None:
     serve_cmd = shlex.split(a.serve_cmd) if a.serve_cmd else [str(SERVE_PY), "-m", "vllm.entrypoints.openai.api_server"]
-    vllm_cmd = shlex.split(a.vllm_cmd) if a.vllm_cmd else None
     serve_args = shlex.split(a.serve_args if a.serve_args is not None else CPU_SERVE_ARGS)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = Path(a.out).with_suffix(".server.log").open("w")  # noqa: SIM115
     cmd = [*serve_cmd, "--model", str(a.model), "--served-model-name", a.served_name, "--host", "127.0.0.1"]
-    server = subprocess.Popen(
-        [*cmd, "--port", str(port), *serve_args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
     out: dict[str, Any] = {
         "model": str(a.model),
         "serve": shlex.join([*cmd, *serve_args]),
@@ -116,53 +134,26 @@ def measure(a: argparse.Namespace) -> None:
     }
     deadline = time.time() + a.budget_s if a.budget_s else None
     try:
-        wait_health(url, server, a.startup_timeout_s)
-        tok = load_tokenizer(Path(a.model))
-        for conc in a.levels:
-            n = max(a.min_requests, a.waves * conc)
-            level: dict[str, Any] = {"concurrency": conc, "requests": n, "runs": []}
-            out["levels"].append(level)
-            # warm the server at this level once; measured runs carry no warm-up, so /metrics differences
-            # hold exactly their requests
-            warm = RandomWorkload(a.prompt_tokens, a.output_tokens, conc, seed=99).build(tok)
-            ours(url, a.served_name, warm, conc, 1, [])
-            for rep in range(a.repeats):
-                for arm in a.arms if rep % 2 == 0 else list(reversed(a.arms)):
-                    if deadline and time.time() > deadline:
-                        raise TimeoutError("budget spent")
-                    tool, extra, temperature = ARMS[arm]
-                    before = scrape(url)
-                    t0 = time.time()
-                    if tool == "worthit":
-                        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=rep).build(tok)
-                        r, reqs = ours(url, a.served_name, specs, conc, 1, [], extra_body=extra)
-                    else:
-                        r, reqs = vllm_bench(
-                            url, a.served_name, n, conc, a.prompt_tokens, a.output_tokens, seed=rep, warmups=0,
-                            temperature=temperature, request_id_prefix=f"{arm}-{conc}-{rep}-", vllm_cmd=vllm_cmd,
-                            tokenizer=Path(a.model),
-                        )  # fmt: skip
-                    server_share = run_share(before, scrape(url))
-                    gaps = [g for q in reqs for g in (q.get("itl_ms") or [])]
-                    r.update(
-                        arm=arm,
-                        rep=rep,
-                        run_s=time.time() - t0,
-                        client_mean_tpot_ms=_mean([q.get("tpot_ms") for q in reqs]),
-                        client_mean_itl_ms=statistics.fmean(gaps) if gaps else None,
-                        client_mean_ttft_ms=_mean([q.get("ttft_ms") for q in reqs]),
-                        server=server_share,
-                    )
-                    level["runs"].append(r)
-                    print(conc, arm, rep, json.dumps({k: v for k, v in r.items() if k != "server"}), flush=True)
+        with vllm_server([*cmd, *serve_args], Path(a.out).with_suffix(".server.log"), a.startup_timeout_s) as url:
+            tok = load_tokenizer(Path(a.model))
+            for conc in a.levels:
+                n = max(a.min_requests, a.waves * conc)
+                level: dict[str, Any] = {"concurrency": conc, "requests": n, "runs": []}
+                out["levels"].append(level)
+                # warm the server at this level once; measured runs carry no warm-up, so /metrics differences
+                # hold exactly their requests
+                warm = RandomWorkload(a.prompt_tokens, a.output_tokens, conc, seed=99).build(tok)
+                ours(url, a.served_name, warm, conc, 1, [])
+                for rep in range(a.repeats):
+                    for arm in a.arms if rep % 2 == 0 else list(reversed(a.arms)):
+                        if deadline and time.time() > deadline:
+                            raise TimeoutError("budget spent")
+                        r = one_run(a, url, tok, arm, conc=conc, rep=rep, n=n)
+                        level["runs"].append(r)
+                        print(conc, arm, rep, json.dumps({k: v for k, v in r.items() if k != "server"}), flush=True)
     except TimeoutError:
         out["stopped"] = "budget spent"
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
         atomic.write_text(Path(a.out), json.dumps(out, indent=1))
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit.experiments.tune.space import VARIANT, Choices, Range, TuneSection, engine_args
+from worthit.experiments.tune.space import SPEC_SOURCES, VARIANT, Choices, Range, TuneSection, engine_args
 from worthit.plan.hardware import Hardware, vllm_defaults
 from worthit.plan.predictions import WorkloadShape, predict
 from worthit.plan.prerequisites import Subject
@@ -51,11 +51,16 @@ def merge_args(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return out
 
 
+def with_values(args: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``args`` with a candidate's values over them; a speculative k of 0 turns speculation off."""
+    return eargs.speculation_zero_off(merge_args(args, engine_args(values)))
+
+
 def candidate_args(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(variant, engine arguments) a candidate serves: serve's, its variant's, then its own values."""
     variant = str(values.get(VARIANT) or cfg.get("baseline_variant") or next(iter(cfg["variants"])))
     args = merge_args(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args") or {})
-    return variant, eargs.speculation_zero_off(merge_args(args, engine_args(values)))
+    return variant, with_values(args, values)
 
 
 def bound(
@@ -133,7 +138,7 @@ def unservable(variant: str, args: Mapping[str, Any]) -> str | None:
     not): a speculative k with nothing to propose the tokens, e.g. ``num_speculative_tokens`` from the space
     over a variant without a speculative ``method`` or draft ``model``."""
     sc = eargs.speculative_config(args)
-    if sc is None or any(sc.get(f) for f in ("method", "model")):
+    if sc is None or any(sc.get(f) for f in SPEC_SOURCES):
         return None
     return (
         f"not served: speculative k {sc.get('num_speculative_tokens')} over variant '{variant}', which has no "

@@ -37,15 +37,14 @@ from typing import Any
 import yaml
 
 from worthit import atomic, cost, schemas
-from worthit import engine_args as eargs
 from worthit.config import ROOT, Study
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level, levels_of
 from worthit.experiments.tune.accuracy_gate import ACCEPTABLE, UNACCEPTABLE, AccuracyGate
 from worthit.experiments.tune.accuracy_gate import FAILED as ACC_FAILED
-from worthit.experiments.tune.prune import bound, candidate_args, merge_args, screen, unservable
+from worthit.experiments.tune.prune import bound, candidate_args, screen, unservable, with_values
 from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
-from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, changed_args, engine_args, parse
+from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, changed_args, parse
 from worthit.experiments.tune.studies import own_study
 from worthit.experiments.tune.tables import TUNE_TRACE
 from worthit.metrics import Slo
@@ -92,7 +91,7 @@ def start_variant(candidate_id: str, start: int) -> str:
 def _variant(cfg: Mapping[str, Any], c: Candidate, what: str) -> dict[str, Any]:
     base, _ = candidate_args(cfg, c.values)
     v = copy.deepcopy(dict(cfg["variants"][base]))
-    v["engine_args"] = eargs.speculation_zero_off(merge_args(v.get("engine_args") or {}, engine_args(c.values)))
+    v["engine_args"] = with_values(v.get("engine_args") or {}, c.values)
     v["experiments"] = ["loadtest"]
     v.pop("baseline", None)
     v["description"] = f"{what} {c.id}: {base} with {describe(c.values)}"
