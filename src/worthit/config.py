@@ -262,7 +262,7 @@ class Study:
         return Variant(
             name=name,
             model=v["model"],
-            engine_args={**serve["engine_args"], **v["engine_args"]},
+            engine_args=eargs.merged(serve["engine_args"], v["engine_args"]),
             extra_args=list(v["extra_args"]),
             env={k: str(x) for k, x in {**serve["env"], **v["env"]}.items()},
             gpus=int(v["gpus"]),

@@ -47,6 +47,16 @@ def without(args: Mapping[str, Any] | None, *names: str) -> dict[str, Any]:
     return {k: v for k, v in (args or {}).items() if flag(k) not in drop}
 
 
+def merged(base: Mapping[str, Any] | None, over: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``base``'s flags with ``over``'s on top, flag by flag in any spelling: a flag ``over`` sets replaces
+    ``base``'s whole (a mapping too), as a variant's ``engine_args`` replace serve's. A plain dict merge would
+    keep both ``max_model_len`` and ``max-model-len`` and put both on the command line."""
+    over = dict(over or {})
+    out = without(base, *over)
+    out.update(over)
+    return out
+
+
 def prefix_caching_on(args: Mapping[str, Any] | None) -> bool:
     """Whether vLLM serves these arguments with automatic prefix caching.
 

@@ -172,6 +172,10 @@ def test_an_engine_arg_is_found_in_any_spelling_and_the_variants_spelling_wins()
         }
     )
     assert Study(cfg).variant("a").arg("max-model-len") == 1024
+    # and the command line holds the flag once: the variant's replaces serve's whatever either spells
+    from worthit.server import engine_flags
+
+    assert engine_flags(Study(cfg).variant("a").engine_args) == ["--max-model-len", "1024"]
 
 
 def test_each_experiment_s_section_comes_from_its_folder_and_a_malformed_one_is_named(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ what a candidate reached from its levels. tests/workflow/test_tune_workflow.py r
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from worthit.experiments.tune.search import Candidate
 from worthit.experiments.tune.space import LATENCY, THROUGHPUT, changed_args, parse
 from worthit.metrics import Slo
 from worthit.report.measure import Measure
+from worthit.server import engine_flags
 
 
 def _cfg(tmp_path: Path) -> dict:
@@ -225,3 +227,27 @@ def test_a_speculative_k_of_zero_serves_without_speculation_and_changes_no_flag(
     assert R.candidate_args(cfg, k2.values)[1]["speculative-config"]["num_speculative_tokens"] == 2
     assert changed_args(off.values) == {}
     assert changed_args(k2.values) == {"speculative-config": {"num_speculative_tokens": 2, "method": "ngram"}}
+
+
+def test_a_speculative_k_of_zero_turns_off_a_speculative_config_set_in_serve(tmp_path: Path) -> None:
+    """serve:'s speculative-config is every variant's unless a variant replaces it: a candidate's k = 0 must
+    turn it off on the command line, and a k above 0 must keep serve's method (a variant's flag replaces
+    serve's whole, so a bare {num_speculative_tokens: 2} would have served no proposer)."""
+    cfg = _cfg(tmp_path)
+    ngram = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
+    cfg["serve"]["engine_args"] = {"speculative_config": ngram, "max_model_len": 2048}
+    cfg["tune"]["space"] = {"speculative-config.num_speculative_tokens": [0, 2], "variant": ["base"]}
+    cfg = validate(cfg, "test")
+    k = "speculative-config.num_speculative_tokens"
+    off, k2 = Candidate({k: 0, "variant": "base"}), Candidate({k: 2, "variant": "base"})
+    study = Study(R.derived_config(cfg, [off, k2]))
+    flags_off = engine_flags(study.variant(f"tune_{off.id}").engine_args)
+    flags_k2 = engine_flags(study.variant(f"tune_{k2.id}").engine_args)
+    assert "--speculative-config" not in flags_off
+    # the variant's max-model-len 1024 replaces serve's 2048 although spelled otherwise: one flag, not two
+    assert flags_off.count("--max-model-len") == 1 and flags_off[flags_off.index("--max-model-len") + 1] == "1024"
+    sc = json.loads(flags_k2[flags_k2.index("--speculative-config") + 1])
+    assert sc == {**ngram, "num_speculative_tokens": 2}
+    assert flags_k2.count("--speculative-config") == 1
+    # the plan sees what is served
+    assert "speculative-config" not in R.candidate_args(cfg, off.values)[1]

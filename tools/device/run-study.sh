@@ -124,12 +124,7 @@ el "snakemake exit $rc"
 # What a first server start on a fresh machine may have built (kernels compiled on first use): their sizes
 # say whether carrying them to the next sitting could save that start's extra minutes.
 el "caches: $(du -sh ~/.cache/vllm ~/.triton ~/.cache/flashinfer ~/.cache/torch ~/.nv 2>/dev/null | tr '\t\n' ': ')"
-tar czf /tmp/results.tgz "results/$study" resources/models/*/manifest.json 2>/dev/null
-if [ "$(stat -c %s /tmp/results.tgz)" -le $((15 * 1024 * 1024)) ]; then
-  cp /tmp/results.tgz "$OUT/results.tgz"
-else
-  split -b 15M -d /tmp/results.tgz "$OUT/results.tgz."
-fi
+tools/device/pack-results.sh "results/$study"
 cp /tmp/run-study.log "$OUT/run-study.log"
 tar czf "$OUT/device-logs.tgz" -C /tmp/stage --exclude repo . 2>/dev/null
 el "packed: $(ls "$OUT" | tr '\n' ' ')"

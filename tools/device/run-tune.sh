@@ -46,12 +46,7 @@ fi
 wait "$pid"; rc=$?
 grep -vE "^\s*$" /tmp/run-tune.log | grep -vE "clean_up_tokenization|OMP_NUM_THREADS" | tail -80
 el "worthit tune exit $rc"
-tar czf /tmp/results.tgz results/"$study"-tune* resources/models/*/manifest.json 2>/dev/null
-if [ "$(stat -c %s /tmp/results.tgz)" -le $((15 * 1024 * 1024)) ]; then
-  cp /tmp/results.tgz "$OUT/results.tgz"
-else
-  split -b 15M -d /tmp/results.tgz "$OUT/results.tgz."
-fi
+tools/device/pack-results.sh results/"$study"-tune*
 cp /tmp/run-tune.log "$OUT/run-tune.log"
 el "packed: $(ls "$OUT" | tr '\n' ' ')"
 exit 0

@@ -34,7 +34,7 @@ def model_configs(
     drafts = {
         str(sc["model"])
         for v in cfg["variants"].values()
-        if (sc := eargs.speculative_config({**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}))
+        if (sc := eargs.speculative_config(eargs.merged(cfg["serve"]["engine_args"], v.get("engine_args"))))
         and sc.get("model")
     }
     unknown = sorted(set(given) - set(names) - drafts)

@@ -114,7 +114,7 @@ def make_plan(
     hw = hw.override(cfg.get("hardware") or {})
     rows = []
     for vname, v in cfg["variants"].items():
-        args = {**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}
+        args = eargs.merged(cfg["serve"]["engine_args"], v.get("engine_args"))
         mspec = cfg["models"][v["model"]]
         shape, checkpoint, folder, _ = configs.get(v["model"], (None, None, None, ""))
         s = Subject(vname, args, shape, checkpoint=checkpoint, gpus_claimed=int(v.get("gpus", 1)), tokenizer=folder)
@@ -236,7 +236,7 @@ def refused_before_serving(cfg: Mapping[str, Any], hw: Hardware, vllm_version: s
         str(sc.get("model") or "")
         for name, v in cfg["variants"].items()
         if name not in out.variants
-        and (sc := eargs.speculative_config({**cfg["serve"]["engine_args"], **(v.get("engine_args") or {})}))
+        and (sc := eargs.speculative_config(eargs.merged(cfg["serve"]["engine_args"], v.get("engine_args"))))
     )
     for name, spec in cfg["models"].items():
         users = [v for v, vs in cfg["variants"].items() if vs["model"] == name]

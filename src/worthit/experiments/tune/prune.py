@@ -57,9 +57,10 @@ def with_values(args: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str,
 
 
 def candidate_args(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(variant, engine arguments) a candidate serves: serve's, its variant's, then its own values."""
+    """(variant, engine arguments) a candidate serves: serve's, its variant's over them (flag by flag, as
+    :class:`worthit.config.Study` merges them), then its own values, merged into a JSON flag's mapping."""
     variant = str(values.get(VARIANT) or cfg.get("baseline_variant") or next(iter(cfg["variants"])))
-    args = merge_args(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args") or {})
+    args = eargs.merged(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args"))
     return variant, with_values(args, values)
 
 

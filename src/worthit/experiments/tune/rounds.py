@@ -37,12 +37,13 @@ from typing import Any
 import yaml
 
 from worthit import atomic, cost, schemas
+from worthit import engine_args as eargs
 from worthit.config import ROOT, Study
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level, levels_of
 from worthit.experiments.tune.accuracy_gate import ACCEPTABLE, UNACCEPTABLE, AccuracyGate
 from worthit.experiments.tune.accuracy_gate import FAILED as ACC_FAILED
-from worthit.experiments.tune.prune import bound, candidate_args, screen, unservable, with_values
+from worthit.experiments.tune.prune import bound, candidate_args, screen, unservable
 from worthit.experiments.tune.search import FAILED, MEASURED, PRUNED, Candidate, Outcome, TuneSearch
 from worthit.experiments.tune.space import LATENCY, THROUGHPUT, TuneSection, changed_args, parse
 from worthit.experiments.tune.studies import own_study
@@ -88,10 +89,19 @@ def start_variant(candidate_id: str, start: int) -> str:
     return f"{VARIANT_PREFIX}{candidate_id}_start{start}"
 
 
+def own_args(serve: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
+    """A candidate's engine arguments ``args`` (serve's, its variant's and its values merged) as a variant
+    of the tune's study sets them over ``serve``'s: what differs from serve's, and null for a flag of serve's
+    the candidate does not serve (a speculative k of 0 over serve's ``speculative-config``), which
+    ``worthit.server.engine_flags`` leaves out of the command line. Serve's flags themselves stay in serve."""
+    own = {k: v for k, v in args.items() if not (eargs.has(serve, k) and eargs.get(serve, k) == v)}
+    return {**own, **{k: None for k in serve if not eargs.has(args, k)}}
+
+
 def _variant(cfg: Mapping[str, Any], c: Candidate, what: str) -> dict[str, Any]:
-    base, _ = candidate_args(cfg, c.values)
+    base, args = candidate_args(cfg, c.values)
     v = copy.deepcopy(dict(cfg["variants"][base]))
-    v["engine_args"] = with_values(v.get("engine_args") or {}, c.values)
+    v["engine_args"] = own_args(cfg["serve"]["engine_args"], args)
     v["experiments"] = ["loadtest"]
     v.pop("baseline", None)
     v["description"] = f"{what} {c.id}: {base} with {describe(c.values)}"

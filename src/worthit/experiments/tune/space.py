@@ -225,10 +225,10 @@ def _check_speculation(cfg: Mapping[str, Any], space: Mapping[str, Dimension], s
         return
     vdim = space.get(VARIANT)
     bases = list(vdim.choices) if isinstance(vdim, Choices) else [cfg.get("baseline_variant")]
-    serve_sc = eargs.speculative_config((cfg.get("serve") or {}).get("engine_args")) or {}
+    serve_args = (cfg.get("serve") or {}).get("engine_args")
     for base in bases:
         v = (cfg.get("variants") or {}).get(base) or {}
-        sc = {**serve_sc, **(eargs.speculative_config(v.get("engine_args")) or {})}
+        sc = eargs.speculative_config(eargs.merged(serve_args, v.get("engine_args"))) or {}
         if any(sc.get(f) for f in SPEC_SOURCES):
             return
     raise ConfigError(
