@@ -14,8 +14,10 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
     """Engine arguments -> ``vllm serve`` flags, verbatim.
 
     ``{"max-model-len": 2048}`` -> ``--max-model-len 2048``; ``True`` -> the bare flag; ``False`` or
-    ``None`` -> left out (so a variant can drop a default); dicts and lists -> JSON (e.g.
-    ``--speculative-config``). ``extra`` is appended as given.
+    ``None`` -> left out (so a variant can drop a default); a mapping -> JSON (e.g. ``--speculative-config``);
+    a list -> one argument per item, as vLLM's list flags take them (``--cudagraph-capture-sizes 1 2 4``,
+    ``--lora-modules`` with a JSON object per item): a flag that wants one JSON list (the CORS flags) is
+    given it as a string. ``extra`` is appended as given.
     """
     flags: list[str] = []
     for key, value in (args or {}).items():
@@ -24,11 +26,20 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
             continue
         if value is True:
             flags.append(flag)
-        elif isinstance(value, (dict, list)):
-            flags += [flag, json.dumps(value, separators=(",", ":"))]
+        elif isinstance(value, (list, tuple)):
+            flags += [flag, *(_arg(v) for v in value)]
         else:
-            flags += [flag, str(value)]
+            flags += [flag, _arg(value)]
     return flags + list(extra)
+
+
+def _arg(value: Any) -> str:
+    """One command-line argument: a mapping or list as compact JSON, a bool as vLLM's argparse reads it."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def serve_command(
