@@ -1,5 +1,5 @@
 """Engine arguments as ``vllm serve`` flags, read back by the serve env's own vLLM argument parser: what a
-study config writes is what the server is given (a list flag's items, a JSON mapping, a bare boolean)."""
+study config writes is what the server is given (a list flag's items, a JSON mapping, a boolean on or off)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,14 @@ def test_vllms_parser_reads_lists_mappings_and_booleans_as_the_config_wrote_them
         "enable-prefix-caching": True,
         "kv-cache-dtype-skip-layers": ["0", "27"],
         "max-num-seqs": 16,
-        "enforce-eager": False,  # left out
+        "enforce-eager": False,
+        "enable-chunked-prefill": False,  # on by default in vLLM: off only with --no-enable-chunked-prefill
+        "no-enable-prefix-caching": None,  # left out
     }
     flags = engine_flags(args)
-    assert flags[:4] == ["--cudagraph-capture-sizes", "1", "2", "4"] and "--enforce-eager" not in flags
+    assert flags[:4] == ["--cudagraph-capture-sizes", "1", "2", "4"]
     dests = ["cudagraph_capture_sizes", "speculative_config", "enable_prefix_caching", "max_num_seqs"]
-    dests.append("kv_cache_dtype_skip_layers")
+    dests += ["kv_cache_dtype_skip_layers", "enforce_eager", "enable_chunked_prefill"]
     proc = subprocess.run(
         [str(serve_python), "-c", PARSE, json.dumps(flags), json.dumps(dests)],
         capture_output=True,
@@ -49,6 +51,7 @@ def test_vllms_parser_reads_lists_mappings_and_booleans_as_the_config_wrote_them
     assert got["cudagraph_capture_sizes"] == [1, 2, 4]
     assert got["max_num_seqs"] == 16 and got["enable_prefix_caching"] is True
     assert got["kv_cache_dtype_skip_layers"] == ["0", "27"]
+    assert got["enforce_eager"] is False and got["enable_chunked_prefill"] is False
     sc = got["speculative_config"]
     sc = json.loads(sc) if isinstance(sc, str) else sc
     assert sc["method"] == "ngram" and sc["num_speculative_tokens"] == 3

@@ -80,16 +80,26 @@ def test_the_shipped_default_study_is_valid():
     assert {"baseline", "no_prefix_cache"} <= set(cfg["variants"])
 
 
-def test_variant_engine_args_override_serve_defaults_and_false_drops_a_flag():
+def test_variant_engine_args_override_serve_defaults_false_turns_a_flag_off_and_null_drops_it():
     cfg = validate(
         {
             **MIN,
-            "serve": {"engine_args": {"dtype": "float32", "enforce-eager": True}},
-            "variants": {"a": {"model": "m", "engine_args": {"enforce-eager": False, "max-num-seqs": 16}}},
+            "serve": {"engine_args": {"dtype": "float32", "enforce-eager": True, "kv-cache-dtype": "fp8"}},
+            "variants": {
+                "a": {
+                    "model": "m",
+                    "engine_args": {"enforce-eager": False, "max-num-seqs": 16, "kv-cache-dtype": None},
+                }
+            },
         }
     )
     v = Study(cfg).variant("a")
-    assert engine_flags(v.engine_args) == ["--dtype", "float32", "--max-num-seqs", "16"]
+    assert engine_flags(v.engine_args) == ["--dtype", "float32", "--no-enforce-eager", "--max-num-seqs", "16"]
+    # vLLM's on-by-default booleans turn off only with their negative form; a negation's false is its default
+    assert engine_flags({"enable_chunked_prefill": False, "no-enable-prefix-caching": False}) == [
+        "--no-enable-chunked-prefill"
+    ]
+    assert engine_flags({"disable-log-stats": False}) == []
 
 
 def test_engine_flags_pass_mappings_as_json_and_true_as_bare_flag():

@@ -9,12 +9,18 @@ from typing import Any
 
 from worthit import engine_args
 
+# Flags that are themselves a negation: their false is vLLM's default, so false leaves them out.
+NEGATIONS = ("no-", "disable-")
+
 
 def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
     """Engine arguments -> ``vllm serve`` flags, verbatim.
 
-    ``{"max-model-len": 2048}`` -> ``--max-model-len 2048``; ``True`` -> the bare flag; ``False`` or
-    ``None`` -> left out (so a variant can drop a default); a mapping -> JSON (e.g. ``--speculative-config``);
+    ``{"max-model-len": 2048}`` -> ``--max-model-len 2048``; ``True`` -> the bare flag; ``False`` -> the
+    flag's negative form, as vLLM's boolean flags take it (``enable-chunked-prefill: false`` ->
+    ``--no-enable-chunked-prefill``; vLLM's default for it is on, so leaving the flag out would keep it on),
+    except for a flag that is itself a negation (``no-...``, ``disable-...``: false is its default, left out);
+    ``None`` -> left out (a variant drops serve's flag); a mapping -> JSON (e.g. ``--speculative-config``);
     a list -> one argument per item, as vLLM's list flags take them (``--cudagraph-capture-sizes 1 2 4``,
     ``--lora-modules`` with a JSON object per item): a flag that wants one JSON list (the CORS flags) is
     given it as a string. ``extra`` is appended as given.
@@ -22,10 +28,14 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
     flags: list[str] = []
     for key, value in (args or {}).items():
         flag = "--" + engine_args.flag(key)
-        if value is None or value is False:
+        if value is None:
             continue
         if value is True:
             flags.append(flag)
+        elif value is False:
+            name = engine_args.flag(key)
+            if not name.startswith(NEGATIONS):
+                flags.append(f"--no-{name}")
         elif isinstance(value, (list, tuple)):
             flags += [flag, *(_arg(v) for v in value)]
         else:
