@@ -14,6 +14,9 @@ from typing import Any
 PREFIX_CACHING = "enable-prefix-caching"
 NO_PREFIX_CACHING = "no-enable-prefix-caching"
 SPECULATIVE_CONFIG = "speculative-config"
+# Flags that are themselves a negation: their false is vLLM's default, so false leaves them out
+# (worthit.server.engine_flags gives any other flag's false as its --no- form).
+NEGATIONS = ("no-", "disable-")
 
 
 def flag(key: object) -> str:

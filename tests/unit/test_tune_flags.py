@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from worthit import vllm_flags as V
 from worthit.config import ConfigError
 from worthit.experiments.tune import flags as F
 
@@ -52,8 +53,8 @@ def test_an_unknown_flag_names_the_key_and_the_closest_accepted() -> None:
 
 def test_the_flags_are_cached_per_vllm_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(F, "vllm_version", lambda python: "9.9.9+cpu")
-    monkeypatch.setattr(F, "help_text", lambda python: calls.append(python) or HELP)
+    monkeypatch.setattr(V, "vllm_version", lambda python: "9.9.9+cpu")
+    monkeypatch.setattr(V, "help_text", lambda python: calls.append(python) or HELP)
     version, got = F.accepted_flags("/x/bin/python", tmp_path)
     assert version == "9.9.9+cpu" and "max-num-seqs" in got
     assert json.loads((tmp_path / "9.9.9+cpu.json").read_text())["vllm"] == "9.9.9+cpu"
@@ -65,3 +66,28 @@ def test_the_flags_are_cached_per_vllm_version(tmp_path: Path, monkeypatch: pyte
 def test_a_python_without_vllm_is_an_input_error_not_a_traceback(tmp_path: Path) -> None:
     with pytest.raises(F.FlagsUnavailable, match="could not run|exited"):
         F.help_text(str(tmp_path / "no-such-python"))
+
+
+def test_engine_arguments_vllm_would_refuse_or_misread_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor's check before a server starts: every flag as vLLM declares it, in full (its parser
+    would take the abbreviation max-num-seq for max-num-seqs, which worthit would not read), and false only
+    where the flag has a --no- form."""
+    accepted = F.parse_help(HELP)
+    fine = {
+        "max_num_seqs": 8,
+        "--enable-chunked-prefill": False,
+        "speculative-config": {"method": "ngram"},
+        "gpu-memory-utilization": None,
+        "made-up": None,  # null: left out of the command line, nothing to check
+    }
+    assert V.problems(fine, accepted, version="0.1") == []
+    assert V.problems({"max-num-seq": 8, "gpu-memory-utilization": False}, accepted, version="0.1") == [
+        "engine argument 'max-num-seq': vLLM 0.1 has no flag --max-num-seq (closest accepted: max-num-seqs)",
+        "engine argument 'gpu-memory-utilization: false': vLLM 0.1's --gpu-memory-utilization has no "
+        "--no-gpu-memory-utilization form; write null to leave the flag out",
+    ]
+    monkeypatch.setenv(V.CACHE_ENV, "/somewhere")
+    assert V.cache_dir() == Path("/somewhere/vllm-flags")
+    monkeypatch.delenv(V.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
+    assert V.cache_dir() == Path("/xdg/worthit/vllm-flags")

@@ -31,7 +31,9 @@ def wait_gone(workdir: Path, timeout_s: float = 60) -> list[str]:
 def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed_result_feeds(tmp_path, model_dir):
     # (serving the recommended deployments, servers too, is test_deployment_validation's)
     cfg = study_config(model_dir, validate_deployments=False)
-    cfg["variants"]["broken"] = {"model": "smol", "engine_args": {"no-such-flag-for-vllm": True}}
+    cfg["variants"]["broken"] = {"model": "smol", "engine_args": {"kv-cache-dtype": "not-a-dtype"}}
+    # an abbreviation vLLM's parser would silently take for --max-num-seqs, which worthit reads in full
+    cfg["variants"]["misspelt"] = {"model": "smol", "engine_args": {"max-num-seq": 2}, "experiments": ["kv"]}
     run_snakemake(tmp_path, cfg)
     base = tmp_path / "results/t/variant~base"
     kv = schemas.read(base / "kv.parquet", KV_CACHE)
@@ -45,11 +47,17 @@ def test_study_runs_end_to_end_leaves_no_server_and_rebuilds_only_what_a_changed
     # a server that cannot start is a recorded failure with its log tail, not a crashed study
     broken = schemas.read(tmp_path / "results/t/variant~broken/kv.parquet", KV_CACHE)
     assert broken.status == "failed" and "exited" in broken.reason
-    assert broken.reason.endswith("unrecognized arguments: --no-such-flag-for-vllm")  # the cause, not only "exited"
-    assert "no-such-flag" in broken.log_tail
+    assert "invalid choice: 'not-a-dtype'" in broken.reason  # the cause, not only "exited"
+    assert "not-a-dtype" in broken.log_tail
+    # refused before any server starts, naming the key and the flag it would have been read as
+    misspelt = schemas.read(tmp_path / "results/t/variant~misspelt/kv.parquet", KV_CACHE)
+    assert misspelt.status == "failed", misspelt.reason
+    assert "engine argument 'max-num-seq'" in misspelt.reason and "no flag --max-num-seq " in misspelt.reason
+    assert "closest accepted: max-num-seqs" in misspelt.reason
+    assert "starting:" not in (tmp_path / "results/t/logs/serve/misspelt.log").read_text()
     summary = tmp_path / "results/t/summary.parquet"
     table = schemas.read(summary, SUMMARY).to_pandas()
-    assert set(table["variant"]) == {"base", "broken"}
+    assert set(table["variant"]) == {"base", "broken", "misspelt"}
     assert (table.loc[table.variant == "broken", "status"] == "failed").all()
     assert "Failed or not applicable" in (tmp_path / "results/t/summary.md").read_text()
     assert wait_gone(tmp_path) == []

@@ -9,9 +9,6 @@ from typing import Any
 
 from worthit import engine_args
 
-# Flags that are themselves a negation: their false is vLLM's default, so false leaves them out.
-NEGATIONS = ("no-", "disable-")
-
 
 def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> list[str]:
     """Engine arguments -> ``vllm serve`` flags, verbatim.
@@ -34,7 +31,7 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
             flags.append(flag)
         elif value is False:
             name = engine_args.flag(key)
-            if not name.startswith(NEGATIONS):
+            if not name.startswith(engine_args.NEGATIONS):
                 flags.append(f"--no-{name}")
         elif isinstance(value, (list, tuple)):
             flags += [flag, *(_arg(v) for v in value)]

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from worthit import atomic, compile_cache, gating, secrets
+from worthit import atomic, compile_cache, gating, secrets, vllm_flags
 from worthit.server.cleanup import private_ipc_dir, reap_leftover_group, set_pdeathsig, stop_process_group
 from worthit.server.command import argv_command, serve_command
 from worthit.server.logs import died_reason
@@ -188,10 +188,9 @@ def supervise(
     else:
         cmd = serve_command(python, model_dir, served_name=variant, port=port, args=args, extra=extra)
     child_env, key_error = _child_env(env, cuda, api_key)
-    refused = gating.not_applicable(args, gating.detect_gpus(cuda) if devices is None else devices, model_dir)
-    refused_status = "not_applicable"
-    if key_error:
-        refused, refused_status = key_error, "failed"
+    refused, refused_status = _refusal(
+        args, gating.detect_gpus(cuda) if devices is None else devices, model_dir, python, log_path, argv, key_error
+    )
     if refused:
         return refuse(
             state_path,
@@ -373,6 +372,46 @@ def _stop_and_clean(proc: subprocess.Popen[bytes], ipc_dir: str | None, state_pa
     for fh in locks:
         fh.close()
     shutil.rmtree(str(state_path) + ".queue", ignore_errors=True)
+
+
+def _refusal(
+    args: Mapping[str, Any] | None,
+    devices: Sequence[gating.Gpu],
+    model_dir: str,
+    python: str,
+    log_path: Path,
+    argv: Sequence[str] | None,
+    key_error: str | None,
+) -> tuple[str, str]:
+    """(why the server is not started, the status consumers record), ("", ...) to start it: the hardware
+    gate (not applicable), then arguments vLLM would refuse or misread, then a missing API key (failed)."""
+    if key_error:
+        return key_error, "failed"
+    refused = gating.not_applicable(args, devices, model_dir)
+    if refused:
+        return refused, "not_applicable"
+    if not argv and (misread := _flag_problems(python, args, log_path)):
+        return misread, "failed"
+    return "", "not_applicable"
+
+
+def _flag_problems(python: str, args: Mapping[str, Any] | None, log_path: Path) -> str:
+    """Why vLLM would refuse or misread the engine arguments ``args`` (:func:`worthit.vllm_flags.problems`:
+    a flag it does not declare, an abbreviation it would silently expand), checked against the serve env's own
+    ``vllm serve --help=all`` before anything starts; "" when they are served as written, or when the flags
+    cannot be read (then the server starts as configured and vLLM itself says what it refuses)."""
+    if not args:
+        return ""
+    try:
+        version, accepted = vllm_flags.accepted_flags(python)
+    except vllm_flags.FlagsUnavailable as e:
+        with open(log_path, "a") as log:
+            log.write(f"[worthit] engine arguments not checked against vLLM's flags: {e}\n")
+        return ""
+    found = vllm_flags.problems(args, accepted, version=version)
+    if not found:
+        return ""
+    return "; ".join(found) + ": correct the variant's engine_args (or serve.engine_args) in the study config"
 
 
 def refuse(
