@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -266,9 +267,16 @@ def from_files(cfg: Mapping[str, Any], paths: Iterable[PathLike]) -> Report:
     return build(study, data.load([p for p in paths if Path(p).name != "summary.parquet"], None, study.variants))
 
 
-def from_dir(cfg: Mapping[str, Any], results_dir: PathLike) -> Report:
+def expected_results(study: Study) -> dict[str, list[str]]:
+    """Each variant's result files below its folder, without .parquet: what the workflow's report reads."""
+    return {v: study.result_files(v) for v in study.variants}
+
+
+def from_dir(cfg: Mapping[str, Any], results_dir: PathLike, *, named_only: bool = False) -> Report:
+    """The report of a results folder; ``named_only`` (``worthit report``): only the files the study names, as
+    the workflow's report reads them (a stray copy is left out: :func:`worthit.report.data.result_paths`)."""
     study = Study(cfg)
-    return build(study, data.load_dir(results_dir, study.variants))
+    return build(study, data.load_dir(results_dir, study.variants, expected_results(study) if named_only else None))
 
 
 def write_tables(
@@ -364,9 +372,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg_path = ROOT / "config" / "config.yaml"
     try:
         cfg = load_config(cfg_path)
-        report = from_dir(cfg, root)
+        report = from_dir(cfg, root, named_only=True)
     except InputError as e:  # a bad config or result file: its message, never a traceback
         return errors.report("worthit report", e)
+    left = data.result_paths(root, expected_results(Study(cfg)))[1]
+    if left:  # read by no verdict: say so, so a file the user meant to count is not lost without a word
+        print(
+            f"worthit report: left out {len(left)} result file{'s' if len(left) != 1 else ''} the study does not "
+            f"name: {', '.join(map(str, left))}",
+            file=sys.stderr,
+        )
     out = Path(args.out) if args.out else root / "report"
     page = write_all(
         report,

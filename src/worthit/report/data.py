@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -159,25 +160,28 @@ def _read_result(path: Path) -> Loaded:
     meta = schemas.read_file_metadata(path)
     name = meta.get(f"{schemas.META_PREFIX}table", "")
     variant, experiment = _variant_and_experiment(path)
+    if not name:
+        raise schemas.SchemaError(
+            f"{path}: holds no worthit table (no '{schemas.META_PREFIX}table' in its metadata), so it is no result "
+            "worthit wrote, or another tool rewrote it without its metadata: delete it and run snakemake again to "
+            "measure it anew (or move a file of your own out of the results folder)"
+        )
     if name in schemas.TABLES:
-        table = schemas.TABLES[name]
-        try:
-            res = schemas.read(path, table)
-        except schemas.SchemaError:
-            res = None  # written before a column was added to the table: read it raw, fill the gaps
-        if res is not None:
-            return Loaded(
-                str(path),
-                variant or res.metadata.get("variant"),
-                experiment,
-                name,
-                res.status,
-                res.reason,
-                res.log_tail,
-                res.metadata,
-                res.table.to_pylist(),
-            )
-    arrow = schemas.read_arrow(path)  # a table this version does not define (or an older layout): keep it raw
+        # a damaged file (a column missing or of another type) is named: SchemaError (columns added later read as
+        # nulls: Table.added)
+        res = schemas.read(path, schemas.TABLES[name])
+        return Loaded(
+            str(path),
+            variant or res.metadata.get("variant"),
+            experiment,
+            name,
+            res.status,
+            res.reason,
+            res.log_tail,
+            res.metadata,
+            res.table.to_pylist(),
+        )
+    arrow = schemas.read_arrow(path)  # a table this version does not define (a plugin's not loaded): keep it raw
     decoded: dict[str, Any] = {}
     for k, v in meta.items():
         if k.startswith(schemas.META_PREFIX):
@@ -186,13 +190,11 @@ def _read_result(path: Path) -> Loaded:
             except json.JSONDecodeError:
                 decoded[k[len(schemas.META_PREFIX) :]] = v
     rows = arrow.to_pylist()
-    if name in schemas.TABLES:
-        rows = [{c: r.get(c) for c in schemas.TABLES[name].columns} | r for r in rows]
     return Loaded(
         str(path),
         variant or decoded.get("variant"),
         experiment,
-        name or "unknown",
+        name,
         str(decoded.get("status", "ok")),
         str(meta.get(f"{schemas.META_PREFIX}reason", "")),
         str(meta.get(f"{schemas.META_PREFIX}log_tail", "")),
@@ -224,10 +226,43 @@ def load(
     return study
 
 
-def load_dir(results_dir: str | os.PathLike[str], variants: Iterable[str] = ()) -> StudyResults:
-    """Every Parquet file below ``results/<study>/variant~*/`` (tests, ad-hoc use)."""
+def result_paths(
+    results_dir: str | os.PathLike[str], expected: Mapping[str, Iterable[str]] | None = None
+) -> tuple[list[Path], list[Path]]:
+    """(the result files to read, those left out) below ``results/<study>/``: every Parquet file of the variant
+    folders, the validation runs (``deployment~*/``) and the study-level tables beside them.
+
+    With ``expected`` ({variant: its result files below its folder, without .parquet: ``Study.result_files``}),
+    a file of such a variant that its list does not name is left out, as the workflow's report leaves it out (a
+    stray copy, a level or run the config no longer measures), and so is a validation run's file not named
+    ``load[.rep~N].parquet``; folders of variants not in ``expected`` are read whole."""
     root = Path(results_dir)
-    paths = sorted(root.glob("variant~*/**/*.parquet")) + sorted(root.glob("deployment~*/*.parquet"))
-    paths += [p for p in sorted(root.glob("*.parquet")) if p.name != "summary.parquet"]
+    found = sorted(root.glob("variant~*/**/*.parquet")) + sorted(root.glob("deployment~*/*.parquet"))
+    keep: list[Path] = []
+    left: list[Path] = []
+    for p in found:
+        variant, experiment = _variant_and_experiment(p.relative_to(root))
+        if expected is None:
+            keep.append(p)
+        elif variant is not None and variant in expected:
+            (keep if experiment in set(expected[variant]) else left).append(p)
+        elif variant is None and _deployment(p.relative_to(root)) is not None:
+            (keep if _VALIDATION_RUN.fullmatch(p.name) else left).append(p)
+        else:
+            keep.append(p)
+    keep += [p for p in sorted(root.glob("*.parquet")) if p.name != "summary.parquet"]
+    return keep, left
+
+
+_VALIDATION_RUN = re.compile(r"load(\.rep~[0-9]+)?\.parquet")
+
+
+def load_dir(
+    results_dir: str | os.PathLike[str],
+    variants: Iterable[str] = (),
+    expected: Mapping[str, Iterable[str]] | None = None,
+) -> StudyResults:
+    """Every Parquet file below ``results/<study>/`` (:func:`result_paths`) and its summary."""
+    root = Path(results_dir)
     summary = root / "summary.parquet"
-    return load(paths, summary if summary.exists() else None, variants)
+    return load(result_paths(root, expected)[0], summary if summary.exists() else None, variants)

@@ -31,6 +31,11 @@ class Table:
     name: str
     description: str
     fields: tuple[Field, ...]
+    # Columns added after files of this table were first written: a file lacking one of them (written before it
+    # existed) reads it as nulls, and every other column is in every file worthit writes (schemas.write writes
+    # them all), so a file lacking it is damaged: its figures would come from nulls. None (a table that does not
+    # say): any nullable column may be missing.
+    added: tuple[str, ...] | None = None
 
     @property
     def schema(self) -> pa.Schema:

@@ -24,6 +24,13 @@ class SchemaError(InputError):
     """A Parquet file does not match the table it claims to be."""
 
 
+# what a damaged result file's message says to do (a file worthit wrote always matches its table)
+DAMAGED = (
+    "; worthit writes every column of its table, so the file was damaged or rewritten by another tool: delete it "
+    "and run snakemake again to measure it anew"
+)
+
+
 class UnreadableFile(InputError):
     """A file is not Parquet at all (cut short, overwritten, not written by worthit): not a schema mismatch,
     which a reader may answer by reading the file raw."""
@@ -146,10 +153,22 @@ def read(path: str | os.PathLike[str], table: Table) -> Result:
     if name != table.name:
         raise SchemaError(f"{path}: holds table {name!r}, expected {table.name!r}")
     missing = [f for f in table.fields if f.name not in arrow.column_names]
-    if any(not f.nullable for f in missing):
-        raise SchemaError(f"{path}: table {table.name} lacks columns {sorted(f.name for f in missing)}")
+    lacking = sorted(f.name for f in missing if not f.nullable or f.name not in (table.added or [f.name]))
+    if lacking:
+        raise SchemaError(f"{path}: table {table.name} lacks columns {lacking}{DAMAGED}")
     for f in missing:  # a nullable column added after the file was written reads as nulls
         arrow = arrow.append_column(pa.field(f.name, f.type), pa.nulls(arrow.num_rows, f.type))
+    for f in table.fields:  # a column of another type: converted where that is exact, else named
+        found = arrow.schema.field(f.name).type
+        if found.equals(f.type):
+            continue
+        try:
+            converted = arrow.column(f.name).cast(f.type, safe=True)
+        except (pa.ArrowException, ValueError):
+            raise SchemaError(
+                f"{path}: table {table.name}: column {f.name!r} holds {found}, expected {f.type}{DAMAGED}"
+            ) from None
+        arrow = arrow.set_column(arrow.column_names.index(f.name), pa.field(f.name, f.type), converted)
     decoded: dict[str, Any] = {}
     for k, v in meta.items():
         if not k.startswith(META_PREFIX):

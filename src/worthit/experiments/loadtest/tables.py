@@ -33,6 +33,7 @@ LOAD_REQUESTS = Table(
         column("session_id", pa.int32(), "conversation workloads: the conversation (session) of the request"),
         column("turn", pa.int32(), "conversation workloads: the turn within its conversation, from 0"),
     ),
+    added=("first_text_ms", "scheduled_s", "queue_delay_ms", "session_id", "turn"),
 )
 
 SERVER_TIMELINE = Table(

@@ -25,6 +25,7 @@ VERIFY = Table(
         column("success", pa.bool_(), "request completed", False),
         column("error", pa.string(), "error reason; null on success"),
     ),
+    added=("concurrency",),
 )
 
 SPECDEC_SUMMARY = Table(
