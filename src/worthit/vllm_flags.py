@@ -95,6 +95,29 @@ def hint(name: str, accepted: set[str]) -> str:
     return f"closest accepted: {', '.join(close)}" if close else "see vllm serve --help=all"
 
 
+def installed_version(python: str) -> str | None:
+    """The vLLM version whose ``vllm-*.dist-info`` lies in ``python``'s environment or on ``PYTHONPATH`` (how
+    the device machines install it), without running anything; None where none is found (an interpreter
+    that is not a vLLM environment: nothing to ask)."""
+    prefix = Path(python).parent.parent  # <venv>/bin/python -> <venv>
+    places = [*sorted(prefix.glob("lib/python3*/site-packages"))]
+    places += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for place in places:
+        for info in sorted(place.glob("vllm-*.dist-info")):
+            if m := re.fullmatch(r"vllm-(.+)\.dist-info", info.name):
+                return m.group(1)
+    return None
+
+
+def served_flags(python: str) -> tuple[str, set[str]] | None:
+    """(version, accepted flags) of the vLLM that ``python`` serves with, for the supervisor's check; None
+    where ``python``'s environment holds no vLLM (:func:`installed_version`), so nothing is run that might
+    not answer. Cached as :func:`accepted_flags`."""
+    if installed_version(python) is None:
+        return None
+    return accepted_flags(python)
+
+
 def problems(args: Mapping[str, Any] | None, accepted: set[str], *, version: str) -> list[str]:
     """What vLLM ``version`` would refuse or misread in engine arguments ``args``, one sentence each: a flag it
     does not declare (an abbreviation too: its parser would take ``--max-num-seq`` for ``--max-num-seqs``,

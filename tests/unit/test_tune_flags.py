@@ -91,3 +91,29 @@ def test_engine_arguments_vllm_would_refuse_or_misread_are_named(monkeypatch: py
     monkeypatch.delenv(V.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
     assert V.cache_dir() == Path("/xdg/worthit/vllm-flags")
+
+
+def test_the_supervisor_asks_only_an_environment_that_holds_vllm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A serve interpreter with no vLLM beside it (a stand-in server, a wrapper) is never run for its flags: it
+    might not answer. One whose environment (or PYTHONPATH, as on the device machines) has vLLM's dist-info is."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    ran = tmp_path / "ran"
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\ntouch {ran}\nsleep 300\n")
+    python.chmod(0o755)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert V.installed_version(str(python)) is None and V.served_flags(str(python)) is None
+    assert not ran.exists()
+    site = tmp_path / "site"
+    (site / "vllm-9.9.9+cpu.dist-info").mkdir(parents=True)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert V.installed_version(str(python)) == "9.9.9+cpu"
+    monkeypatch.delenv("PYTHONPATH")
+    (venv / "lib/python3.11/site-packages/vllm-0.25.0.dist-info").mkdir(parents=True)
+    assert V.installed_version(str(python)) == "0.25.0"
+    monkeypatch.setenv(V.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(V, "help_text", lambda python: HELP)
+    assert V.served_flags(str(python)) == ("0.25.0", F.parse_help(HELP)) and not ran.exists()

@@ -403,15 +403,20 @@ def _flag_problems(python: str, args: Mapping[str, Any] | None, log_path: Path) 
     if not args:
         return ""
     try:
-        version, accepted = vllm_flags.accepted_flags(python)
+        found = vllm_flags.served_flags(python)
     except vllm_flags.FlagsUnavailable as e:
+        found, why = None, str(e)
+    else:
+        why = f"no vllm-*.dist-info in {python}'s environment or on PYTHONPATH"
+    if found is None:
         with open(log_path, "a") as log:
-            log.write(f"[worthit] engine arguments not checked against vLLM's flags: {e}\n")
+            log.write(f"[worthit] engine arguments not checked against vLLM's flags: {why}\n")
         return ""
-    found = vllm_flags.problems(args, accepted, version=version)
-    if not found:
+    version, accepted = found
+    wrong = vllm_flags.problems(args, accepted, version=version)
+    if not wrong:
         return ""
-    return "; ".join(found) + ": correct the variant's engine_args (or serve.engine_args) in the study config"
+    return "; ".join(wrong) + ": correct the variant's engine_args (or serve.engine_args) in the study config"
 
 
 def refuse(
