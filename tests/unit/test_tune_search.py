@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from worthit.errors import InputError
 from worthit.experiments.tune.search import (
     FAILED,
     MEASURED,
@@ -128,3 +131,41 @@ def test_an_outcome_of_a_candidate_never_proposed_is_added(tmp_path: Path) -> No
     c = Candidate({"max-num-seqs": 16, "gpu-memory-utilization": 0.9, "enable-chunked-prefill": True}, round=0)
     s.record(c, Outcome.measured({"throughput": 1.0, "latency": 2.0}))
     assert s.finished() == {c.id: MEASURED}
+
+
+def test_numeric_choices_are_searched_in_their_order_and_read_back_as_values(tmp_path: Path) -> None:
+    """max-num-seqs: [16, 1, 4, 8, 2] is an ordered dimension to the sampler (the index into 1, 2, 4, 8, 16):
+    TPE models neighbouring values alike, as it cannot for a categorical's unrelated labels. Candidates,
+    the trace and the best carry the values themselves, and a resumed search reads them back the same."""
+    space = {"max-num-seqs": Choices((16, 1, 4, 8, 2)), "enable-chunked-prefill": Choices((True, False))}
+    d = distributions(section(space))
+    assert type(d["max-num-seqs"]).__name__ == "IntDistribution" and (
+        d["max-num-seqs"].low,
+        d["max-num-seqs"].high,
+    ) == (0, 4)
+    assert type(d["enable-chunked-prefill"]).__name__ == "CategoricalDistribution"  # booleans stay labels
+    s = TuneSearch(section(space, per_round=3), tmp_path / "j.log")
+    done = run_rounds(s, 3)
+    assert len({c.id for c in done}) == len(done) == 9
+    assert all(c.values["max-num-seqs"] in (1, 2, 4, 8, 16) for c in done)
+    assert {c.id for c in done} == {r["candidate_id"] for r in s.trace()}
+    assert all(r["values"]["max-num-seqs"] in (1, 2, 4, 8, 16) for r in s.trace())
+    best = s.best("throughput")
+    assert best is not None and best[0]["max-num-seqs"] == max(c.values["max-num-seqs"] for c in done)
+    again = TuneSearch(section(space, per_round=3), tmp_path / "j.log")  # resumed from the journal
+    assert again.finished() == s.finished() and again.best("throughput") == best
+    assert {c.id for c in again.propose(3)}.isdisjoint({c.id for c in done})
+
+
+def test_a_journal_drawn_from_another_space_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    space = {"max-num-seqs": Choices((1, 2, 4)), "enable-chunked-prefill": Choices((True, False))}
+    s = TuneSearch(section(space, per_round=2), tmp_path / "j.log")
+    run_rounds(s, 1)
+    TuneSearch(section(space, per_round=2), tmp_path / "j.log")  # the same space resumes
+    wider = {**space, "max-num-seqs": Choices((1, 2, 4, 8))}
+    with pytest.raises(
+        InputError,
+        match=r"j.log: the tune's search state was drawn from another space \(key "
+        r"'tune.space.max-num-seqs'.*Remove this file to search the space afresh",
+    ):
+        TuneSearch(section(wider, per_round=2), tmp_path / "j.log")

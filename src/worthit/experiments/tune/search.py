@@ -33,6 +33,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from worthit.errors import InputError
 from worthit.experiments.tune.space import Choices, Range, TuneSection
 
 MEASURED = "measured"
@@ -80,11 +81,25 @@ class Outcome:
         return cls(PRUNED, reason=reason)
 
 
+def ordinal_choices(dim: Any) -> tuple[Any, ...] | None:
+    """A choice dimension's values in ascending order when they are all numbers (``max-num-seqs: [8, 16,
+    64]``), else None. The sampler sees such a dimension as the index into that order, so TPE learns that
+    neighbouring values behave alike (it extrapolates from 8 being better than 4 to trying 16), which a
+    categorical dimension, whose values are unrelated labels to it, cannot."""
+    if not isinstance(dim, Choices) or len(dim.choices) < 2:
+        return None
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in dim.choices):
+        return tuple(sorted(dim.choices))
+    return None
+
+
 def distributions(section: TuneSection) -> dict[str, BaseDistribution]:
-    """Optuna's distribution of each space key."""
+    """Optuna's distribution of each space key (a numeric choice: the index into its ascending values)."""
     out: dict[str, BaseDistribution] = {}
     for key, dim in section.space.items():
-        if isinstance(dim, Choices):
+        if (ordered := ordinal_choices(dim)) is not None:
+            out[key] = IntDistribution(0, len(ordered) - 1)
+        elif isinstance(dim, Choices):
             out[key] = CategoricalDistribution(dim.choices)
         elif isinstance(dim, Range) and dim.integer:
             out[key] = IntDistribution(int(dim.low), int(dim.high), log=dim.log, step=int(dim.step or 1))
@@ -100,6 +115,7 @@ class TuneSearch:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.section = section
         self.dists = distributions(section)
+        self.ordinal = {k: o for k, dim in section.space.items() if (o := ordinal_choices(dim)) is not None}
         journal.parent.mkdir(parents=True, exist_ok=True)
         self.storage = JournalStorage(JournalFileBackend(str(journal)))
         self.studies = {
@@ -108,9 +124,36 @@ class TuneSearch:
             )
             for s in section.scenarios
         }
+        self._check_journal(journal)
         # measured candidates that may not win (accuracy not shown acceptable: .accuracy_gate), with why; set by
         # the rounds from what is on disk, so a resumed tune finds them again
         self.ineligible: dict[str, str] = {}
+
+    def _check_journal(self, journal: Path) -> None:
+        """Refuse a journal whose trials were drawn from another space: the ``tune:`` section changed since it was
+        written (another range, other choices, a key added or gone), or an earlier worthit encoded the space
+        otherwise (numeric choices were labels before they were ordered). Its trials would mean other
+        values, and Optuna refuses a parameter whose distribution changes."""
+        for s in self.section.scenarios:
+            for t in self._trials(s):
+                for key, dist in t.distributions.items():
+                    if self.dists.get(key) != dist:
+                        now = self.dists.get(key, "not in the space")
+                        raise InputError(
+                            f"{journal}: the tune's search state was drawn from another space (key "
+                            f"'tune.space.{key}': {dist} then, {now} now): the tune: section changed since, or "
+                            "an earlier worthit encoded it otherwise. Remove this file to search the space afresh "
+                            "(a candidate measured before is read from the results, not served again, when the "
+                            "search proposes it)"
+                        )
+
+    def values(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial's parameters as a candidate's flag values (a numeric choice's index as its value)."""
+        return {k: self.ordinal[k][int(v)] if k in self.ordinal else v for k, v in params.items()}
+
+    def params(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A candidate's flag values as the sampler's parameters (:meth:`values` undone)."""
+        return {k: self.ordinal[k].index(v) if k in self.ordinal else v for k, v in values.items()}
 
     def _trials(self, scenario: str, states: Sequence[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:
         return self.studies[scenario].get_trials(deepcopy=False, states=tuple(states) if states else None)
@@ -151,7 +194,7 @@ class TuneSearch:
         Pending trials of a round proposed earlier (an interrupted tune) are returned again, not re-asked."""
         pending = sorted(
             (
-                (int(t.user_attrs.get("slot", 0)), Candidate(dict(t.params), round_, s))
+                (int(t.user_attrs.get("slot", 0)), Candidate(self.values(t.params), round_, s))
                 for s in self.section.scenarios
                 for t in self._trials(s, (TrialState.RUNNING,))
                 if t.user_attrs.get("round") == round_
@@ -178,12 +221,13 @@ class TuneSearch:
         for _ in range(MAX_RESAMPLES):
             study.sampler = self._sampler(scenario, len(self._trials(scenario)))
             trial = study.ask(fixed_distributions=self.dists)
-            cid = candidate_id(trial.params)
+            values = self.values(trial.params)
+            cid = candidate_id(values)
             if cid not in seen:
                 trial.set_user_attr(CANDIDATE_ID, cid)
                 trial.set_user_attr("round", round_)
                 trial.set_user_attr("slot", slot)
-                return Candidate(dict(trial.params), round_, scenario)
+                return Candidate(values, round_, scenario)
             # asked again for a known candidate: answer with what is known and ask once more
             known = self._known(scenario, cid)
             trial.set_user_attr(CANDIDATE_ID, f"{cid}~repeat")
@@ -223,7 +267,7 @@ class TuneSearch:
             else:
                 study.add_trial(
                     optuna.trial.create_trial(
-                        params=dict(candidate.values),
+                        params=self.params(candidate.values),
                         distributions=self.dists,
                         value=value,
                         state=state,
@@ -241,7 +285,7 @@ class TuneSearch:
         if not done:
             return None
         t = max(done, key=lambda t: t.value if t.value is not None else float("-inf"))
-        return dict(t.params), float(t.value or 0.0)
+        return self.values(t.params), float(t.value or 0.0)
 
     def trace(self) -> list[dict[str, Any]]:
         """Every finished trial of every scenario: scenario, round, candidate, status, value, reason, and
@@ -251,7 +295,7 @@ class TuneSearch:
                 "scenario": s,
                 "round": t.user_attrs.get("round"),
                 "candidate_id": t.user_attrs.get(CANDIDATE_ID),
-                "values": dict(t.params),
+                "values": self.values(t.params),
                 "status": t.user_attrs.get("status"),
                 "value": t.value,
                 "reason": self.ineligible.get(str(t.user_attrs.get(CANDIDATE_ID))) or t.user_attrs.get("reason", ""),
