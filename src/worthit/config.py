@@ -119,10 +119,76 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
                 + ("a variant cannot be its own baseline" if vb == name else f"unknown variant {vb!r}")
                 + f" (allowed: {', '.join(others)}, or leave it out for baseline_variant)"
             )
+    _check_quantize_bases(cfg, source)
+    _check_engine_args(cfg, source)
     _check_specdec(cfg, source)
     _check_workloads(cfg, source)
     _check_sweet_spot(cfg, source)
     return cfg
+
+
+def _check_quantize_bases(cfg: Mapping[str, Any], source: str) -> None:
+    """A ``quantize:`` model's base is another model of the study that has a source (it is fetched, then
+    quantised): the plan and the report read its shapes, and the workflow makes it first."""
+    fetched = [m for m, spec in cfg["models"].items() if "quantize" not in spec]
+    for name, spec in cfg["models"].items():
+        base = (spec.get("quantize") or {}).get("base")
+        if "quantize" in spec and base not in fetched:
+            why = "a model cannot be its own base" if base == name else f"{base!r} is not a model with a source"
+            raise ConfigError(
+                f"{source}: key 'models.{name}.quantize.base': {why} (allowed: {', '.join(fetched) or 'none'})"
+            )
+
+
+# Engine arguments worthit reads itself (the plan's GPUs and KV pool, the sweet spot, the tune's prunes), with the
+# values they take: any other is passed to vLLM as written, and vLLM judges it.
+_READ_ENGINE_ARGS: dict[str, tuple[type, float, float, str]] = {
+    "tensor-parallel-size": (int, 1, float("inf"), "a whole number of GPUs, 1 or more"),
+    "pipeline-parallel-size": (int, 1, float("inf"), "a whole number of GPUs, 1 or more"),
+    "data-parallel-size": (int, 1, float("inf"), "a whole number of engine replicas, 1 or more"),
+    "max-num-seqs": (int, 1, float("inf"), "a whole number of sequences, 1 or more"),
+    "gpu-memory-utilization": (float, 1e-9, 1.0, "a fraction of the GPU's memory, above 0 and at most 1"),
+}
+
+
+def _number(value: Any, kind: type) -> float | None:
+    """``value`` as ``kind`` (a number, or a string of one, as vLLM's parser takes it), None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        return None
+    if kind is int and not isinstance(value, int) and str(value).strip() != str(number):
+        return None  # "2.5", "two"
+    return float(number)
+
+
+def _check_engine_args(cfg: Mapping[str, Any], source: str) -> None:
+    """The engine arguments worthit reads itself have the values it can read (a traceback in the plan
+    otherwise, or a figure per GPU on the wrong count), and a ``speculative-config`` is a mapping or its JSON."""
+    places = [("serve.engine_args", cfg["serve"]["engine_args"])]
+    places += [(f"variants.{n}.engine_args", v.get("engine_args") or {}) for n, v in cfg["variants"].items()]
+    for where, args in places:
+        for key, value in args.items():
+            name = eargs.flag(key)
+            if value is None:
+                continue
+            if name in _READ_ENGINE_ARGS:
+                kind, low, high, what = _READ_ENGINE_ARGS[name]
+                n = _number(value, kind)
+                if n is None or not low <= n <= high:
+                    raise ConfigError(f"{source}: key '{where}.{key}': {value!r} is not {what}")
+            elif name == eargs.SPECULATIVE_CONFIG and not _speculative_config_value(key, value):
+                raise ConfigError(
+                    f"{source}: key '{where}.{key}': {value!r} is not a speculative config: write a mapping "
+                    "(method, num_speculative_tokens, and model for a draft model) or its JSON as a string"
+                )
+
+
+def _speculative_config_value(key: str, value: Any) -> bool:
+    """A mapping, or a string of a JSON mapping (as ``vllm serve --speculative-config`` takes it)."""
+    return isinstance(value, Mapping) or (isinstance(value, str) and eargs.speculative_config({key: value}) is not None)
 
 
 def _check_sweet_spot(cfg: Mapping[str, Any], source: str) -> None:
@@ -194,14 +260,50 @@ def _check_specdec(cfg: Mapping[str, Any], source: str) -> None:
                 )
 
 
-def load(path: str | Path) -> dict[str, Any]:
+class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # (PyYAML ships no types)
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """YAML's safe loader, refusing a key that appears twice in one mapping: YAML keeps the last silently,
+    so a variant block copied and left under the same name would replace the first without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(
+                        f"line {line}: key {key!r} appears twice in one mapping (first on line {seen[key]}); YAML "
+                        "would keep the last silently: rename one or remove it"
+                    )
+                seen[key] = line
+            except TypeError:  # an unhashable key: YAML's own constructor says what is wrong with it
+                pass
+        return dict(super().construct_mapping(node, deep=deep))
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A study config's YAML (:class:`_UniqueKeyLoader`); a ConfigError naming the file when it is not valid
+    YAML, has a duplicated key, or cannot be read."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
+    except _DuplicateKey as e:
+        raise ConfigError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
     except (OSError, UnicodeDecodeError) as e:  # missing, a folder, unreadable, not text
         raise ConfigError(f"{path}: the study config cannot be read ({e})") from None
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    raw = read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return validate(raw, str(path))

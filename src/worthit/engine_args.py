@@ -8,6 +8,7 @@ supervisor runs it in any stage's environment.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,6 +85,12 @@ def speculation_zero_off(args: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def speculative_config(args: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The ``speculative-config`` mapping, or None when the variant does not decode speculatively."""
+    """The ``speculative-config`` mapping (given as one, or as its JSON in a string, as ``vllm serve`` takes
+    it), or None when the variant does not decode speculatively."""
     sc = get(args, SPECULATIVE_CONFIG)
+    if isinstance(sc, str):
+        try:
+            sc = json.loads(sc)
+        except ValueError:
+            return None
     return dict(sc) if isinstance(sc, Mapping) and sc else None

@@ -208,3 +208,53 @@ def test_each_experiment_s_section_comes_from_its_folder_and_a_malformed_one_is_
     bad.write_text("a: [unclosed\n")
     with pytest.raises(ValueError, match=r"bad.yaml: not valid YAML"):
         measurements.section_file(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"tensor-parallel-size": "two"}, r"engine_args.tensor-parallel-size': 'two' is not a whole number of GPUs"),
+        ({"tensor_parallel_size": 0}, r"engine_args.tensor_parallel_size': 0 is not a whole number of GPUs"),
+        ({"max-num-seqs": 2.5}, r"engine_args.max-num-seqs': 2.5 is not a whole number of sequences"),
+        ({"gpu-memory-utilization": 90}, r"90 is not a fraction of the GPU's memory, above 0 and at most 1"),
+        ({"speculative-config": "ngram"}, r"'ngram' is not a speculative config: write a mapping"),
+        ({"speculative-config": [4]}, r"\[4\] is not a speculative config"),
+        ({1: 4}, r"engine_args': 1 is not of type 'string'"),
+    ],
+)
+def test_engine_args_worthit_reads_itself_are_checked_naming_the_key(args, message):
+    with pytest.raises(ConfigError, match=message):
+        validate({**MIN, "variants": {"a": {"model": "m", "engine_args": args}}}, "s.yaml")
+
+
+def test_engine_args_worthit_reads_take_what_vllm_takes():
+    ok = {"tensor-parallel-size": "2", "max-num-seqs": 16, "gpu-memory-utilization": 0.9, "data-parallel-size": None}
+    ok["speculative-config"] = '{"method": "ngram", "num_speculative_tokens": 3}'  # its JSON, as vllm serve takes it
+    v = Study(validate({**MIN, "variants": {"a": {"model": "m", "engine_args": ok}}})).variant("a")
+    assert v.speculative_config == {"method": "ngram", "num_speculative_tokens": 3}
+
+
+def test_a_quantised_models_base_must_be_a_fetched_model():
+    q = {"quantize": {"base": "nope", "scheme": "W4A16"}}
+    with pytest.raises(ConfigError, match=r"s.yaml: key 'models.q.quantize.base': 'nope' is not a model with a source"):
+        validate({**MIN, "models": {**MIN["models"], "q": q}}, "s.yaml")
+    q = {"quantize": {"base": "q", "scheme": "W4A16"}}
+    with pytest.raises(ConfigError, match=r"'models.q.quantize.base': a model cannot be its own base \(allowed: m\)"):
+        validate({**MIN, "models": {**MIN["models"], "q": q}}, "s.yaml")
+
+
+def test_a_key_twice_in_one_mapping_is_refused_naming_the_file_and_lines(tmp_path: Path):
+    f = tmp_path / "study.yaml"
+    f.write_text(
+        "models:\n  m: {source: 'hf:Qwen/Qwen2.5-7B-Instruct'}\n"
+        "variants:\n  a: {model: m}\n  b: {model: m, engine_args: {kv-cache-dtype: fp8}}\n"
+        "  a: {model: m, engine_args: {max-num-seqs: 8}}\n"
+    )
+    with pytest.raises(
+        ConfigError, match=r"study.yaml: line 6: key 'a' appears twice in one mapping \(first on line 4\)"
+    ):
+        load(f)
+    f.write_text("base: &b {model: m}\nother:\n  <<: *b\n  engine_args: {}\n")  # a YAML merge key is not a duplicate
+    from worthit.config import read_yaml
+
+    assert read_yaml(f)["other"]["model"] == "m"

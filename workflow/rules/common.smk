@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from worthit import compile_cache, measurements, plan  # noqa: E402
-from worthit.config import ConfigError, Study, check_gpu_budget, validate  # noqa: E402
+from worthit.config import ConfigError, Study, check_gpu_budget, read_yaml, validate  # noqa: E402
 from worthit.experiments.deploy.validate import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.experiments.deploy.validate import validation_files  # noqa: E402
 from worthit.errors import InputError  # noqa: E402
@@ -27,6 +27,9 @@ if workflow.overwrite_configfiles:
 else:
     _config_source = ", ".join(str(p) for p in workflow.configfiles) or "config"
 try:
+    # Snakemake read the files already, keeping the last of a duplicated key silently: read them again to refuse it
+    for _f in workflow.overwrite_configfiles or workflow.configfiles:
+        read_yaml(_f)
     config = validate(config, _config_source)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
