@@ -84,9 +84,25 @@ def accepted_flags(python: str, cache: Path | None = None) -> tuple[str, set[str
             pass  # a damaged cache is asked again
     flags = parse_help(help_text(python))
     if version != "unknown":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, json.dumps({"vllm": version, "flags": sorted(flags)}, indent=0) + "\n")
+        _keep(path, version, flags)
     return version, flags
+
+
+def _keep(path: Path, version: str, flags: set[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps({"vllm": version, "flags": sorted(flags)}, indent=0) + "\n")
+
+
+def remember(python: str, help_text_: str, cache: Path | None = None) -> Path | None:
+    """Keep the flags of a ``vllm serve --help=all`` text already at hand as ``python``'s vLLM's (the device
+    machines' warm-up runs it while the model converts, so the first server does not wait for it); the cache
+    file, None when the version or the flags cannot be told."""
+    version, flags = vllm_version(python), parse_help(help_text_)
+    if version == "unknown" or not flags:
+        return None
+    path = (cache or cache_dir()) / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}.json"
+    _keep(path, version, flags)
+    return path
 
 
 def hint(name: str, accepted: set[str]) -> str:

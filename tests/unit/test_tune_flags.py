@@ -117,3 +117,14 @@ def test_the_supervisor_asks_only_an_environment_that_holds_vllm(
     monkeypatch.setenv(V.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(V, "help_text", lambda python: HELP)
     assert V.served_flags(str(python)) == ("0.25.0", F.parse_help(HELP)) and not ran.exists()
+
+
+def test_a_help_text_at_hand_is_kept_as_the_versions_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device warm-up runs vllm serve --help=all beside the model's conversion and keeps its flags, so the
+    supervisor's check of the first server reads them from the cache instead of running vLLM again."""
+    monkeypatch.setattr(V, "vllm_version", lambda python: "0.25.0")
+    path = V.remember("python3", "warm-up 2026-12-05\n" + HELP, tmp_path)
+    assert path == tmp_path / "0.25.0.json"
+    monkeypatch.setattr(V, "help_text", lambda python: pytest.fail("asked vLLM although the flags were kept"))
+    assert V.accepted_flags("python3", tmp_path) == ("0.25.0", F.parse_help(HELP))
+    assert V.remember("python3", "no option lines", tmp_path / "other") is None

@@ -23,6 +23,8 @@ start() {
     cd $W
     { date -u +%FT%TZ; PYTHONPATH=/tmp/site python3 -m vllm.entrypoints.cli.main serve --help=all; } \
       > $S/vllm-serve-help.txt 2>&1
+    # worthit's supervisor checks each server's engine arguments against these flags: keep them for it now
+    PYTHONPATH=/tmp/site:$REPO/src python3 -c 'import sys; from worthit import vllm_flags as V; print(\"flags kept:\", V.remember(\"python3\", open(sys.argv[1]).read()))' $S/vllm-serve-help.txt
     echo \"warm-up started \$(date -u +%FT%TZ)\"
     VLLM_CACHE_ROOT=$W/cache PYTHONPATH=/tmp/site python3 $W/warmup.py $W/model
     echo \"warm-up exit \$? \$(date -u +%FT%TZ)\"
