@@ -120,11 +120,24 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
                 + f" (allowed: {', '.join(others)}, or leave it out for baseline_variant)"
             )
     _check_quantize_bases(cfg, source)
+    _check_named_once(cfg, source)
     _check_engine_args(cfg, source)
     _check_specdec(cfg, source)
     _check_workloads(cfg, source)
     _check_sweet_spot(cfg, source)
     return cfg
+
+
+def _check_named_once(cfg: Mapping[str, Any], source: str) -> None:
+    """An accuracy task is evaluated once (a repeated one would be scored twice under one name)."""
+    seen: set[str] = set()
+    for i, task in enumerate((cfg.get("accuracy") or {}).get("tasks") or []):
+        if task["name"] in seen:
+            raise ConfigError(
+                f"{source}: key 'accuracy.tasks[{i}].name': task {task['name']!r} is listed twice (list it once; "
+                "a task's limit and few-shot setting are set on that one entry)"
+            )
+        seen.add(task["name"])
 
 
 def _check_quantize_bases(cfg: Mapping[str, Any], source: str) -> None:

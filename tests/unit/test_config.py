@@ -258,3 +258,9 @@ def test_a_key_twice_in_one_mapping_is_refused_naming_the_file_and_lines(tmp_pat
     from worthit.config import read_yaml
 
     assert read_yaml(f)["other"]["model"] == "m"
+
+
+def test_an_accuracy_task_listed_twice_is_refused():
+    tasks = [{"name": "worthit_arc", "limit": 50}, {"name": "worthit_gsm"}, {"name": "worthit_arc"}]
+    with pytest.raises(ConfigError, match=r"key 'accuracy.tasks\[2\].name': task 'worthit_arc' is listed twice"):
+        validate({**MIN, "accuracy": {"tasks": tasks}}, "s.yaml")
