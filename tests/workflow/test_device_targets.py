@@ -29,9 +29,13 @@ def test_a_variants_targets_are_its_measurements_and_nothing_else():
     base = f"{RESULTS}/variant~bf16/"
     assert all(t.startswith(base) for t in bf16)
     names = {t[len(base) :] for t in bf16}
-    loads = {n for n in names if n.startswith("load/")}
+    loads = {n for n in names if n.startswith("load/conc~")}
     assert len(loads) == 4 * 3  # 4 levels x 3 repeats
     assert {"load/conc~1.parquet", "load/conc~256.rep~3.parquet"} <= loads
+    # the shared-prefix workload level, on bf16 and no_prefix_cache only: 2 concurrencies x 3 repeats
+    shared = {n for n in names if n.startswith("load/shared_prefix/")}
+    assert len(shared) == 2 * 3 and "load/shared_prefix/conc~16.rep~3.parquet" in shared
+    assert not any("shared_prefix" in t for t in targets("fp8_kv"))
     assert {"kv.parquet", "accuracy.parquet", "specdec/verify.parquet", "prefix/len~4000.parquet"} <= names
     assert not {"server.json", "serve_spec.json"} & names
     # the draft served alone only runs its load levels; the variants' targets add up
