@@ -25,7 +25,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +34,27 @@ MODEL_INFO = "modelinfos"  # vLLM's cache of model-class inspections under VLLM_
 ROOT = "resources/vllm-cache"  # relative to the workflow's working directory, as resources/models is
 
 
+def site_packages(python: str) -> list[Path]:
+    """The ``site-packages`` folders of interpreter ``python``'s environment (``<venv>/bin/python``)."""
+    return sorted((Path(python).parent.parent).glob("lib/python3*/site-packages"))
+
+
+def dist_info_version(places: Iterable[Path]) -> str | None:
+    """The version of the first ``vllm-*.dist-info`` in ``places`` (folders on a Python path), None if none."""
+    for place in places:
+        for info in sorted(place.glob("vllm-*.dist-info")):
+            if m := re.fullmatch(r"vllm-(.+)\.dist-info", info.name):
+                return m.group(1)
+    return None
+
+
 @functools.lru_cache(maxsize=8)
 def vllm_version(python: str) -> str:
     """The vLLM version installed for interpreter ``python``: from its environment's ``vllm-*.dist-info``
     (no import: this runs while Snakemake builds its DAG), else by asking the interpreter; ``unknown``
     when neither answers."""
-    prefix = Path(python).parent.parent  # <venv>/bin/python -> <venv>
-    for info in sorted(prefix.glob("lib/python3*/site-packages/vllm-*.dist-info")):
-        if m := re.fullmatch(r"vllm-(.+)\.dist-info", info.name):
-            return m.group(1)
+    if found := dist_info_version(site_packages(python)):
+        return found
     try:
         out = subprocess.run(
             [python, "-c", "import importlib.metadata as m; print(m.version('vllm'))"],

@@ -51,6 +51,14 @@ def without(args: Mapping[str, Any] | None, *names: str) -> dict[str, Any]:
     return {k: v for k, v in (args or {}).items() if flag(k) not in drop}
 
 
+def negative_form(name: str) -> str | None:
+    """The flag that turns boolean flag ``name`` off, as vLLM spells it (``enable-chunked-prefill`` ->
+    ``no-enable-chunked-prefill``); None for a flag that is itself a negation (:data:`NEGATIONS`), whose
+    false is its default and is left out."""
+    name = flag(name)
+    return None if name.startswith(NEGATIONS) else f"no-{name}"
+
+
 def merged(base: Mapping[str, Any] | None, over: Mapping[str, Any] | None) -> dict[str, Any]:
     """``base``'s flags with ``over``'s on top, flag by flag in any spelling: a flag ``over`` sets replaces
     ``base``'s whole (a mapping too), as a variant's ``engine_args`` replace serve's. A plain dict merge would

@@ -24,7 +24,7 @@ from typing import Any
 
 from worthit import atomic
 from worthit import engine_args as eargs
-from worthit.compile_cache import vllm_version
+from worthit.compile_cache import dist_info_version, site_packages, vllm_version
 from worthit.errors import InputError
 
 CACHE_ENV = "WORTHIT_CACHE_DIR"
@@ -75,8 +75,7 @@ def accepted_flags(python: str, cache: Path | None = None) -> tuple[str, set[str
     """(vLLM version, the flags it accepts), read from the cache (``cache``, else :func:`cache_dir`) for that
     version or asked and cached."""
     version = vllm_version(python)
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", version)
-    path = (cache or cache_dir()) / f"{safe}.json"
+    path = _cache_file(version, cache)
     if version != "unknown" and path.exists():
         try:
             return version, set(json.loads(path.read_text())["flags"])
@@ -86,6 +85,10 @@ def accepted_flags(python: str, cache: Path | None = None) -> tuple[str, set[str
     if version != "unknown":
         _keep(path, version, flags)
     return version, flags
+
+
+def _cache_file(version: str, cache: Path | None) -> Path:
+    return (cache or cache_dir()) / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}.json"
 
 
 def _keep(path: Path, version: str, flags: set[str]) -> None:
@@ -100,7 +103,7 @@ def remember(python: str, help_text_: str, cache: Path | None = None) -> Path | 
     version, flags = vllm_version(python), parse_help(help_text_)
     if version == "unknown" or not flags:
         return None
-    path = (cache or cache_dir()) / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', version)}.json"
+    path = _cache_file(version, cache)
     _keep(path, version, flags)
     return path
 
@@ -115,14 +118,8 @@ def installed_version(python: str) -> str | None:
     """The vLLM version whose ``vllm-*.dist-info`` lies in ``python``'s environment or on ``PYTHONPATH`` (how
     the device machines install it), without running anything; None where none is found (an interpreter
     that is not a vLLM environment: nothing to ask)."""
-    prefix = Path(python).parent.parent  # <venv>/bin/python -> <venv>
-    places = [*sorted(prefix.glob("lib/python3*/site-packages"))]
-    places += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    for place in places:
-        for info in sorted(place.glob("vllm-*.dist-info")):
-            if m := re.fullmatch(r"vllm-(.+)\.dist-info", info.name):
-                return m.group(1)
-    return None
+    path = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dist_info_version([*site_packages(python), *path])
 
 
 def served_flags(python: str) -> tuple[str, set[str]] | None:
@@ -147,7 +144,7 @@ def problems(args: Mapping[str, Any] | None, accepted: set[str], *, version: str
             continue  # left out of the command line
         if name not in accepted:
             out.append(f"engine argument '{key}': vLLM {version} has no flag --{name} ({hint(name, accepted)})")
-        elif value is False and not name.startswith(eargs.NEGATIONS) and f"no-{name}" not in accepted:
+        elif value is False and (off := eargs.negative_form(name)) is not None and off not in accepted:
             out.append(
                 f"engine argument '{key}: false': vLLM {version}'s --{name} has no --no-{name} form; write null "
                 "to leave the flag out"

@@ -30,9 +30,8 @@ def engine_flags(args: Mapping[str, Any] | None, extra: Sequence[str] = ()) -> l
         if value is True:
             flags.append(flag)
         elif value is False:
-            name = engine_args.flag(key)
-            if not name.startswith(engine_args.NEGATIONS):
-                flags.append(f"--no-{name}")
+            if (off := engine_args.negative_form(key)) is not None:
+                flags.append(f"--{off}")
         elif isinstance(value, (list, tuple)):
             flags += [flag, *(_arg(v) for v in value)]
         else:

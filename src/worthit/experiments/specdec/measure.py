@@ -173,7 +173,7 @@ def run_verify(
     tok = load_tokenizer(tokenizer_dir)
     cfg = ClientConfig(base_url=url, model=model, request_timeout_s=timeout_s, api_key=api_key)
     rows: list[dict[str, Any]] = []
-    sent: list[dict[str, Any]] = []  # every timed request as the traffic check reads it (worthit.prom)
+    sent: list[dict[str, Any]] = []  # every timed request's row, for the traffic check (worthit.prom)
     before = None
     for conc in concurrencies:
         warm, waves = verify_specs(tok, context, sizes, repeats, concurrency=conc, seed=seed)
@@ -181,15 +181,7 @@ def run_verify(
         before = before or counters(url, api_key)
         for m, wave in waves:
             result = asyncio.run(closed_loop(cfg, wave, conc))
-            sent += [
-                {
-                    "prompt_tokens": rec.prompt_tokens,
-                    "prompt_tokens_reported": rec.prompt_tokens_reported,
-                    "output_tokens": rec.output_tokens,
-                    "success": rec.success,
-                }
-                for rec in result.records
-            ]
+            sent += result.rows()
             rows += [
                 {
                     "new_tokens": m,
