@@ -39,21 +39,8 @@ from worthit.report.render import html_page, markdown_page
 from worthit.report.views import TEXT, Column, View
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "embedded-default"
 H200 = ROOT / "examples" / "h200"
 ROOT_CAUSE_LOG = ROOT / "tests" / "fixtures" / "logs" / "vllm-0.25-h200-gpu-memory-held.log"
-
-
-@pytest.fixture
-def cfg() -> dict:
-    return validate(yaml.safe_load((FIXTURE / "config.yaml").read_text()))
-
-
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    out = tmp_path / "results"
-    shutil.copytree(FIXTURE, out, ignore=shutil.ignore_patterns("config.yaml"))
-    return out
 
 
 def report(results: Path, cfg: dict) -> build.Report:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.embedded_results import FIXTURE
 from worthit import schemas
 from worthit.config import validate
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
@@ -24,19 +25,6 @@ from worthit.report.measure import Measure
 from worthit.report.render import DECISION_HEADERS, html_page
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "embedded-default"
-
-
-@pytest.fixture
-def cfg() -> dict[str, Any]:
-    return validate(yaml.safe_load((FIXTURE / "config.yaml").read_text()))
-
-
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    out = tmp_path / "results"
-    shutil.copytree(FIXTURE, out, ignore=shutil.ignore_patterns("config.yaml"))
-    return out
 
 
 def _with_control_and_helper(results: Path, cfg: dict[str, Any]) -> dict[str, Any]:

@@ -10,29 +10,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
+from tests.unit.embedded_results import FIXTURE
 from worthit import schemas
-from worthit.config import validate
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.report import build
 from worthit.report.build import main as report_main
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "embedded-default"
 LEVEL = Path("variant~baseline") / "load" / "conc~4.parquet"
-
-
-@pytest.fixture
-def cfg() -> dict:
-    return validate(yaml.safe_load((FIXTURE / "config.yaml").read_text()))
-
-
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    out = tmp_path / "results"
-    shutil.copytree(FIXTURE, out, ignore=shutil.ignore_patterns("config.yaml"))
-    return out
 
 
 def _rewrite(path: Path, change) -> None:  # noqa: ANN001
