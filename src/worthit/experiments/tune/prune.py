@@ -51,17 +51,13 @@ def merge_args(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def with_values(args: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``args`` with a candidate's values over them; a speculative k of 0 turns speculation off."""
-    return eargs.speculation_zero_off(merge_args(args, engine_args(values)))
-
-
 def candidate_args(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(variant, engine arguments) a candidate serves: serve's, its variant's over them (flag by flag, as
-    :class:`worthit.config.Study` merges them), then its own values, merged into a JSON flag's mapping."""
+    :class:`worthit.config.Study` merges them), then its own values, merged into a JSON flag's mapping; a
+    speculative k of 0 turns speculation off."""
     variant = str(values.get(VARIANT) or cfg.get("baseline_variant") or next(iter(cfg["variants"])))
     args = eargs.merged(cfg["serve"]["engine_args"], cfg["variants"][variant].get("engine_args"))
-    return variant, with_values(args, values)
+    return variant, eargs.speculation_zero_off(merge_args(args, engine_args(values)))
 
 
 def bound(
