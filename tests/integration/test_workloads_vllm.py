@@ -171,9 +171,17 @@ def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(mode
     assert achieved == pytest.approx(40.0, rel=0.02) and run.meta["achieved_rate_per_s"] == pytest.approx(achieved)
     assert run.meta["queue_delay_ms_p50"] < 5, run.meta
     assert run.meta["rate_delivered"] is True and run.meta["target_rate_per_s"] == pytest.approx(40.0, rel=1e-9)
-    # what the server received (its own clock: the system's monotonic one), warm-up requests left out
+    # What the server received, warm-up requests left out: each request's arrival after the first against its
+    # start after the first (the rows' start_s counts from the level's start, the server its own clock). These
+    # legs say the server got the schedule the client kept; a rate over the server's first-to-last span read one
+    # stall of the shared 2-core machine at either end as a slower rate (37.98/s once in a full CI run, the
+    # client's own 40.0/s beside it). With the client's rate within 2 % (above), the server received that rate.
     arrivals = sorted(r["arrival_s"] for r in served)[2:]
-    assert len(arrivals) == 400 and (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) == pytest.approx(40.0, rel=0.02)
+    assert len(arrivals) == 400
+    legs_ms = [((a - arrivals[0]) - (s - starts[0])) * 1e3 for a, s in zip(arrivals, starts, strict=True)]
+    assert min(legs_ms) > -5 and abs(statistics.median(legs_ms)) < 5, statistics.quantiles(legs_ms, n=100)
+    # the median holds the schedule's fidelity; a tenth may wait out one stall (at 40/s, 0.5 s is 20 requests)
+    assert sorted(legs_ms)[int(0.9 * len(legs_ms))] < 250, sorted(legs_ms)[-45:]
 
 
 def test_a_rate_the_client_cannot_deliver_is_flagged(model_dir: Path) -> None:
