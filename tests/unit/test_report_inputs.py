@@ -87,3 +87,18 @@ def test_a_stray_copy_of_a_level_is_not_a_repeat(results: Path, cfg: dict, capsy
     assert report_main(["--results", str(results), "--configfile", str(cfg_file)]) == 0
     err = capsys.readouterr().err
     assert f"left out 1 result file the study does not name: {copy}" in err
+
+
+def test_a_level_copied_over_another_levels_path_is_named(results: Path, cfg: dict) -> None:
+    # a valid file of concurrency 4 at concurrency 1's place was read as that level's run: its latencies moved
+    target = results / "variant~baseline" / "load" / "conc~1.parquet"
+    shutil.copy(results / LEVEL, target)
+    with pytest.raises(schemas.SchemaError, match=r"conc~1.parquet: holds the run at concurrency 4 \(run 1\), not"):
+        build.from_dir(cfg, results)
+
+
+def test_another_variants_result_copied_over_a_path_is_named(results: Path, cfg: dict) -> None:
+    other = next(p for p in sorted(results.glob("variant~*")) if p.name != "variant~baseline")
+    shutil.copy(other / "kv.parquet", results / "variant~baseline" / "kv.parquet")
+    with pytest.raises(schemas.SchemaError, match=r"kv.parquet: holds the result of variant '.*', not of 'baseline'"):
+        build.from_dir(cfg, results)
