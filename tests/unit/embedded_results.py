@@ -4,10 +4,13 @@ offers them to every unit test by name; a module's own fixture of the same name 
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -26,3 +29,32 @@ def results(tmp_path: Path) -> Path:
     out = tmp_path / "results"
     shutil.copytree(FIXTURE, out, ignore=shutil.ignore_patterns("config.yaml"))
     return out
+
+
+def placed(path: Path) -> None:
+    """Rewrite a result file's metadata to say what its place says (the variant of its folder; a load run's
+    concurrency and run from its name), as the workflow would have written it there: a test that copies one
+    variant's or level's files to make another's (worthit refuses a file whose metadata names another place)."""
+    variant = next((p.split("~", 1)[1] for p in path.parts if p.startswith("variant~")), None)
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata or {})
+    if variant is not None:
+        meta[b"worthit.variant"] = json.dumps(variant).encode()
+    level = re.fullmatch(r"conc~([0-9]+)(?:\.rep~([0-9]+))?\.parquet", path.name)
+    if level and path.parent.name == "load":
+        meta[b"worthit.concurrency"] = level.group(1).encode()
+        meta[b"worthit.repeat"] = (level.group(2) or "1").encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def copy_result(src: Path, dst: Path) -> None:
+    """``src`` copied to ``dst`` as the result of ``dst``'s place (:func:`placed`)."""
+    shutil.copy(src, dst)
+    placed(dst)
+
+
+def copy_variant(src: Path, dst: Path, ignore: Any = None) -> None:
+    """A variant's folder copied to another variant's, each file the result of its new place."""
+    shutil.copytree(src, dst, ignore=ignore)
+    for p in sorted(dst.rglob("*.parquet")):
+        placed(p)

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _a_result(path: Path) -> Path:
     """A real result file (a recorded failure: the table's schema, no rows)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return schemas.write_failure(path, KV_CACHE, "the server did not start", metadata={"variant": "a"})
+    variant = path.parent.name.split("~", 1)[1] if path.parent.name.startswith("variant~") else "a"
+    return schemas.write_failure(path, KV_CACHE, "the server did not start", metadata={"variant": variant})
 
 
 @pytest.mark.parametrize("damage", ["cut short", "empty", "text"])
@@ -40,8 +41,8 @@ def test_worthit_report_names_a_damaged_result_and_writes_no_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "results" / "s"
-    good = _a_result(results / "variant~a" / "kv.parquet")
-    bad = results / "variant~b" / "kv.parquet"
+    good = _a_result(results / "variant~baseline" / "kv.parquet")  # variants of config/config.yaml
+    bad = results / "variant~no_prefix_cache" / "kv.parquet"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(good.read_bytes()[:100])
     rc = report_main(["--results", str(results), "--configfile", str(ROOT / "config" / "config.yaml")])

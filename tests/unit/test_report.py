@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.unit.embedded_results import copy_result, copy_variant, placed
 from worthit import prom, schemas
 from worthit.config import load as load_config
 from worthit.config import validate
@@ -380,7 +381,7 @@ def test_a_lossy_variant_with_too_few_items_is_inconclusive_and_says_how_many_wo
     results: Path, cfg: dict
 ) -> None:
     cfg["variants"]["awq"] = {**cfg["variants"]["baseline"], "engine_args": {"quantization": "awq"}}
-    shutil.copytree(results / "variant~baseline", results / "variant~awq")
+    copy_variant(results / "variant~baseline", results / "variant~awq")
     _accuracy(results, "baseline", {"gsm8k": 0.5}, {"gsm8k": [1.0] * 8 + [0.0] * 8})
     _accuracy(results, "awq", {"gsm8k": 0.4375}, {"gsm8k": [1.0] * 6 + [0.0, 1.0] + [0.0] * 8})
     cfg["accuracy"]["tasks"] = [{"name": "gsm8k", "limit": 16}]
@@ -502,7 +503,7 @@ def test_a_drafter_that_never_proposed_makes_the_verdict_inconclusive(spec: Path
 
 def test_repeated_levels_get_intervals_over_independent_runs(results: Path, cfg: dict) -> None:
     src = results / "variant~baseline" / "load" / "conc~4.parquet"
-    shutil.copy(src, src.with_name("conc~4.rep~2.parquet"))
+    copy_result(src, src.with_name("conc~4.rep~2.parquet"))
     lv = next(
         x for x in rows(report(results, cfg), REPORT_LEVELS) if x["variant"] == "baseline" and x["concurrency"] == 4
     )
@@ -655,12 +656,13 @@ def _scaled_level(src: Path, dst: Path, name: str, factor: float) -> None:
         for r in res.table.to_pylist()
     ]
     schemas.write(dst, LOAD_REQUESTS, rows_, metadata={**res.metadata, "variant": name})
+    placed(dst)
 
 
 def _faster_copy(results: Path, name: str, factor: float) -> None:
     """A variant whose every request took ``factor`` of the baseline's time (its KV as the baseline's)."""
     src = results / "variant~baseline"
-    shutil.copytree(src, results / f"variant~{name}", ignore=shutil.ignore_patterns("load"))
+    copy_variant(src, results / f"variant~{name}", ignore=shutil.ignore_patterns("load"))
     for c in (1, 4, 16):
         _scaled_level(
             src / "load" / f"conc~{c}.parquet", results / f"variant~{name}" / "load" / f"conc~{c}.parquet", name, factor
@@ -905,7 +907,7 @@ def test_a_verdict_without_accuracy_says_whether_it_failed_is_not_measured_yet_o
 ) -> None:
     # a lossy optimisation (FP8 KV) whose accuracy the config asks for on both sides
     cfg["variants"]["fp8"] = {**cfg["variants"]["baseline"], "engine_args": {"kv-cache-dtype": "fp8"}}
-    shutil.copytree(results / "variant~baseline", results / "variant~fp8")
+    copy_variant(results / "variant~baseline", results / "variant~fp8")
     for v in ("baseline", "fp8"):
         cfg["variants"][v]["experiments"] = [*cfg["variants"][v].get("experiments", ["kv", "loadtest"]), "accuracy"]
     _accuracy(results, "baseline", {"arc_easy": 0.75})

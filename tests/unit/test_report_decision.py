@@ -8,14 +8,13 @@ from __future__ import annotations
 import html
 import re
 import shlex
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.unit.embedded_results import FIXTURE
+from tests.unit.embedded_results import FIXTURE, copy_variant
 from worthit import schemas
 from worthit.config import validate
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _with_control_and_helper(results: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     """The fixture with a control (the baseline measured again: its results copied) and a draft model served
     alone for a speculative variant (both configured, the latter two not run)."""
-    shutil.copytree(results / "variant~baseline", results / "variant~baseline_again")
+    copy_variant(results / "variant~baseline", results / "variant~baseline_again")
     raw = yaml.safe_load((FIXTURE / "config.yaml").read_text())
     raw["models"]["draft-model"] = {"source": "hf:HuggingFaceTB/SmolLM2-135M-Instruct"}
     raw["variants"]["baseline_again"] = {"model": "smollm2-135m", "description": "the baseline measured again"}

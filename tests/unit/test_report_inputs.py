@@ -102,3 +102,17 @@ def test_another_variants_result_copied_over_a_path_is_named(results: Path, cfg:
     shutil.copy(other / "kv.parquet", results / "variant~baseline" / "kv.parquet")
     with pytest.raises(schemas.SchemaError, match=r"kv.parquet: holds the result of variant '.*', not of 'baseline'"):
         build.from_dir(cfg, results)
+
+
+def test_a_variant_folder_the_study_does_not_name_is_left_out_and_said(
+    results: Path, cfg: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a variant dropped from the config (or another study's folder copied in) got a verdict of its own
+    shutil.copytree(results / "variant~baseline", results / "variant~dropped")
+    report = build.from_dir(cfg, results, named_only=True)
+    assert "dropped" not in {r["variant"] for r in report.rows(schemas.TABLES["report_levels"])}
+    cfg_file = results.parent / "study.yaml"
+    cfg_file.write_text((FIXTURE / "config.yaml").read_text())
+    assert report_main(["--results", str(results), "--configfile", str(cfg_file)]) == 0
+    err = capsys.readouterr().err
+    assert f"the study does not name: {results / 'variant~dropped'}/ (a variant the study does not name)" in err

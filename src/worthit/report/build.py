@@ -375,11 +375,16 @@ def main(argv: list[str] | None = None) -> int:
         report = from_dir(cfg, root, named_only=True)
     except InputError as e:  # a bad config or result file: its message, never a traceback
         return errors.report("worthit report", e)
-    left = data.result_paths(root, expected_results(Study(cfg)))[1]
+    expected = expected_results(Study(cfg))
+    left = data.result_paths(root, expected)[1]
     if left:  # read by no verdict: say so, so a file the user meant to count is not lost without a word
+        tops = {p.relative_to(root).parts[0] for p in left}
+        folders = sorted(t for t in tops if t.startswith("variant~") and t.split("~", 1)[1] not in expected)
+        files = [p for p in left if p.relative_to(root).parts[0] not in folders]
+        said = [f"{root / f}/ (a variant the study does not name)" for f in folders] + [str(p) for p in files]
         print(
             f"worthit report: left out {len(left)} result file{'s' if len(left) != 1 else ''} the study does not "
-            f"name: {', '.join(map(str, left))}",
+            f"name: {', '.join(said)}",
             file=sys.stderr,
         )
     out = Path(args.out) if args.out else root / "report"

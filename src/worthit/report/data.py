@@ -259,9 +259,10 @@ def result_paths(
     folders, the validation runs (``deployment~*/``) and the study-level tables beside them.
 
     With ``expected`` ({variant: its result files below its folder, without .parquet: ``Study.result_files``}),
-    a file of such a variant that its list does not name is left out, as the workflow's report leaves it out (a
-    stray copy, a level or run the config no longer measures), and so is a validation run's file not named
-    ``load[.rep~N].parquet``; folders of variants not in ``expected`` are read whole."""
+    a file that its variant's list does not name is left out, as the workflow's report leaves it out (a stray
+    copy, a level or run the config no longer measures), and so are the folders of variants the study does not
+    name (one dropped from the config, another study's copied in) and a validation run's file not named
+    ``load[.rep~N].parquet``."""
     root = Path(results_dir)
     found = sorted(root.glob("variant~*/**/*.parquet")) + sorted(root.glob("deployment~*/*.parquet"))
     keep: list[Path] = []
@@ -270,8 +271,8 @@ def result_paths(
         variant, experiment = _variant_and_experiment(p.relative_to(root))
         if expected is None:
             keep.append(p)
-        elif variant is not None and variant in expected:
-            (keep if experiment in set(expected[variant]) else left).append(p)
+        elif variant is not None:
+            (keep if experiment in set(expected.get(variant, ())) else left).append(p)
         elif variant is None and _deployment(p.relative_to(root)) is not None:
             (keep if _VALIDATION_RUN.fullmatch(p.name) else left).append(p)
         else:
