@@ -31,7 +31,8 @@ study=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG'))['study'])
 python3 -m snakemake --unlock -s Snakefile -d . --configfile "results/$study-tune/tune/study.yaml" \
   >/dev/null 2>&1  # a previous call's stop may leave the lock
 : > /tmp/run-tune.log
-python3 -m worthit.cli tune --config "$CONFIG" --cores 8 --gpu H200 \
+gpu=${GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}  # the plan's prunes: this card
+python3 -m worthit.cli tune --config "$CONFIG" --cores 8 --gpu "$gpu" \
   --model-config qwen-coder-1.5b=/tmp/qwen/coder-1.5b/config.json --no-hub "$@" -- --keep-incomplete \
   >> /tmp/run-tune.log 2>&1 &
 pid=$!
