@@ -169,3 +169,29 @@ def test_a_journal_drawn_from_another_space_is_refused_with_what_to_do(tmp_path:
         r"'tune.space.max-num-seqs'.*Remove this file to search the space afresh",
     ):
         TuneSearch(section(wider, per_round=2), tmp_path / "j.log")
+
+
+def test_a_journal_record_cut_short_is_dropped_and_the_search_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a tune killed while Optuna appended a record left half a line; the next record went onto it, and Optuna
+    # failed with an AttributeError on every later start
+    journal = tmp_path / "tune.log"
+    first = run_rounds(TuneSearch(section(seed=5), journal), 1)
+    TuneSearch(section(seed=5), journal).propose(1)  # round 1 asked ...
+    journal.write_bytes(journal.read_bytes()[:-9])  # ... and its last record cut short
+    again = TuneSearch(section(seed=5), journal)
+    assert "its last record was cut short (" in capsys.readouterr().err
+    assert journal.read_bytes().endswith(b"\n")
+    rest = run_rounds(again, 2, start=1)
+    ids = [c.id for c in [*first, *rest]]
+    assert len(rest) == 2 * 4 and len(ids) == len(set(ids))  # every round whole, nothing measured twice
+
+
+def test_a_journal_that_cannot_be_replayed_is_named_with_what_to_do(tmp_path: Path) -> None:
+    journal = tmp_path / "tune.log"
+    run_rounds(TuneSearch(section(seed=5), journal), 1)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:3], b'{"op_code": 5, "worker_id": "x"}\n', *lines[3:]]))
+    with pytest.raises(InputError, match=r"tune.log: the tune's search state cannot be read .*Remove this file"):
+        TuneSearch(section(seed=5), journal)

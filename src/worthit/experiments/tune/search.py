@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +110,26 @@ def distributions(section: TuneSection) -> dict[str, BaseDistribution]:
     return out
 
 
+def _drop_cut_record(journal: Path) -> None:
+    """A journal whose last record was cut short (the tune killed, or the disk full, while Optuna appended it)
+    loses that record: Optuna writes each as one line, and would append the next to the cut one, which no later
+    read can replay. The trial it belonged to is asked again, as any pending one."""
+    if not journal.exists():
+        return
+    data = journal.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return
+    keep = data[: data.rfind(b"\n") + 1]
+    tmp = journal.with_name(journal.name + ".tmp")
+    tmp.write_bytes(keep)
+    os.replace(tmp, journal)
+    print(
+        f"worthit tune: {journal}: its last record was cut short ({len(data) - len(keep)} bytes, an interrupted "
+        "write); dropped, the search resumes from the records before it",
+        file=sys.stderr,
+    )
+
+
 class TuneSearch:
     """The tune's search over ``section.space``, its state in ``journal`` (one Optuna study per scenario)."""
 
@@ -117,13 +139,21 @@ class TuneSearch:
         self.dists = distributions(section)
         self.ordinal = {k: o for k, dim in section.space.items() if (o := ordinal_choices(dim)) is not None}
         journal.parent.mkdir(parents=True, exist_ok=True)
-        self.storage = JournalStorage(JournalFileBackend(str(journal)))
-        self.studies = {
-            s: optuna.create_study(
-                study_name=f"{study_name}~{s}", storage=self.storage, direction="maximize", load_if_exists=True
-            )
-            for s in section.scenarios
-        }
+        _drop_cut_record(journal)
+        try:
+            self.storage = JournalStorage(JournalFileBackend(str(journal)))
+            self.studies = {
+                s: optuna.create_study(
+                    study_name=f"{study_name}~{s}", storage=self.storage, direction="maximize", load_if_exists=True
+                )
+                for s in section.scenarios
+            }
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # a record Optuna cannot replay
+            raise InputError(
+                f"{journal}: the tune's search state cannot be read ({type(e).__name__}: {e}): it was changed or "
+                "damaged. Remove this file to search afresh (a candidate measured before is read from the "
+                "results, not served again, when the search proposes it)"
+            ) from None
         self._check_journal(journal)
         # measured candidates that may not win (accuracy not shown acceptable: .accuracy_gate), with why; set by
         # the rounds from what is on disk, so a resumed tune finds them again
