@@ -3,7 +3,13 @@ what a candidate reached from its levels. tests/workflow/test_tune_workflow.py r
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -251,3 +257,43 @@ def test_a_speculative_k_of_zero_turns_off_a_speculative_config_set_in_serve(tmp
     assert flags_k2.count("--speculative-config") == 1
     # the plan sees what is served
     assert "speculative-config" not in R.candidate_args(cfg, off.values)[1]
+
+
+def test_a_rounds_workflow_is_stopped_when_the_tune_is_killed_outright(tmp_path: Path) -> None:
+    # SIGKILL (or the OOM killer) gives the tune no chance to forward a signal: its Snakemake ran the round on,
+    # servers and all, with no one to read it. The kernel now tells it (SIGTERM: it stops its servers and ends).
+    told = tmp_path / "told"
+    child = (
+        "import signal, sys, time; "
+        f"signal.signal(signal.SIGTERM, lambda *a: (open({str(told)!r}, 'w').write('SIGTERM'), sys.exit(0))); "
+        "print('ready', flush=True); time.sleep(120)"
+    )
+    tune = (
+        "import sys, time; from worthit.experiments.tune.rounds import start_workflow; "
+        f"p = start_workflow([sys.executable, '-c', {child!r}]); print(p.pid, flush=True); time.sleep(120)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", tune], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        said = {parent.stdout.readline().strip() for _ in range(2)}  # the child's pid; its handler in place
+        assert "ready" in said
+        pid = int(next(x for x in said if x != "ready"))
+        parent.kill()
+        parent.wait(10)
+        for _ in range(100):
+            if told.exists() and told.read_text() == "SIGTERM":
+                break
+            time.sleep(0.1)
+        assert told.read_text() == "SIGTERM"
+        for _ in range(100):  # and it ended
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the workflow's process {pid} outlived the killed tune")
+    finally:
+        parent.kill()
+        with contextlib.suppress(ProcessLookupError, NameError):
+            os.kill(pid, signal.SIGKILL)

@@ -53,6 +53,7 @@ from worthit.plan.hardware import Hardware
 from worthit.plan.shapes import ModelShape, parallel_sizes
 from worthit.report.data import VariantResults, read_result
 from worthit.server import engine_flags
+from worthit.server.cleanup import set_pdeathsig
 
 TUNE_SUFFIX = "-tune"
 VARIANT_PREFIX = "tune_"
@@ -230,6 +231,13 @@ def budget_spent(section: TuneSection, served: int, minutes: float) -> str:
     return ""
 
 
+def start_workflow(cmd: Sequence[str]) -> subprocess.Popen[bytes]:
+    """Start a round's Snakemake so that it cannot outlive the tune: killed outright (SIGKILL, the OOM killer),
+    the tune cannot forward a signal, so Snakemake is told by the kernel (SIGTERM: it stops its servers and
+    ends, as on a Ctrl-C) instead of running the round on with no one to read it."""
+    return subprocess.Popen(list(cmd), preexec_fn=set_pdeathsig)  # noqa: PLW1509 (no threads start it)
+
+
 def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
     """The workflow on the tune's study for ``targets``; a SIGTERM or Ctrl-C to the tune reaches it (it then
     stops its servers, as any Snakemake run of worthit does) before the tune exits: :class:`Interrupted`, or
@@ -251,7 +259,7 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
         *extra,
         *targets,
     ]
-    proc = subprocess.Popen(cmd)
+    proc = start_workflow(cmd)
     previous = signal.getsignal(signal.SIGTERM)
     stopped: list[int] = []
 
