@@ -229,8 +229,13 @@ def vllm_bench(
     reqs = []
     if request_id_prefix:
         # its outputs are in dataset order, and the random dataset's request i has id prefix + i
+        # vLLM 0.25's detailed output has no "latencies" nor "start_times" (later versions do): a request's latency
+        # is then its TTFT and inter-token gaps summed, and its start unknown
+        n_req = len(r["ttfts"])
+        lats = r.get("latencies") or [t + sum(g) for t, g in zip(r["ttfts"], r["itls"], strict=True)]
+        starts = r.get("start_times") or [None] * n_req
         for i, (ttft, itl, lat, n_out, st, err) in enumerate(
-            zip(r["ttfts"], r["itls"], r["latencies"], r["output_lens"], r["start_times"], r["errors"], strict=True)
+            zip(r["ttfts"], r["itls"], lats, r["output_lens"], starts, r["errors"], strict=True)
         ):
             if not err:
                 reqs.append(

@@ -174,10 +174,27 @@ def _fmt(xs: list[float | None]) -> str:
     return f"{statistics.fmean(ys):.3f} ({' / '.join(f'{y:.3f}' for y in ys)})" if ys else "-"
 
 
+def merged(files: list[str]) -> dict[str, Any]:
+    """Several measurements of one set-up (the same server command and lengths, e.g. one per device call, each
+    on its own server start) as one: each level's runs from every file, levels in ascending order."""
+    ds = [json.loads(Path(f).read_text()) for f in files]
+    for f, d in zip(files[1:], ds[1:], strict=True):
+        for key in ("serve", "prompt_tokens", "output_tokens"):
+            if d[key] != ds[0][key]:
+                raise SystemExit(f"{f}: {key} {d[key]!r} differs from {files[0]}'s {ds[0][key]!r}: not one set-up")
+    levels: dict[int, list[dict[str, Any]]] = {}
+    for d in ds:
+        for lv in d["levels"]:
+            levels.setdefault(int(lv["concurrency"]), []).extend(lv["runs"])
+    arms = list(dict.fromkeys(a for d in ds for a in d["arms"]))
+    return {**ds[0], "arms": arms, "levels": [{"concurrency": c, "runs": levels[c]} for c in sorted(levels)]}
+
+
 def report(a: argparse.Namespace) -> None:
-    d = json.loads(Path(a.file).read_text())
+    d = merged(a.files)
     print(
-        f"{Path(a.file).name}: `{d['serve']}`, {d['prompt_tokens']} -> {d['output_tokens']} tokens. Per arm: the "
+        f"{', '.join(Path(f).name for f in a.files)}: `{d['serve']}`, {d['prompt_tokens']} -> {d['output_tokens']} "
+        "tokens. Per arm: the "
         "mean over its runs (each run's value in brackets) of the client's P50 TPOT, its mean TPOT, the server's "
         "mean per-request TPOT and mean inter-token latency over the same requests (/metrics differences), "
         "client mean TTFT and the server's.\n"
@@ -222,7 +239,7 @@ def main() -> None:
     m.add_argument("--budget-s", type=float, default=None, help="stop starting runs after this long")
     m.add_argument("--out", default=str(Path(__file__).resolve().parent / "served.json"))
     r = sub.add_parser("report")
-    r.add_argument("file")
+    r.add_argument("files", nargs="+", help="one measurement, or several of one set-up (their runs merged)")
     a = ap.parse_args()
     if a.part == "measure":
         unknown = [x for x in a.arms if x not in ARMS]

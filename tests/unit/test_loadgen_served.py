@@ -4,7 +4,9 @@ the two load generators are held against on a real vLLM server."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +60,23 @@ def test_every_arm_names_a_tool_and_what_it_sends() -> None:
     tool, extra, temperature = served.ARMS["worthit_bench_sampling"]
     assert tool == "worthit" and extra == {"temperature": None, "repetition_penalty": 1.0} and temperature is None
     assert served.ARMS["bench_temp0"] == ("vllm_bench", {}, 0.0)
+
+
+def test_measurements_of_one_set_up_merge_level_by_level_and_another_set_up_is_refused(tmp_path: Path) -> None:
+    def run(arm: str, tpot: float) -> dict:
+        return {"arm": arm, "client_mean_tpot_ms": tpot}
+
+    base = {"serve": "vllm serve m", "prompt_tokens": 512, "output_tokens": 256, "arms": ["worthit", "bench"]}
+    a = {**base, "levels": [{"concurrency": 16, "runs": [run("worthit", 2.0)]}, {"concurrency": 1, "runs": []}]}
+    b = {
+        **base,
+        "levels": [{"concurrency": 256, "runs": [run("bench", 9.0)]}, {"concurrency": 16, "runs": [run("bench", 2.1)]}],
+    }
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    m = served.merged([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert [lv["concurrency"] for lv in m["levels"]] == [1, 16, 256]
+    assert [r["client_mean_tpot_ms"] for r in m["levels"][1]["runs"]] == [2.0, 2.1]
+    (tmp_path / "c.json").write_text(json.dumps({**b, "output_tokens": 128}))
+    with pytest.raises(SystemExit, match=r"c.json: output_tokens 128 differs from .*a.json's 256: not one set-up"):
+        served.merged([str(tmp_path / "a.json"), str(tmp_path / "c.json")])
