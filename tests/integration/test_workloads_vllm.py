@@ -138,9 +138,14 @@ def test_a_trace_replays_its_arrival_offsets_within_5_ms_median(vllm_url: str, m
     assert [r["scheduled_s"] for r in rows] == pytest.approx(offsets, abs=1e-6)
     late_ms = [(r["start_s"] - t) * 1e3 for r, t in zip(rows, offsets, strict=True)]
     assert min(late_ms) >= 0 and statistics.median(late_ms) < 5, late_ms
-    assert run.meta["rate_delivered"] and run.meta["queue_delay_ms_p50"] == pytest.approx(
-        statistics.median(late_ms), abs=0.01
-    )
+    assert run.meta["queue_delay_ms_p50"] == pytest.approx(statistics.median(late_ms), abs=0.01)
+    assert run.meta["queue_delay_ms_max"] == pytest.approx(max(late_ms), abs=0.01)
+    # the level says whether it kept the schedule: P99 of 20 starts is about the latest, and one stall of the
+    # shared 2-core machine (a vLLM test beside this one) made it 100+ ms late once in a full CI run
+    if run.meta["queue_delay_ms_p99"] <= 100:
+        assert run.meta["rate_delivered"], run.meta
+    else:
+        assert not run.meta["rate_delivered"] and "queueing delay P99" in run.meta["rate_reason"], run.meta
 
 
 def test_open_loop_achieved_rate_within_2_percent_on_the_calibration_server(model_dir: Path) -> None:
