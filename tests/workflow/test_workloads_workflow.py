@@ -52,9 +52,10 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
     # delivered on a quiet host; on a loaded one (CI's two workers: its client starved, 1.26 of 2 requests/s,
     # queueing P99 1.4 s) the level says so and why instead: both are the product working
     delivered = rate.metadata["rate_delivered"]
+    reason = rate.metadata["rate_reason"] or ""
     assert delivered is True or (
-        delivered is False and "requests/s of the 2/s scheduled" in rate.metadata["rate_reason"]
-    )
+        delivered is False and ("requests/s of the 2/s scheduled" in reason or "queueing delay P99" in reason)
+    ), reason
     chat = schemas.read(load / "chat/conc~2.parquet", LOAD_REQUESTS).table.to_pylist()
     assert [r["turn"] for r in chat] == [0, 1, 0, 1] and chat[1]["prompt_tokens"] > chat[0]["prompt_tokens"]
 
