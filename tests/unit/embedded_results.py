@@ -5,7 +5,6 @@ offers them to every unit test by name; a module's own fixture of the same name 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from worthit import paths
 from worthit.config import validate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "embedded-default"
@@ -35,15 +35,13 @@ def placed(path: Path) -> None:
     """Rewrite a result file's metadata to say what its place says (the variant of its folder; a load run's
     concurrency and run from its name), as the workflow would have written it there: a test that copies one
     variant's or level's files to make another's (worthit refuses a file whose metadata names another place)."""
-    variant = next((p.split("~", 1)[1] for p in path.parts if p.startswith("variant~")), None)
+    place = paths.parse(path)
     table = pq.read_table(path)
     meta = dict(table.schema.metadata or {})
-    if variant is not None:
-        meta[b"worthit.variant"] = json.dumps(variant).encode()
-    level = re.fullmatch(r"conc~([0-9]+)(?:\.rep~([0-9]+))?\.parquet", path.name)
-    if level and path.parent.name == "load":
-        meta[b"worthit.concurrency"] = level.group(1).encode()
-        meta[b"worthit.repeat"] = (level.group(2) or "1").encode()
+    meta[b"worthit.variant"] = json.dumps(place.variant).encode()
+    if place.kind == "load/conc":
+        meta[b"worthit.concurrency"] = str(place.value).encode()
+        meta[b"worthit.repeat"] = str(place.run).encode()
     pq.write_table(table.replace_schema_metadata(meta), path)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from worthit import measurements, prom, schemas
+from worthit import measurements, paths, prom, schemas
 from worthit.experiments.kv.tables import KV_CACHE
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.levels import CONC
@@ -155,10 +155,7 @@ def _shared_server(f: Loaded) -> Loaded:
     return f
 
 
-_LEVEL_RUN = re.compile(r"load/conc~([0-9]+)(?:\.rep~([0-9]+))?")
-
-
-def _check_place(path: Path, variant: str | None, experiment: str, meta: Mapping[str, Any]) -> None:
+def _check_place(path: Path, variant: str | None, meta: Mapping[str, Any]) -> None:
     """A result file at another's place (a copy of one variant's or level's file over another's result path)
     is named: its metadata says which variant, concurrency and run it measured, and the path must agree, or
     the report would read that run as this one's."""
@@ -168,15 +165,18 @@ def _check_place(path: Path, variant: str | None, experiment: str, meta: Mapping
             f"{path}: holds the result of variant {said!r}, not of {variant!r} (a copy over this path?): delete it and "
             "run snakemake again to measure it anew"
         )
-    level = _LEVEL_RUN.fullmatch(experiment)
-    if level is None or meta.get("concurrency") is None:
+    try:
+        place = paths.parse(path)
+    except ValueError:  # not named as a result (a stray copy): nothing its name claims
         return
-    conc, run = int(level.group(1)), int(level.group(2) or 1)
+    if place.kind != "load/conc" or meta.get("concurrency") is None:
+        return
     said_conc, said_run = int(meta["concurrency"]), int(meta.get("repeat") or 1)
-    if (said_conc, said_run) != (conc, run):
+    if (said_conc, said_run) != (place.value, place.run):
         raise schemas.SchemaError(
-            f"{path}: holds the run at concurrency {said_conc} (run {said_run}), not concurrency {conc} (run {run}) "
-            "its name says (a copy over this path?): delete it and run snakemake again to measure it anew"
+            f"{path}: holds the run at concurrency {said_conc} (run {said_run}), not concurrency {place.value} "
+            f"(run {place.run}) its name says (a copy over this path?): delete it and run snakemake again to "
+            "measure it anew"
         )
 
 
@@ -195,7 +195,7 @@ def _read_result(path: Path) -> Loaded:
         # a damaged file (a column missing or of another type) is named: SchemaError (columns added later read as
         # nulls: Table.added)
         res = schemas.read(path, schemas.TABLES[name])
-        _check_place(path, variant, experiment, res.metadata)
+        _check_place(path, variant, res.metadata)
         return Loaded(
             str(path),
             variant or res.metadata.get("variant"),

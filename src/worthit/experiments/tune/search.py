@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from worthit import atomic
 from worthit.errors import InputError
 from worthit.experiments.tune.space import Choices, Range, TuneSection
 
@@ -120,9 +120,7 @@ def _drop_cut_record(journal: Path) -> None:
     if not data or data.endswith(b"\n"):
         return
     keep = data[: data.rfind(b"\n") + 1]
-    tmp = journal.with_name(journal.name + ".tmp")
-    tmp.write_bytes(keep)
-    os.replace(tmp, journal)
+    atomic.write_bytes(journal, keep)
     print(
         f"worthit tune: {journal}: its last record was cut short ({len(data) - len(keep)} bytes, an interrupted "
         "write); dropped, the search resumes from the records before it",
