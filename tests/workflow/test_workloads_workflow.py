@@ -19,7 +19,9 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp_path, model_dir):
     loadtest = {
         "prompt_tokens": 16,
-        "output_tokens": 4,
+        # long enough that each level's measured window spans several 0.25 s samples: with 4 and 3 tokens a
+        # chat level on two cores lasted ~0.3 s, and one CI run sampled it only before and after
+        "output_tokens": 12,
         "levels": [2],
         "rates": [2],
         "rate_duration_s": 3,
@@ -28,7 +30,7 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
         "warmup_requests": 1,
         "timeline_interval_s": 0.25,
     }
-    workloads = {"chat": {"kind": "conversation", "turns": 2, "user_tokens": 12, "output_tokens": 3}}
+    workloads = {"chat": {"kind": "conversation", "turns": 2, "user_tokens": 12, "output_tokens": 12}}
     cfg = study_config(model_dir, loadtest=loadtest, workloads=workloads, validate_deployments=False)
     cfg["variants"]["base"]["experiments"] = ["loadtest"]
     run_snakemake(tmp_path, cfg, "results/t/summary.parquet")

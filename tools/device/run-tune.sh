@@ -28,8 +28,12 @@ el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n'
 export PYTHONPATH=/tmp/site:$PWD/src
 nvidia-smi --query-gpu=name,uuid,driver_version,compute_cap,memory.total --format=csv,noheader
 study=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG'))['study'])")
+# a previous call's workflow ends with its tune (worthit's guard); should one still run, stop it before its
+# lock is taken from it: two Snakemakes on one round would each start its servers
+pkill -TERM -f "snakemake.*$study-tune/tune/study.yaml" 2>/dev/null
+for _ in $(seq 1 30); do pgrep -f "snakemake.*$study-tune/tune/study.yaml" >/dev/null || break; sleep 1; done
 python3 -m snakemake --unlock -s Snakefile -d . --configfile "results/$study-tune/tune/study.yaml" \
-  >/dev/null 2>&1  # a previous call's stop may leave the lock
+  >/dev/null 2>&1  # a call's end that killed the workflow outright leaves its lock
 : > /tmp/run-tune.log
 gpu=${GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}  # the plan's prunes: this card
 python3 -m worthit.cli tune --config "$CONFIG" --cores 8 --gpu "$gpu" \

@@ -25,11 +25,14 @@ from worthit.config import Study
 from worthit.experiments.tune.confirm import DEFAULTS, Confirmation, Confirmed, decide
 from worthit.experiments.tune.rounds import (
     UNITS,
+    NotRun,
     derived_config,
     describe,
     gpus_of,
     known_candidates,
     load_files,
+    not_run,
+    not_run_message,
     outcome,
     run_snakemake,
     start_variant,
@@ -118,8 +121,14 @@ def confirm(
         if not missing:
             continue
         say(f"tune confirmation: fresh start {k} of {repeats} for {len(wave)} candidate(s)")
-        run_snakemake(cfg_file, missing, workdir=workdir, cores=cores, extra=snakemake_args)
+        rc = run_snakemake(cfg_file, missing, workdir=workdir, cores=cores, extra=snakemake_args)
         run.starts += len({m.split("/variant~", 1)[1].split("/", 1)[0] for m in missing})
+        shown = {
+            start_variant(c.id, k): f"{DEFAULTS if c.id == base.id else describe(c.values)}, start {k}" for c in wave
+        }
+        unrun = not_run(study, [(name, v) for v, name in shown.items()], results)
+        if unrun:
+            raise NotRun(not_run_message(unrun, rc, cfg_file, workdir))
     rules = Rules.from_config(cfg)
     per_start: dict[str, list[dict[str, float]]] = {}
     for c in chosen.values():

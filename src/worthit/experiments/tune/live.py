@@ -25,7 +25,7 @@ def run_live(
     from worthit.experiments.tune import page, summary
     from worthit.experiments.tune.fresh_starts import ConfirmationRun, confirm
     from worthit.experiments.tune.fresh_starts import lines as confirmation_lines
-    from worthit.experiments.tune.rounds import Interrupted, run_tune, summary_lines
+    from worthit.experiments.tune.rounds import Interrupted, NotRun, run_tune, summary_lines
 
     workdir = Path.cwd()
     smk = [*(["--profile", a.profile] if a.profile else []), *(getattr(a, "snakemake_args", None) or [])]
@@ -51,6 +51,9 @@ def run_live(
         rerendered = _rerender_study_report(workdir / "results" / str(cfg["study"]))
     except InputError as e:
         return errors.report("worthit tune", e)
+    except NotRun as e:
+        say(f"worthit tune: {e}")
+        return 1
     except (Interrupted, KeyboardInterrupt) as e:
         why = str(e) or "interrupted"
         say(f"worthit tune: {why}; what finished is kept: run the same command to resume")

@@ -22,9 +22,11 @@ candidates served; when it is spent the tune stops, and a larger budget resumes 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -209,6 +211,11 @@ class Interrupted(Exception):
     the round stay pending in the journal, and the same command resumes with them."""
 
 
+class NotRun(Exception):
+    """The workflow ran none of some candidates' measurements (a stale lock, a Snakemake error before any
+    job): they are not failed candidates, so they stay pending; the message says what to do."""
+
+
 def gpu_minutes(results: Path, variant: str, gpus: int) -> float:
     """What a candidate's server held: its lifetime from its log and exit record (:func:`worthit.cost.server_row`)
     in minutes, times the GPUs it claims (at least one: on a host without GPUs, its server-minutes, so the
@@ -231,18 +238,61 @@ def budget_spent(section: TuneSection, served: int, minutes: float) -> str:
     return ""
 
 
+# The round's Snakemake runs under this shell, the leader of a session of its own: told SIGTERM or SIGINT
+# (by the tune, or by the kernel when the tune dies: PR_SET_PDEATHSIG), it passes SIGTERM to the whole session,
+# Snakemake and its jobs, and waits for Snakemake. SIGTERM for both: a background job of a non-interactive
+# shell ignores SIGINT, and so would the measurements under it.
+GUARD = """stop() { trap '' TERM INT; kill -TERM 0; wait "$p"; exit "$1"; }
+trap 'stop 143' TERM
+trap 'stop 130' INT
+"$@" & p=$!
+wait "$p"
+"""
+
+
 def start_workflow(cmd: Sequence[str]) -> subprocess.Popen[bytes]:
-    """Start a round's Snakemake so that it cannot outlive the tune: killed outright (SIGKILL, the OOM killer),
-    the tune cannot forward a signal, so Snakemake is told by the kernel (SIGTERM: it stops its servers and
-    ends, as on a Ctrl-C) instead of running the round on with no one to read it."""
-    return subprocess.Popen(list(cmd), preexec_fn=set_pdeathsig)  # noqa: PLW1509 (no threads start it)
+    """Start a round's Snakemake so that a stop reaches its jobs as well, and so that it cannot outlive the
+    tune: killed outright (SIGKILL, the OOM killer), the tune cannot forward a signal, so the kernel tells the
+    workflow's guard (:data:`GUARD`) instead of letting the round run on, servers and all, with no one to read
+    it. Snakemake alone, told SIGTERM, would wait for its running jobs: a server still starting and the load
+    levels queued behind it hold such a stop for minutes, past the grace a cluster (SLURM's KillWait) or a
+    time-boxed call gives before SIGKILL. Told too, each server stops its engine and each measurement ends
+    unwritten (results are written whole or not at all), so the workflow ends within seconds."""
+    return subprocess.Popen(  # noqa: PLW1509 (no threads start it)
+        ["/bin/sh", "-c", GUARD, "worthit-tune-workflow", *cmd], preexec_fn=set_pdeathsig, start_new_session=True
+    )
+
+
+def stop_workflow(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Pass a stop to the round's workflow (:func:`start_workflow`: Snakemake and its jobs, as a terminal's
+    Ctrl-C reaches every process of its foreground group)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(proc.pid, signum)
+
+
+def service_states(targets: Iterable[str]) -> list[str]:
+    """The server state files (service outputs) of the variants whose results ``targets`` name:
+    ``results/<study>/variant~<v>/...`` -> ``results/<study>/variant~<v>/server.json``, each once."""
+    out: dict[str, None] = {}
+    for t in targets:
+        parts = Path(t).parts
+        at = next((i for i, part in enumerate(parts) if part.startswith("variant~")), None)
+        if at is not None:
+            out[str(Path(*parts[: at + 1]) / "server.json")] = None
+    return list(out)
 
 
 def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
-    """The workflow on the tune's study for ``targets``; a SIGTERM or Ctrl-C to the tune reaches it (it then
-    stops its servers, as any Snakemake run of worthit does) before the tune exits: :class:`Interrupted`, or
-    the KeyboardInterrupt, so that no candidate is told an outcome the stop made."""
-    cmd = [
+    """The workflow on the tune's study for ``targets``; a SIGTERM or Ctrl-C to the tune reaches it and its
+    jobs (:func:`stop_workflow`: its servers stop) before the tune exits: :class:`Interrupted`, or the
+    KeyboardInterrupt, so that no candidate is told an outcome the stop made.
+
+    A Snakemake killed while a server ran (SIGKILL, a node lost) leaves that server's state file marked
+    incomplete, and ``--rerun-incomplete`` then makes Snakemake 9 schedule the server *alone*, forced, without
+    the measurements that need it (examples/h200-qwen/README.md, "The tune on the H200"): the candidate would
+    read as never measured. The state file is rewritten by every server start, so its mark says nothing; it
+    is cleared first (``--cleanup-metadata``, Snakemake's own command for it)."""
+    base = [
         sys.executable,
         "-m",
         "snakemake",
@@ -252,20 +302,18 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
         str(workdir),
         "--configfile",
         str(config_file),
-        "--cores",
-        str(cores),
-        "--keep-going",
-        "--rerun-incomplete",
-        *extra,
-        *targets,
     ]
+    states = service_states(targets)
+    if states:
+        subprocess.run([*base, "--cleanup-metadata", *states], capture_output=True, check=False)
+    cmd = [*base, "--cores", str(cores), "--keep-going", "--rerun-incomplete", *extra, *targets]
     proc = start_workflow(cmd)
     previous = signal.getsignal(signal.SIGTERM)
     stopped: list[int] = []
 
     def forward(signum: int, _frame: Any) -> None:
         stopped.append(signum)
-        proc.send_signal(signum)
+        stop_workflow(proc, signum)
 
     signal.signal(signal.SIGTERM, forward)
     try:
@@ -273,14 +321,34 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
         if stopped:
             raise Interrupted(f"stopped by signal {stopped[0]} while the workflow ran (it exited with {rc})")
         return rc
-    except KeyboardInterrupt:  # Ctrl-C reached Snakemake too (same process group): let it stop its servers
+    except KeyboardInterrupt:  # Ctrl-C: the workflow's own session did not see it; pass it on
+        stop_workflow(proc, signal.SIGINT)
         proc.wait()
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
         if proc.poll() is None:
-            proc.terminate()
+            stop_workflow(proc, signal.SIGTERM)
             proc.wait()
+
+
+def not_run(study: Study, candidates: Iterable[tuple[str, str]], results: Path) -> list[str]:
+    """The candidates (shown name, variant) of which the workflow wrote no load result at all, not even a
+    failure record: nothing was measured, so nothing may be told (a candidate that fails writes its reason)."""
+    return [shown for shown, variant in candidates if not any(p.exists() for p in load_files(study, variant, results))]
+
+
+def not_run_message(shown: Sequence[str], rc: int, cfg_file: Path, workdir: Path) -> str:
+    """What to do when the workflow ran none of some candidates' measurements (:class:`NotRun`)."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    where = f"its log: {logs[-1]}" if logs else "Snakemake's messages are above"
+    return (
+        f"the workflow ran no measurement of {len(shown)} candidate(s) ({'; '.join(shown)}): exit status {rc}, "
+        f"{where}. Nothing was told of them: they stay pending, and the same command measures them. If "
+        "Snakemake says the directory cannot be locked and no other Snakemake runs here (one killed outright "
+        f"leaves its lock), unlock it first: snakemake -s {ROOT / 'Snakefile'} -d {workdir} --unlock "
+        f"--configfile {cfg_file}"
+    )
 
 
 def known_candidates(search: TuneSearch) -> list[Candidate]:
@@ -407,40 +475,67 @@ def run_tune(
             serve.append(c)
         serve = _screen_accuracy(gate, search, serve, run, say, round_)
         if serve:
-            known = [k for k in known_candidates(search) if k.id not in {c.id for c in serve}]
-            derived = derived_config(cfg, [*known, *serve], source)
-            cfg_file = tdir / "study.yaml"
-            atomic.write_text(cfg_file, yaml.safe_dump(derived, sort_keys=False))
-            study = Study(derived)
-            targets = [str(p.relative_to(workdir)) for c in serve for p in load_files(study, variant_of(c.id), results)]
-            say(
-                f"tune round {round_}: measuring {len(serve)} candidate(s): "
-                + "; ".join(describe(c.values) for c in serve)
-            )
-            rc = workflow(cfg_file, targets)
-            note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
-            for c in serve:
-                gpus = gpus_of(cfg, c.values)
-                o = outcome(study, variant_of(c.id), results, gpus=gpus, workflow_note=note)
-                run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus)
-                search.record(c, o)
-                served += 1
-                run.served += 1
-                low = o.figures.get(THROUGHPUT_LOW)
-                if low is not None:
-                    best_low = max(best_low or 0.0, low)
-                shown = (
-                    ", ".join(f"{s} {o.figures.get(s, 0.0):,.1f}" for s in section.scenarios)
-                    if o.status == MEASURED
-                    else f"{o.status}: {o.reason}"
-                )
-                say(f"tune round {round_}: {describe(c.values)}: {shown}")
+            lows = _measure(cfg, source, search, serve, run, workflow=workflow, workdir=workdir, round_=round_, say=say)
+            served += len(serve)
+            best_low = max([*lows, *([best_low] if best_low is not None else [])], default=None)
         run.trace_path = write_trace(search, tdir / "trace.parquet")
     _settle_accuracy(gate, search, say)
     run.best = {s: search.best(s) for s in section.scenarios}
     run.trace_path = write_trace(search, tdir / "trace.parquet")
     run.search = search
     return run
+
+
+def _measure(
+    cfg: Mapping[str, Any],
+    source: str,
+    search: TuneSearch,
+    serve: list[Candidate],
+    run: TuneRun,
+    *,
+    workflow: Callable[[Path, Sequence[str]], int],
+    workdir: Path,
+    round_: int,
+    say: Callable[[str], None],
+) -> list[float]:
+    """Measure a round's candidates through the workflow and tell the search what each reached (the lower
+    bounds of the throughputs measured are returned, for the throughput prune's bar). A candidate of which
+    the workflow ran nothing is told nothing: :class:`NotRun`, after the others are told."""
+    section = run.section
+    tdir = tune_dir(cfg, workdir)
+    results = tdir.parent
+    known = [k for k in known_candidates(search) if k.id not in {c.id for c in serve}]
+    derived = derived_config(cfg, [*known, *serve], source)
+    cfg_file = tdir / "study.yaml"
+    atomic.write_text(cfg_file, yaml.safe_dump(derived, sort_keys=False))
+    study = Study(derived)
+    targets = [str(p.relative_to(workdir)) for c in serve for p in load_files(study, variant_of(c.id), results)]
+    say(f"tune round {round_}: measuring {len(serve)} candidate(s): " + "; ".join(describe(c.values) for c in serve))
+    rc = workflow(cfg_file, targets)
+    note = f" (the workflow ended with exit status {rc}; its log is under .snakemake/log/)" if rc else ""
+    unrun = not_run(study, [(c.id, variant_of(c.id)) for c in serve], results)
+    lows: list[float] = []
+    for c in serve:
+        if c.id in unrun:
+            continue
+        gpus = gpus_of(cfg, c.values)
+        o = outcome(study, variant_of(c.id), results, gpus=gpus, workflow_note=note)
+        run.gpu_minutes += gpu_minutes(results, variant_of(c.id), gpus)
+        search.record(c, o)
+        run.served += 1
+        low = o.figures.get(THROUGHPUT_LOW)
+        if low is not None:
+            lows.append(low)
+        shown = (
+            ", ".join(f"{s} {o.figures.get(s, 0.0):,.1f}" for s in section.scenarios)
+            if o.status == MEASURED
+            else f"{o.status}: {o.reason}"
+        )
+        say(f"tune round {round_}: {describe(c.values)}: {shown}")
+    if unrun:
+        write_trace(search, tdir / "trace.parquet")
+        raise NotRun(not_run_message([describe(c.values) for c in serve if c.id in unrun], rc, cfg_file, workdir))
+    return lows
 
 
 def _screen_accuracy(
@@ -519,6 +614,7 @@ __all__ = [
     "FAILED",
     "MEASURED",
     "Interrupted",
+    "NotRun",
     "PRUNED",
     "Reached",
     "UNITS",
@@ -530,6 +626,10 @@ __all__ = [
     "reached",
     "describe",
     "known_candidates",
+    "not_run",
+    "not_run_message",
+    "service_states",
+    "stop_workflow",
     "run_tune",
     "start_variant",
     "summary_lines",
