@@ -2,7 +2,7 @@
 what envs/workflow.txt names for running (not its lint and test tools) and what those need in turn, each either
 pinned in tools/device/workflow-freeze.txt or already on the device image (tools/device/image-packages.txt).
 A package missing from both reaches the machine as an ImportError after its parts were carried (optuna, the
-tune's search, was: examples/h200-qwen/README.md, "The tune on the H200")."""
+tune's search, was: examples/h200-qwen/README.md, "The tune on an H100")."""
 
 from __future__ import annotations
 

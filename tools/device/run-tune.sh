@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `worthit tune` on the H200 device machine (examples/h200-qwen/README.md, "The tune on the H200"), after the
+# `worthit tune` on the H200 device machine (examples/h200-qwen/README.md, "The tune on an H100"), after the
 # parts were carried (tools/device/receive.sh, one call per part):
 #   CALL_BUDGET_S=585 tools/device/run-tune.sh config/studies/h200-qwen2.5-coder-tune.yaml [tune args...]
 #   WARMUP=1 ...    before the first server, a throwaway engine fills the machine's kernel caches

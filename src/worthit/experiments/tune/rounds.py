@@ -289,7 +289,7 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
 
     A Snakemake killed while a server ran (SIGKILL, a node lost) leaves that server's state file marked
     incomplete, and ``--rerun-incomplete`` then makes Snakemake 9 schedule the server *alone*, forced, without
-    the measurements that need it (examples/h200-qwen/README.md, "The tune on the H200"): the candidate would
+    the measurements that need it (examples/h200-qwen/README.md, "The tune on an H100"): the candidate would
     read as never measured. The state file is rewritten by every server start, so its mark says nothing; it
     is cleared first (``--cleanup-metadata``, Snakemake's own command for it)."""
     base = [
