@@ -16,6 +16,7 @@ from worthit.experiments.deploy.validate import validation_files  # noqa: E402
 from worthit.errors import InputError  # noqa: E402
 from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.paths import manifest_path  # noqa: E402
+from worthit.server.state import forget_incomplete_marks  # noqa: E402
 from worthit.experiments.quantize import QuantizeError, check_quantize_plans  # noqa: E402
 
 # A study named with --configfile replaces the embedded default instead of being merged into it
@@ -116,14 +117,19 @@ def _service_placeholders():
     the server would idle until its orphan timeout and the out-of-date measurements would never run.
     Consumers take the file as ancient(), so its mtime never makes them out of date."""
     deployments = [f"deployment~{s}" for s in DEPLOY_SCENARIOS] if STUDY.cfg["validate_deployments"] else []
-    for folder in [f"variant~{v}" for v in STUDY.variants] + deployments:
-        p = Path(RESULTS) / folder / "server.json"
+    states = [
+        Path(RESULTS) / folder / "server.json" for folder in [f"variant~{v}" for v in STUDY.variants] + deployments
+    ]
+    for p in states:
         if not p.exists():
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text("{}")
         else:
             with contextlib.suppress(FileNotFoundError):  # a group ending right now removes it
                 os.utime(p)
+    # a Snakemake killed while a server ran left its state file marked incomplete: --rerun-incomplete would
+    # then start the server alone, without its measurements (worthit.server.state.forget_incomplete_marks)
+    forget_incomplete_marks([str(p) for p in states])
 
 
 _service_placeholders()

@@ -8,6 +8,7 @@ presence and their tickets, :mod:`worthit.server.turns`). Standard library only.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -101,3 +102,26 @@ def process_start_time(pid: int | None = None) -> float | None:
     except (OSError, IndexError):
         return None
     return None if btime is None else btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def forget_incomplete_marks(state_files: list[str], snakemake_dir: Path = Path(".snakemake")) -> list[str]:
+    """Remove the marks a Snakemake killed outright left on these state files; return the files unmarked.
+
+    Snakemake marks every output of a running job incomplete (``.snakemake/incomplete/``: one file per output,
+    named by the output's path in URL-safe base64) and removes the mark when the job ends. Killed outright
+    (SIGKILL, a lost node, a cluster's grace spent), it leaves the marks, and ``--rerun-incomplete`` then forces
+    those jobs. For a service output Snakemake 9 forces the server *alone*, without the consumers that need it:
+    the server idles until its orphan timeout and the measurements never run, the study silently unfinished
+    (examples/h200-qwen/README.md, "The tune on an H100"). A state file is rewritten by every server start, so
+    its mark says nothing; the Snakefile removes it before Snakemake reads the marks. The format is Snakemake's
+    own (``snakemake.persistence.file``, pinned in envs/workflow.txt): should it change, nothing is removed,
+    and ``tests/workflow/test_service_lifecycle.py`` fails."""
+    removed = []
+    for f in state_files:
+        name = base64.urlsafe_b64encode(str(f).encode()).decode()
+        if len(name) >= 255:  # Snakemake splits a long name into folders; state files' names are short
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            (snakemake_dir / "incomplete" / name).unlink()
+            removed.append(str(f))
+    return removed

@@ -270,29 +270,13 @@ def stop_workflow(proc: subprocess.Popen[bytes], signum: int) -> None:
         os.kill(proc.pid, signum)
 
 
-def service_states(targets: Iterable[str]) -> list[str]:
-    """The server state files (service outputs) of the variants whose results ``targets`` name:
-    ``results/<study>/variant~<v>/...`` -> ``results/<study>/variant~<v>/server.json``, each once."""
-    out: dict[str, None] = {}
-    for t in targets:
-        parts = Path(t).parts
-        at = next((i for i, part in enumerate(parts) if part.startswith("variant~")), None)
-        if at is not None:
-            out[str(Path(*parts[: at + 1]) / "server.json")] = None
-    return list(out)
-
-
 def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, cores: int, extra: Sequence[str]) -> int:
     """The workflow on the tune's study for ``targets``; a SIGTERM or Ctrl-C to the tune reaches it and its
     jobs (:func:`stop_workflow`: its servers stop) before the tune exits: :class:`Interrupted`, or the
-    KeyboardInterrupt, so that no candidate is told an outcome the stop made.
-
-    A Snakemake killed while a server ran (SIGKILL, a node lost) leaves that server's state file marked
-    incomplete, and ``--rerun-incomplete`` then makes Snakemake 9 schedule the server *alone*, forced, without
-    the measurements that need it (examples/h200-qwen/README.md, "The tune on an H100"): the candidate would
-    read as never measured. The state file is rewritten by every server start, so its mark says nothing; it
-    is cleared first (``--cleanup-metadata``, Snakemake's own command for it)."""
-    base = [
+    KeyboardInterrupt, so that no candidate is told an outcome the stop made. A server's state file a killed
+    Snakemake left marked incomplete is unmarked when the workflow is parsed
+    (:func:`worthit.server.state.forget_incomplete_marks`), so a resumed round measures its candidates."""
+    cmd = [
         sys.executable,
         "-m",
         "snakemake",
@@ -302,11 +286,13 @@ def run_snakemake(config_file: Path, targets: Sequence[str], *, workdir: Path, c
         str(workdir),
         "--configfile",
         str(config_file),
+        "--cores",
+        str(cores),
+        "--keep-going",
+        "--rerun-incomplete",
+        *extra,
+        *targets,
     ]
-    states = service_states(targets)
-    if states:
-        subprocess.run([*base, "--cleanup-metadata", *states], capture_output=True, check=False)
-    cmd = [*base, "--cores", str(cores), "--keep-going", "--rerun-incomplete", *extra, *targets]
     proc = start_workflow(cmd)
     previous = signal.getsignal(signal.SIGTERM)
     stopped: list[int] = []
@@ -628,7 +614,6 @@ __all__ = [
     "known_candidates",
     "not_run",
     "not_run_message",
-    "service_states",
     "stop_workflow",
     "run_tune",
     "start_variant",
