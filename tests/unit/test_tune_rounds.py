@@ -261,7 +261,8 @@ def test_a_speculative_k_of_zero_turns_off_a_speculative_config_set_in_serve(tmp
 
 def test_a_rounds_workflow_is_stopped_when_the_tune_is_killed_outright(tmp_path: Path) -> None:
     # SIGKILL (or the OOM killer) gives the tune no chance to forward a signal: its Snakemake ran the round on,
-    # servers and all, with no one to read it. The kernel now tells it (SIGTERM: it stops its servers and ends).
+    # servers and all, with no one to read it. The kernel now tells the workflow's guard, which passes SIGTERM
+    # to everything in the workflow's session (here the child) and ends.
     told = tmp_path / "told"
     child = (
         "import signal, sys, time; "
