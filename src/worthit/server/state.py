@@ -104,8 +104,8 @@ def process_start_time(pid: int | None = None) -> float | None:
     return None if btime is None else btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
-def forget_incomplete_marks(state_files: list[str], snakemake_dir: Path = Path(".snakemake")) -> list[str]:
-    """Remove the marks a Snakemake killed outright left on these state files; return the files unmarked.
+def forget_incomplete_marks(state_files: list[str], snakemake_dir: Path = Path(".snakemake")) -> None:
+    """Remove the marks a Snakemake killed outright left on these state files.
 
     Snakemake marks every output of a running job incomplete (``.snakemake/incomplete/``: one file per output,
     named by the output's path in URL-safe base64) and removes the mark when the job ends. Killed outright
@@ -116,12 +116,9 @@ def forget_incomplete_marks(state_files: list[str], snakemake_dir: Path = Path("
     its mark says nothing; the Snakefile removes it before Snakemake reads the marks. The format is Snakemake's
     own (``snakemake.persistence.file``, pinned in envs/workflow.txt): should it change, nothing is removed,
     and ``tests/workflow/test_service_lifecycle.py`` fails."""
-    removed = []
     for f in state_files:
         name = base64.urlsafe_b64encode(str(f).encode()).decode()
         if len(name) >= 255:  # Snakemake splits a long name into folders; state files' names are short
             continue
         with contextlib.suppress(FileNotFoundError):
             (snakemake_dir / "incomplete" / name).unlink()
-            removed.append(str(f))
-    return removed

@@ -123,10 +123,10 @@ def confirm(
         say(f"tune confirmation: fresh start {k} of {repeats} for {len(wave)} candidate(s)")
         rc = run_snakemake(cfg_file, missing, workdir=workdir, cores=cores, extra=snakemake_args)
         run.starts += len({m.split("/variant~", 1)[1].split("/", 1)[0] for m in missing})
-        shown = {
-            start_variant(c.id, k): f"{DEFAULTS if c.id == base.id else describe(c.values)}, start {k}" for c in wave
-        }
-        unrun = not_run(study, [(name, v) for v, name in shown.items()], results)
+        starts_run = [
+            (f"{DEFAULTS if c.id == base.id else describe(c.values)}, start {k}", start_variant(c.id, k)) for c in wave
+        ]
+        unrun = not_run(study, starts_run, results)
         if unrun:
             raise NotRun(not_run_message(unrun, rc, cfg_file, workdir))
     rules = Rules.from_config(cfg)

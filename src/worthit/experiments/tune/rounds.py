@@ -463,7 +463,8 @@ def run_tune(
         if serve:
             lows = _measure(cfg, source, search, serve, run, workflow=workflow, workdir=workdir, round_=round_, say=say)
             served += len(serve)
-            best_low = max([*lows, *([best_low] if best_low is not None else [])], default=None)
+            if lows:
+                best_low = max(best_low or 0.0, *lows)
         run.trace_path = write_trace(search, tdir / "trace.parquet")
     _settle_accuracy(gate, search, say)
     run.best = {s: search.best(s) for s in section.scenarios}
