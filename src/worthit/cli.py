@@ -264,7 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     tu.add_argument("--dry-run", action="store_true", help="check the tune: section and count it; serve nothing")
     tu.add_argument("--cores", type=int, default=1, help="Snakemake's --cores for each round (default 1)")
     tu.add_argument("--profile", default=None, help="a Snakemake profile for the rounds (e.g. profiles/slurm)")
-    tu.add_argument("--no-confirm", action="store_true", help="skip the confirmation on fresh servers")
+    tu.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="serve no confirmation: one an earlier run began is judged on the fresh starts it measured",
+    )
     tu.add_argument("--config", default=None, help="study config with a tune: section (default: the embedded one)")
     tu.add_argument("--gpu", default=None, help="plan the prunes for this GPU (worthit's table), e.g. H200")
     tu.add_argument("--gpus", type=int, default=None, help="GPUs available (default: 1 with --gpu, else found)")

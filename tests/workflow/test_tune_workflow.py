@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -262,3 +263,31 @@ def test_a_faster_candidate_whose_accuracy_is_not_shown_acceptable_may_not_win(t
     summary = (results_dir(tmp_path, "acc") / "tune" / "summary.md").read_text()
     assert "not eligible: accuracy inconclusive on 8 items" in summary
     assert "--max-num-seqs 1" in summary.split("## The Pareto front")[0]  # what to run: the baseline's command
+
+
+def test_no_confirm_judges_an_interrupted_confirmation_on_its_starts_and_serves_nothing(tmp_path: Path) -> None:
+    """The real tune of examples/h200-qwen/tune/ (an H100, stop 44), stopped with its confirmation one fresh
+    start short, read again here with --no-confirm: nothing is served, the answer is printed undecided with
+    each side's starts, and what is missing is named with the command that measures it."""
+    example = ROOT / "examples" / "h200-qwen" / "tune"
+    cfg = yaml.safe_load((ROOT / "config" / "studies" / "h200-qwen2.5-coder-tune.yaml").read_text())
+    cfg.pop("envs")  # this machine's serve env answers the flag check; the GPU's Python is not here
+    results = results_dir(tmp_path, str(cfg["study"]))
+    shutil.copytree(example / "results", results)
+    (results / "tune" / "confirmation.parquet").unlink()
+    (results / "tune" / "summary.md").unlink()
+    config_json = example / "models" / "qwen-coder-1.5b.config.json"
+    proc = tune(
+        tmp_path, cfg, "--no-confirm", "--gpu", "NVIDIA H100 SXM", "--model-config", f"qwen-coder-1.5b={config_json}"
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "served 0 candidate(s) in this run" in out and not (tmp_path / ".snakemake").exists()
+    assert "throughput-first confirmed: undecided: no candidate of the rounds measured on two fresh starts" in out
+    assert "vLLM defaults 12,696.5, 13,836.8" in out
+    last = out.strip().splitlines()[-2:]
+    assert last[0].startswith("the confirmation is not finished: 3 of its 4 fresh starts are on disk"), last
+    assert last[1].startswith("summary: ")
+    rows = schemas.read(results / "tune" / "confirmation.parquet", TUNE_CONFIRMATION).table.to_pylist()
+    assert {r["name"] for r in rows} >= {"vLLM defaults"} and not any(r["recommended"] for r in rows)
+    assert "| vLLM defaults | 2 | 13,266.7 [" in (results / "tune" / "summary.md").read_text()

@@ -60,6 +60,8 @@ class ScenarioConfirmation:
 class ConfirmationRun:
     scenarios: list[ScenarioConfirmation] = field(default_factory=list)
     starts: int = 0  # fresh starts measured by this run
+    found: int = 0  # fresh starts with every load result on disk, this run's and earlier runs'
+    expected: int = 0  # fresh starts the confirmation asks for
     path: Path | None = None
 
 
@@ -94,8 +96,13 @@ def confirm(
     cores: int = 1,
     snakemake_args: Sequence[str] = (),
     say: Callable[[str], None] = print,
+    serve: bool = True,
 ) -> ConfirmationRun:
-    """Serve the top candidates and the defaults ``confirm.repeats`` times each, interleaved, and decide."""
+    """Serve the top candidates and the defaults ``confirm.repeats`` times each, interleaved, and decide.
+
+    ``serve=False`` serves nothing: the decision is made from the fresh starts already on disk (an interrupted
+    confirmation's, shown by ``worthit tune --no-confirm``), and a side short of two starts is named in the note.
+    """
     run = ConfirmationRun()
     top = picks(search, section)
     base = defaults_candidate(cfg, section)
@@ -108,9 +115,10 @@ def confirm(
     tdir = tune_dir(cfg, workdir)
     results = tdir.parent
     cfg_file = tdir / "study.yaml"
-    atomic.write_text(cfg_file, yaml.safe_dump(derived, sort_keys=False))
+    if serve:
+        atomic.write_text(cfg_file, yaml.safe_dump(derived, sort_keys=False))
     study = Study(derived)
-    for k in range(1, repeats + 1):  # every candidate's k-th start before any (k+1)-th
+    for k in range(1, repeats + 1 if serve else 1):  # every candidate's k-th start before any (k+1)-th
         wave = list(chosen.values())
         missing = [
             str(p.relative_to(workdir))
@@ -131,9 +139,11 @@ def confirm(
             raise NotRun(not_run_message(unrun, rc, cfg_file, workdir))
     rules = Rules.from_config(cfg)
     per_start: dict[str, list[dict[str, float]]] = {}
+    run.expected = len(starts)
     for c in chosen.values():
         per_start[c.id] = []
         for k in range(1, repeats + 1):
+            run.found += all(p.exists() for p in load_files(study, start_variant(c.id, k), results))
             o = outcome(study, start_variant(c.id, k), results, gpus=gpus_of(cfg, c.values))
             if o.status == MEASURED:
                 per_start[c.id].append(o.figures)
@@ -147,14 +157,16 @@ def confirm(
         defaults = Confirmed(DEFAULTS, runs[DEFAULTS], 0)
         note = ""
         decision: Confirmation | None = None
+        most = max((len(r) for n, r in runs.items() if n != DEFAULTS), default=0)
         if len(defaults.runs) < 2:
             note = f"vLLM's defaults measured on {len(defaults.runs)} of {repeats} fresh starts: no interval to judge"
         elif not contenders:
-            note = "no candidate of the rounds measured on two fresh starts or more"
+            note = f"no candidate of the rounds measured on two fresh starts or more (the most: {most} of {repeats})"
         else:
             decision = decide(contenders, defaults, rules, quantity=UNITS.get(s, s))
         run.scenarios.append(ScenarioConfirmation(s, runs, ids, changed, decision, note))
-    run.path = _write(run, tdir / "confirmation.parquet")
+    if serve or run.found:
+        run.path = _write(run, tdir / "confirmation.parquet")
     return run
 
 

@@ -41,6 +41,12 @@ def run_live(
         elif a.no_confirm or s.confirm_top < 1 or s.confirm_repeats < 2:
             why = "--no-confirm" if a.no_confirm else "tune.confirm asks for none (top >= 1 and repeats >= 2 would)"
             skipped = f"not confirmed ({why}): the best above may be a lucky one"
+            if a.no_confirm and s.confirm_top >= 1 and s.confirm_repeats >= 2:
+                # a confirmation an earlier run began (a stop, a spent budget): judged on its starts so far
+                found = confirm(cfg, run.search, s, source=source, workdir=workdir, serve=False, say=say)
+                if found.found:
+                    conf = found
+                    skipped = ""
         else:
             skipped = ""
             conf = confirm(
@@ -60,6 +66,11 @@ def run_live(
         return 143 if isinstance(e, Interrupted) else 130
     say("\n".join(summary_lines(run, cfg)))
     say("\n".join(confirmation_lines(conf)) if conf is not None else skipped)
+    if conf is not None and conf.found < conf.expected:
+        say(
+            f"the confirmation is not finished: {conf.found} of its {conf.expected} fresh starts are on disk; "
+            "run the same command without --no-confirm to measure the rest"
+        )
     say(f"summary: {written}; page: {shown}")
     if rerendered:
         say(f"the study's report shows the tune: {rerendered}")

@@ -173,6 +173,8 @@ def write(
             md.append(f"  `{serve_command(cfg, values)}`")
             if sc is not None and sc.note:
                 md.append(f"  not confirmed: {sc.note}")
+            if sc is not None and any(sc.runs.values()):
+                md += ["", *_confirmation_table(sc, unit), ""]
         else:
             md.append(f"- **{s}-first**: no candidate measured")
     md.append("")
@@ -193,7 +195,7 @@ def write(
         reason = str(t["reason"] or "").replace("|", "\\|")
         md.append(f"| {t['round']} | {describe(t['values'])} | {t['scenario']} | {t['status']} | {shown} | {reason} |")
     md.append("")
-    md.append(f"Trace: `{tdir / 'trace.parquet'}`" + ("; confirmation: `confirmation.parquet`" if confirmation else ""))
+    md.append("Trace: `trace.parquet`" + ("; confirmation: `confirmation.parquet`" if confirmation else ""))
     path = tdir / "summary.md"
     atomic.write_text(path, "\n".join(md) + "\n")
     return path
