@@ -3,12 +3,15 @@
 # parts were carried (tools/device/receive.sh, one call per part):
 #   CALL_BUDGET_S=585 tools/device/run-tune.sh config/studies/h200-qwen2.5-coder-tune.yaml [tune args...]
 #   WARMUP=1 ...    before the first server, a throwaway engine fills the machine's kernel caches
-# Waits for the preparation (wheels, the 1.5B's conversion: tools/device/prepare.sh), then runs the tune's
-# rounds and confirmation until the call's budget is nearly spent. Then it sends the tune SIGTERM: the
-# running round's Snakemake stops its servers, keeps what finished (--keep-incomplete), and no candidate is
-# told an outcome; the same command in the next call (same machine: results/ stays) resumes the search where
-# it stopped, measuring nothing twice. Packs results/<study>-tune* and the model manifests into
-# $OUT/results.tgz (results.tgz.NN past 15 MiB), with the tune's log as $OUT/run-tune.log.
+# Waits for the preparation (wheels, the 1.5B's conversion: tools/device/prepare.sh), then starts the tune
+# in the background (setsid: it outlives the call, as the preparation does) and follows it until the call's
+# budget is nearly spent; the same command in the next call (within the machine's idle release) follows the
+# same tune on, so no server start or level is cut at a call's end. STOP=1 (a sitting's last call, or one
+# before a break) sends it SIGTERM at the budget instead: the running round's Snakemake stops its servers,
+# keeps what finished (--keep-incomplete), no candidate is told an outcome, and the same command on that
+# machine resumes the search, measuring nothing twice. Each call packs results/<study>-tune* and the model
+# manifests into $OUT/results.tgz (results.tgz.NN past 15 MiB; a snapshot: every Parquet file is written
+# whole or not at all), with the tune's log so far as $OUT/run-tune.log.
 set -uo pipefail
 CONFIG=$1; shift
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -28,29 +31,45 @@ el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n'
 export PYTHONPATH=/tmp/site:$PWD/src
 nvidia-smi --query-gpu=name,uuid,driver_version,compute_cap,memory.total --format=csv,noheader
 study=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG'))['study'])")
-# a previous call's workflow ends with its tune (worthit's guard); should one still run, stop it before its
-# lock is taken from it: two Snakemakes on one round would each start its servers
-pkill -TERM -f "snakemake.*$study-tune/tune/study.yaml" 2>/dev/null
-for _ in $(seq 1 30); do pgrep -f "snakemake.*$study-tune/tune/study.yaml" >/dev/null || break; sleep 1; done
-python3 -m snakemake --unlock -s Snakefile -d . --configfile "results/$study-tune/tune/study.yaml" \
-  >/dev/null 2>&1  # a call's end that killed the workflow outright leaves its lock
-: > /tmp/run-tune.log
-gpu=${GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}  # the plan's prunes: this card
-python3 -m worthit.cli tune --config "$CONFIG" --cores 8 --gpu "$gpu" \
-  --model-config qwen-coder-1.5b=/tmp/qwen/coder-1.5b/config.json --no-hub "$@" -- --keep-incomplete \
-  >> /tmp/run-tune.log 2>&1 &
-pid=$!
-end=$(( t0 + budget - grace - 20 ))
-while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
-if kill -0 "$pid" 2>/dev/null; then
-  el "budget reached: the tune is asked to stop (SIGTERM); the next call resumes it"
-  kill -TERM "$pid"
-  for _ in $(seq 1 "$grace"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-  kill -KILL "$pid" 2>/dev/null
+pidfile=/tmp/run-tune.pid
+running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+touch /tmp/run-tune.log
+from=$(stat -c %s /tmp/run-tune.log)  # this call's part of the log
+if running; then
+  el "the tune an earlier call started still runs (pid $(cat "$pidfile")): following it"
+else
+  # a workflow left by a tune that was killed outright: stop it before its lock is taken from it (two
+  # Snakemakes on one round would each start its servers), then lift the lock it left
+  pkill -TERM -f "snakemake.*$study-tune/tune/study.yaml" 2>/dev/null
+  for _ in $(seq 1 30); do pgrep -f "snakemake.*$study-tune/tune/study.yaml" >/dev/null || break; sleep 1; done
+  python3 -m snakemake --unlock -s Snakefile -d . --configfile "results/$study-tune/tune/study.yaml" \
+    >/dev/null 2>&1
+  gpu=${GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}  # the plan's prunes: this card
+  rm -f /tmp/run-tune.rc "$pidfile"
+  # the bash that records the tune's exit status writes its own pid (setsid may fork)
+  setsid nohup bash -c 'echo $$ > /tmp/run-tune.pid; python3 -m worthit.cli tune "$@"; echo $? > /tmp/run-tune.rc' \
+    tune --config "$CONFIG" --cores 8 --gpu "$gpu" --model-config qwen-coder-1.5b=/tmp/qwen/coder-1.5b/config.json \
+    --no-hub "$@" -- --keep-incomplete >> /tmp/run-tune.log 2>&1 < /dev/null &
+  for _ in $(seq 1 50); do [ -s "$pidfile" ] && break; sleep 0.1; done
+  el "the tune started (pid $(cat "$pidfile" 2>/dev/null))"
 fi
-wait "$pid"; rc=$?
-grep -vE "^\s*$" /tmp/run-tune.log | grep -vE "clean_up_tokenization|OMP_NUM_THREADS" | tail -80
-el "worthit tune exit $rc"
+end=$(( t0 + budget - grace - 20 ))
+while running && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
+if running && [ -n "${STOP:-}" ]; then
+  el "budget reached: the tune is asked to stop (SIGTERM, STOP=1); the same command resumes it"
+  pid=$(cat "$pidfile")
+  pkill -TERM -P "$pid" 2>/dev/null  # worthit tune, under the bash that records its exit status
+  for _ in $(seq 1 "$grace"); do running || break; sleep 1; done
+  running && pkill -KILL -P "$pid" 2>/dev/null
+  sleep 1
+fi
+tail -c +$((from + 1)) /tmp/run-tune.log > /tmp/run-tune.call.log
+if running; then
+  el "budget reached: the tune runs on; the next call (same command, within the idle release) follows it"
+else
+  el "worthit tune exit $(cat /tmp/run-tune.rc 2>/dev/null || echo unknown)"
+fi
+grep -vE "^\s*$" /tmp/run-tune.call.log | grep -vE "clean_up_tokenization|OMP_NUM_THREADS|APIServer pid" | tail -80
 tools/device/pack-results.sh results/"$study"-tune*
 cp /tmp/run-tune.log "$OUT/run-tune.log"
 el "packed: $(ls "$OUT" | tr '\n' ' ')"
