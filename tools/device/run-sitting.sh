@@ -11,7 +11,8 @@
 # default 80 s, more while its accuracy is missing), else the call ends and the next one starts with it. The
 # first variant that has something left always runs (the call was made for it; run-study.sh stops it in time).
 # Every run-study.sh log of the call is appended to $OUT/run-sitting.log; the other files in $OUT are the
-# last run-study.sh's (results.tgz holds the whole study's results).
+# last run-study.sh's (results.tgz holds the whole study's results). FOLLOW=1 (below) runs the sitting
+# across calls instead.
 set -uo pipefail
 CONFIG=$1; shift
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -21,9 +22,26 @@ need=${NEED_S:-330}
 acc_s=${ACCURACY_S:-80}
 el() { echo "[run-sitting +$(( $(date +%s) - t0 ))s] $*"; }
 study=$(sed -n 's/^study: *//p' "$CONFIG" | tr -d '"'"'"' ')
+# FOLLOW=1: the whole sitting (VARIANTS one after another, as below) runs in the background across the calls
+# (tools/device/follow.sh, no budget of its own), so no server start is cut at a call's end and no call ends
+# early for want of NEED_S; each call follows it until CALL_BUDGET_S - 40 s and brings back a snapshot of the
+# study's results (STOP=1: the measurements are asked to stop at the call's end, as run-study.sh does).
+if [ -n "${FOLLOW:-}" ]; then
+  mkdir -p /tmp/sitting-out
+  FOLLOW_UNTIL=$(( t0 + budget - 40 )) FOLLOW_STOP_FILE=/tmp/worthit-stop FOLLOW_TAIL=40 \
+    tools/device/follow.sh sitting -- env FOLLOW= OUT=/tmp/sitting-out CALL_BUDGET_S=86400 \
+    SITTING_STOP_FILE=/tmp/worthit-stop tools/device/run-sitting.sh "$CONFIG" "$@"
+  tools/device/pack-results.sh "results/$study"
+  cp /tmp/follow-sitting.log "$OUT/run-sitting.log"
+  el "packed: $(ls "$OUT" | tr '\n' ' ')"
+  exit 0
+fi
 : > "${OUT:-/tmp}/run-sitting.log"
+[ -n "${SITTING_STOP_FILE:-}" ] && rm -f "$SITTING_STOP_FILE"
 first=1
 for v in ${VARIANTS:?VARIANTS names the variants in order}; do
+  # FOLLOW=1's stop: the measurement running ended on it; start no other variant
+  if [ -n "${SITTING_STOP_FILE:-}" ] && [ -f "$SITTING_STOP_FILE" ]; then el "asked to stop"; break; fi
   left=$(( budget - ($(date +%s) - t0) ))
   # what v still has to measure (before the wheels are in, or before anything of the study was measured
   # here, all of it; snakemake --summary takes seconds)

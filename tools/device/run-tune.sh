@@ -31,46 +31,20 @@ el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n'
 export PYTHONPATH=/tmp/site:$PWD/src
 nvidia-smi --query-gpu=name,uuid,driver_version,compute_cap,memory.total --format=csv,noheader
 study=$(python3 -c "import yaml; print(yaml.safe_load(open('$CONFIG'))['study'])")
-pidfile=/tmp/run-tune.pid
-running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
-touch /tmp/run-tune.log
-from=$(stat -c %s /tmp/run-tune.log)  # this call's part of the log
-if running; then
-  el "the tune an earlier call started still runs (pid $(cat "$pidfile")): following it"
-else
-  # a workflow left by a tune that was killed outright: stop it before its lock is taken from it (two
-  # Snakemakes on one round would each start its servers), then lift the lock it left
+# a workflow left by a tune that was killed outright (not one this machine's follow.sh still runs): stop it
+# before its lock is taken from it (two Snakemakes on one round would each start its servers), lift its lock
+if ! { [ -s /tmp/follow-tune.pid ] && kill -0 "$(cat /tmp/follow-tune.pid)" 2>/dev/null; }; then
   pkill -TERM -f "snakemake.*$study-tune/tune/study.yaml" 2>/dev/null
   for _ in $(seq 1 30); do pgrep -f "snakemake.*$study-tune/tune/study.yaml" >/dev/null || break; sleep 1; done
   python3 -m snakemake --unlock -s Snakefile -d . --configfile "results/$study-tune/tune/study.yaml" \
     >/dev/null 2>&1
-  gpu=${GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}  # the plan's prunes: this card
-  rm -f /tmp/run-tune.rc "$pidfile"
-  # the bash that records the tune's exit status writes its own pid (setsid may fork)
-  setsid nohup bash -c 'echo $$ > /tmp/run-tune.pid; python3 -m worthit.cli tune "$@"; echo $? > /tmp/run-tune.rc' \
-    tune --config "$CONFIG" --cores 8 --gpu "$gpu" --model-config qwen-coder-1.5b=/tmp/qwen/coder-1.5b/config.json \
-    --no-hub "$@" -- --keep-incomplete >> /tmp/run-tune.log 2>&1 < /dev/null &
-  for _ in $(seq 1 50); do [ -s "$pidfile" ] && break; sleep 0.1; done
-  el "the tune started (pid $(cat "$pidfile" 2>/dev/null))"
+  rm -f /tmp/follow-tune.rc  # a stopped tune (STOP=1) is resumed by this call
 fi
-end=$(( t0 + budget - grace - 20 ))
-while running && [ "$(date +%s)" -lt "$end" ]; do sleep 2; done
-if running && [ -n "${STOP:-}" ]; then
-  el "budget reached: the tune is asked to stop (SIGTERM, STOP=1); the same command resumes it"
-  pid=$(cat "$pidfile")
-  pkill -TERM -P "$pid" 2>/dev/null  # worthit tune, under the bash that records its exit status
-  for _ in $(seq 1 "$grace"); do running || break; sleep 1; done
-  running && pkill -KILL -P "$pid" 2>/dev/null
-  sleep 1
-fi
-tail -c +$((from + 1)) /tmp/run-tune.log > /tmp/run-tune.call.log
-if running; then
-  el "budget reached: the tune runs on; the next call (same command, within the idle release) follows it"
-else
-  el "worthit tune exit $(cat /tmp/run-tune.rc 2>/dev/null || echo unknown)"
-fi
-grep -vE "^\s*$" /tmp/run-tune.call.log | grep -vE "clean_up_tokenization|OMP_NUM_THREADS|APIServer pid" | tail -80
+gpu=${GPU:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}  # the plan's prunes: this card
+FOLLOW_UNTIL=$(( t0 + budget - grace - 20 )) STOP_GRACE_S=$grace FOLLOW_DROP="clean_up_tokenization|OMP_NUM_THREADS|APIServer pid" \
+  tools/device/follow.sh tune -- python3 -m worthit.cli tune --config "$CONFIG" --cores 8 --gpu "$gpu" \
+  --model-config qwen-coder-1.5b=/tmp/qwen/coder-1.5b/config.json --no-hub "$@" -- --keep-incomplete
 tools/device/pack-results.sh results/"$study"-tune*
-cp /tmp/run-tune.log "$OUT/run-tune.log"
+cp /tmp/follow-tune.log "$OUT/run-tune.log"
 el "packed: $(ls "$OUT" | tr '\n' ' ')"
 exit 0
