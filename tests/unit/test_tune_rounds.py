@@ -233,6 +233,24 @@ def test_a_speculative_k_of_zero_serves_without_speculation_and_changes_no_flag(
     assert R.candidate_args(cfg, k2.values)[1]["speculative-config"]["num_speculative_tokens"] == 2
     assert changed_args(off.values) == {}
     assert changed_args(k2.values) == {"speculative-config": {"num_speculative_tokens": 2, "method": "ngram"}}
+    # read as served: k = 0 is no speculation, its unserved method is not named
+    assert R.describe(off.values) == "variant=base, no speculation"
+    assert R.describe(k2.values) == f"{k}=2, speculative-config.method=ngram, variant=base"
+    assert R.describe({}) == "vLLM's defaults"
+
+
+def test_two_candidates_that_serve_alike_keep_apart_in_the_confirmation() -> None:
+    from worthit.experiments.tune import fresh_starts as FS
+    from worthit.experiments.tune.confirm import DEFAULTS
+
+    k = "speculative-config.num_speculative_tokens"
+    a = Candidate({"max-num-seqs": 8, k: 0, "speculative-config.method": "ngram"})
+    b = Candidate({"max-num-seqs": 8, k: 0, "speculative-config.method": "eagle"})
+    c = Candidate({"max-num-seqs": 4, k: 0, "speculative-config.method": "ngram"})
+    base = Candidate({})
+    names = FS._names([a, b, c, base], base.id)
+    assert names[c.id] == "max-num-seqs=4, no speculation" and names[base.id] == DEFAULTS
+    assert names[a.id] == f"max-num-seqs=8, no speculation [{a.id}]" and names[b.id].endswith(f"[{b.id}]")
 
 
 def test_a_speculative_k_of_zero_turns_off_a_speculative_config_set_in_serve(tmp_path: Path) -> None:

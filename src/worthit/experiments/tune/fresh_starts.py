@@ -148,7 +148,7 @@ def confirm(
             if o.status == MEASURED:
                 per_start[c.id].append(o.figures)
     for s in section.scenarios:
-        names = {c.id: (DEFAULTS if c.id == base.id else describe(c.values)) for c in [*top[s], base]}
+        names = _names([*top[s], base], base.id)
         runs = {names[cid]: tuple(f.get(s, 0.0) for f in per_start[cid]) for cid in names}
         ids = {names[cid]: cid for cid in names}
         changed = {names[c.id]: changed_flags(cfg, c.values) for c in [*top[s], base]}
@@ -168,6 +168,14 @@ def confirm(
     if serve or run.found:
         run.path = _write(run, tdir / "confirmation.parquet")
     return run
+
+
+def _names(cands: Sequence[Candidate], defaults_id: str) -> dict[str, str]:
+    """Each candidate's name in the confirmation, by id: the defaults', or its flags; two candidates that
+    read alike (a speculative k of 0 under two methods serves the same) are told apart by their ids."""
+    names = {c.id: (DEFAULTS if c.id == defaults_id else describe(c.values)) for c in cands}
+    twice = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return {cid: (f"{n} [{cid}]" if n in twice else n) for cid, n in names.items()}
 
 
 def _write(run: ConfirmationRun, path: Path) -> Path:

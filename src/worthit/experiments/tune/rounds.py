@@ -76,9 +76,16 @@ def tune_dir(cfg: Mapping[str, Any], workdir: Path = Path(".")) -> Path:
     return workdir / "results" / tune_study(str(cfg["study"])) / "tune"
 
 
+SPECULATIVE = "speculative-config."
+
+
 def describe(values: Mapping[str, Any]) -> str:
-    """A candidate as a person reads it (``max-num-seqs=8``; vLLM's defaults when it sets nothing)."""
-    return ", ".join(f"{k}={v}" for k, v in values.items()) or "vLLM's defaults"
+    """A candidate as a person reads it (``max-num-seqs=8``; vLLM's defaults when it sets nothing). A
+    speculative k of 0 serves no speculation (:func:`~.space.changed_args`), so its speculative keys read
+    ``no speculation`` rather than a method that is not served."""
+    off = any(k.startswith(SPECULATIVE) for k in values) and "speculative-config" not in changed_args(values)
+    shown = [f"{k}={v}" for k, v in values.items() if not (off and k.startswith(SPECULATIVE))]
+    return ", ".join([*shown, *(["no speculation"] if off else [])]) or "vLLM's defaults"
 
 
 def gpus_of(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> int:

@@ -149,13 +149,13 @@ def write(
     md: list[str] = [f"# worthit tune: {cfg['study']}", ""]
     md += ["## What to run", ""]
     decided = {sc.scenario: sc for sc in (confirmation.scenarios if confirmation else [])}
-    by_name = {describe(c.values): c for c in candidates}
+    by_id = {c.id: c for c in candidates}
     for s, best in run.best.items():
         unit = UNITS.get(s, s)
         sc = decided.get(s)
         if sc is not None and sc.decision is not None:
             d = sc.decision
-            values = {} if d.recommended == DEFAULTS else by_name[d.recommended].values
+            values = {} if d.recommended == DEFAULTS else by_id[sc.ids[d.recommended]].values
             runs = sc.runs.get(d.recommended, ())
             mean = sum(runs) / len(runs) if runs else 0.0
             head = "winner" if d.outcome == "winner" else "tie"
