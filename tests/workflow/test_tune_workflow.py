@@ -232,7 +232,7 @@ def test_a_tune_killed_outright_with_its_workflow_is_told_nothing_and_resumes_it
 def test_a_faster_candidate_whose_accuracy_is_not_shown_acceptable_may_not_win(tmp_path, model_dir):
     """Accuracy as a constraint: ``alias`` serves the same weights under another model name, so the tune must
     treat it as changing what is served; with --max-num-seqs 1 the baseline serves four streams one at a time,
-    so ``alias`` is much faster. Its accuracy is screened on 6 items per task before its load, measured again on
+    so ``alias`` is faster. Its accuracy is screened on 6 items per task before its load, measured again on
     8 because it is at the front, and stays inconclusive (identical answers bound a drop only to +-3.69/n): it
     may not win, and the baseline is the answer."""
     cfg = study_config(model_dir, loadtest={**LOADTEST, "levels": [4]}, study="acc", validate_deployments=False)
@@ -252,7 +252,8 @@ def test_a_faster_candidate_whose_accuracy_is_not_shown_acceptable_may_not_win(t
     by = {r["values_json"]: r for r in trace(tmp_path, "acc")}
     base, alias = by['{"variant": "base"}'], by['{"variant": "alias"}']
     assert base["status"] == alias["status"] == "measured"
-    assert alias["value"] > 1.5 * base["value"], (base, alias)  # the faster one ...
+    # the faster one, which would win on speed alone (x1.46-x2 on two cores: four streams batched against one at a time)
+    assert alias["value"] > base["value"], (base, alias)
     assert alias["reason"].startswith("not eligible: accuracy inconclusive on 8 items: worthit_arc"), alias
     out = proc.stdout
     assert "accuracy inconclusive on 6 items: worthit_arc acc" in out.split("measuring")[0]  # screened before
