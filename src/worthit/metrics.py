@@ -3,7 +3,8 @@
 Pure functions over per-request records: no I/O, no clocks. A token chunk is a streamed chunk that carries a
 choice, its text empty or not (vLLM sends empty text when a token ends inside a multi-byte character), as
 ``vllm bench serve`` counts them. TTFT = first token chunk - start; E2E = last token chunk - start;
-TPOT = (E2E - TTFT) / (output_tokens - 1), output tokens from the server's ``usage``; ITL = gaps between token
+TPOT = (E2E - TTFT) / (output_tokens - 1), output tokens from the server's ``usage`` (undefined where all
+tokens arrived at once, E2E = TTFT); ITL = gaps between token
 chunks; goodput = requests (and their output tokens)
 meeting every SLO, divided by the duration. Percentiles interpolate linearly (numpy's default).
 
@@ -33,8 +34,11 @@ Records: TypeAlias = pa.Table | Sequence[Mapping[str, Any]]
 
 
 def tpot_ms(ttft_ms: float | None, e2e_ms: float | None, output_tokens: int) -> float | None:
-    """Time per output token after the first; undefined (None) for fewer than two tokens."""
-    if ttft_ms is None or e2e_ms is None or output_tokens < 2:
+    """Time per output token after the first; undefined (None) for fewer than two tokens, and where every
+    token arrived with the first (E2E = TTFT: one network read, or one event, brought the whole stream, so
+    no time between tokens was observed; ``vllm bench serve`` would count it as 0 ms and pull the median
+    down with a decode speed no engine has: seen when the client's process waited for a CPU)."""
+    if ttft_ms is None or e2e_ms is None or output_tokens < 2 or e2e_ms <= ttft_ms:
         return None
     return (e2e_ms - ttft_ms) / (output_tokens - 1)
 

@@ -144,10 +144,9 @@ def test_fp8_kv_cache_holds_more_tokens_than_the_fp32_baseline(study):
     fp8 = fp8_kv.table.to_pylist()[0]
     assert fp8["cache_dtype"].startswith("fp8") and fp8["kv_tokens"] >= 3 * base["kv_tokens"]
     assert (fp8_levels.status == "ok").all() and (fp8_levels.output_tok_per_s > 0).all()
-    # TPOT is measured at each level; it may read 0 where a starved client (two cores shared by the test
-    # workers, the engine and the API server) read a stream's tokens in one socket read, so e2e = TTFT: the
-    # same figure vllm bench serve computes, (e2e - TTFT) / (tokens - 1) (CI saw it once at one of the levels)
-    assert fp8_levels.tpot_ms_p50.notna().all() and (fp8_levels.tpot_ms_p50 >= 0).all()
+    # a starved client (two cores shared by the test workers, the engine and the API server) may read a whole
+    # stream at once: that request's TPOT is undefined (CI saw a level of them once), never 0
+    assert (fp8_levels.tpot_ms_p50.isna() | (fp8_levels.tpot_ms_p50 > 0)).all()
 
 
 def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):

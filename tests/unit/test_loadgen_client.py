@@ -151,6 +151,25 @@ def test_sse_parser_times_chunks_with_choices_and_nothing_else() -> None:
     assert timer.finish(expected_tokens=2).output_tokens == 2
 
 
+def test_a_stream_read_at_once_has_no_tpot_rather_than_zero() -> None:
+    """A client that waited for a CPU reads the whole stream in one read: E2E = TTFT, so no time between
+    tokens was observed; its TPOT is undefined (left out of the level's TPOT), not a 0 ms decode step."""
+    rec = RequestRecord(request_id=0, prompt_tokens=3)
+    timer = SseTimer(rec, start=0)
+    events = b"".join(
+        b"data: " + json.dumps({"id": "c", "choices": [{"index": 0, "text": t}]}).encode() + b"\n\n"
+        for t in ("a", "b", "c", "d")
+    )
+    timer.feed(events + b"data: [DONE]\n\n", 900_000_000)
+    out = timer.finish(expected_tokens=4)
+    assert out.success and out.chunks == 4 and out.output_tokens == 4
+    assert out.ttft_ms == out.e2e_ms == 900.0 and out.itl_ms == [0.0, 0.0, 0.0]
+    assert out.tpot_ms is None
+    first = out.row(t0_ns=0)
+    level = summarize([first, {**first, "request_id": 1, "e2e_ms": 930.0, "tpot_ms": 10.0}])
+    assert level.tpot_ms.n == 1 and level.tpot_ms.p50 == 10.0
+
+
 def test_clock_starts_before_the_request_is_built(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[int] = []
     real = transports._payload

@@ -27,6 +27,10 @@ def test_tpot_undefined_for_single_output_token():
     assert tpot_ms(50.0, 50.0, 1) is None
 
 
+def test_tpot_undefined_when_every_token_arrived_with_the_first():
+    assert tpot_ms(50.0, 50.0, 16) is None and tpot_ms(50.0, 50.0001, 2) == pytest.approx(0.0001)
+
+
 def test_tpot_uses_usage_tokens_not_chunks_under_multi_token_chunks():
     # spec decode: 3 chunks carried 9 tokens; TPOT divides by tokens - 1, not chunks - 1
     assert tpot_ms(20.0, 100.0, 9) == pytest.approx(10.0)

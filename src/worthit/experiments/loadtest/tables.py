@@ -23,7 +23,9 @@ LOAD_REQUESTS = Table(
         column("ttft_ms", pa.float64(), "time to the first streamed chunk with a choice, its text empty or not"),
         column("first_text_ms", pa.float64(), "time to the first chunk with non-empty text; null if none"),
         column("e2e_ms", pa.float64(), "time to the last chunk with a choice"),
-        column("tpot_ms", pa.float64(), "(e2e - ttft) / (output_tokens - 1); null for one token"),
+        column(
+            "tpot_ms", pa.float64(), "(e2e - ttft) / (output_tokens - 1); null for one token or all tokens in one read"
+        ),
         column("itl_ms", pa.list_(pa.float64()), "gaps between chunks with a choice"),
         column("chunks", pa.int32(), "chunks with a choice received (timed as tokens, as vllm bench serve does)"),
         column("success", pa.bool_(), "request completed with the expected output", False),
