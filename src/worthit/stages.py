@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from worthit import errors, prom, schemas, secrets
+from worthit import errors, jobenv, prom, schemas, secrets
 from worthit.config import Study, config_hash
 from worthit.loadgen.client import REFUSED_STATUSES, Refused
 from worthit.models import Manifest
@@ -41,7 +41,10 @@ log = logging.getLogger("worthit")
 
 def setup_logging(path: str | None) -> None:
     """Log to the rule's log file; a bad input (:class:`worthit.errors.InputError`) ends the script with
-    its message there and on stderr, without a traceback."""
+    its message there and on stderr, without a traceback. Every script adapter calls it first, so it also
+    gives the job back the user's thread-count variables (:func:`worthit.jobenv.restore_here`) before a
+    measurement loads a tokenizer (and with it torch, which reads them as it loads)."""
+    jobenv.restore_here()
     errors.install_hook()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if path:

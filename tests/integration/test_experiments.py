@@ -149,6 +149,17 @@ def test_fp8_kv_cache_holds_more_tokens_than_the_fp32_baseline(study):
     assert (fp8_levels.tpot_ms_p50.isna() | (fp8_levels.tpot_ms_p50 > 0)).all()
 
 
+def test_servers_start_with_the_users_thread_variables_not_snakemakes_zero(study):
+    """The serving rules declare threads: 0, so Snakemake gives their jobs OMP_NUM_THREADS=0, which libgomp
+    refuses on each start and which keeps vLLM from its own default: the servers get the user's value back
+    (here the test session's, tests/conftest.py) or none (worthit.jobenv)."""
+    logs = sorted(p for p in (study / "logs/serve").glob("*.log") if not p.name.endswith(".spec.log"))
+    assert [p.stem for p in logs] == ["badspec", "base", "draft", "fp8", "ngram", "nocache"]
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert "starting:" in text and "Invalid value for environment variable OMP_NUM_THREADS" not in text, log
+
+
 def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):
     spec = json.loads((study / "variant~base" / "serve_spec.json").read_text())
     cache = spec["env"][compile_cache.ENV]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from worthit import compile_cache, measurements, plan  # noqa: E402
+from worthit import compile_cache, jobenv, measurements, plan  # noqa: E402
 from worthit.config import ConfigError, Study, check_gpu_budget, read_yaml, validate  # noqa: E402
 from worthit.experiments.deploy.validate import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.experiments.deploy.validate import validation_files  # noqa: E402
@@ -18,6 +18,9 @@ from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.paths import manifest_path  # noqa: E402
 from worthit.server.state import forget_incomplete_marks  # noqa: E402
 from worthit.experiments.quantize import QuantizeError, check_quantize_plans  # noqa: E402
+
+# the user's thread-count variables, before a job of threads: 0 gets them as 0 (worthit.jobenv)
+jobenv.remember(os.environ)
 
 # A study named with --configfile replaces the embedded default instead of being merged into it
 # (Snakemake would otherwise add the default's variants to every study).

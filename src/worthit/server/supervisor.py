@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from worthit import atomic, compile_cache, gating, secrets, vllm_flags
+from worthit import atomic, compile_cache, gating, jobenv, secrets, vllm_flags
 from worthit.server.cleanup import private_ipc_dir, reap_leftover_group, set_pdeathsig, stop_process_group
 from worthit.server.command import argv_command, serve_command
 from worthit.server.logs import died_reason
@@ -270,7 +270,7 @@ def _child_env(
 ) -> tuple[dict[str, str], str | None]:
     """The server's environment (this one, the spec's ``env``, its GPUs, its key as VLLM_API_KEY), and why
     the key cannot be read (None: it can, or none is set)."""
-    child_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    child_env = {**jobenv.restored(), **{k: str(v) for k, v in env.items()}}
     if cuda is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = cuda
     try:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit import schemas, secrets, taskdata
+from worthit import jobenv, schemas, secrets, taskdata
 from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 
 log = logging.getLogger("worthit")
@@ -156,7 +156,7 @@ def lm_eval_env(base: Mapping[str, str] | None = None, api_key: str | None = Non
     server's key where lm-eval's local-completions and local-chat-completions read it: OPENAI_API_KEY, sent
     as ``Authorization: Bearer`` (lm_eval/models/openai_completions.py, ``LocalCompletionsAPI.api_key``). Not a
     model argument: lm-eval writes those into its results and log."""
-    env = dict(os.environ if base is None else base)
+    env = jobenv.restored(base)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     if api_key:
         env["OPENAI_API_KEY"] = api_key
