@@ -11,6 +11,7 @@ re-run sends the same prompts.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,10 +33,19 @@ class WorkloadError(InputError):
     """A workload that cannot be built as configured (a bad file, key or length), named with where it is."""
 
 
+def tokenizer_class() -> Any:
+    """transformers' ``AutoTokenizer`` (a heavy import, made only where prompts are built), without the advice
+    transformers prints as it loads where PyTorch is missing: the client needs only the tokenizer, and the
+    advice reached the run's terminal once for every load job (36 lines in the embedded study's)."""
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer
+
+
 def load_tokenizer(model_dir: str | Path) -> Any:
     """The model folder's tokenizer, offline."""
-    from transformers import AutoTokenizer  # heavy import, only where prompts are built
-
+    AutoTokenizer = tokenizer_class()  # noqa: N806 (the class, under its own name)
     try:
         return AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     except (OSError, ValueError) as e:  # no tokenizer files there, or none transformers can read

@@ -1,0 +1,25 @@
+"""The client's tokenizer import stays quiet in the run's terminal (worthit.loadgen.prompts.tokenizer_class)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+ADVICE = "PyTorch was not found"
+
+
+def _stderr(code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_NO_ADVISORY_WARNINGS"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="transformers gives the advice without torch")
+def test_the_tokenizer_library_loads_without_transformers_advice_about_pytorch() -> None:
+    assert ADVICE in _stderr("import transformers")  # what every load job printed before
+    assert ADVICE not in _stderr(
+        "from worthit.loadgen import prompts; cls = prompts.tokenizer_class(); assert cls.__name__ == 'AutoTokenizer'"
+    )
