@@ -288,6 +288,10 @@ def test_a_conditional_verdict_says_up_to_which_concurrency_it_holds() -> None:
     v = decide(Evidence("x", comparisons=[lvl(1, 20, 10), lvl(4, 22, 12), lvl(16, 30, 45)], lossless=True), Rules())
     assert v.outcome == ADOPT and v.condition == "latency-first, up to concurrency 4"
     assert v.regimes[LATENCY].detail == "adopt up to concurrency 4, reject from 16"
+    # adopted at levels that do not form one range: each named once, under its dimension
+    gap = [lvl(1, 20, 10), lvl(4, 22, 22), lvl(16, 30, 15), lvl(64, 40, 20)]
+    v = decide(Evidence("x", comparisons=gap, lossless=True), Rules())
+    assert v.outcome == ADOPT and v.condition == "latency-first, at concurrency 1, 16 and 64"
 
 
 def test_random_weights_are_never_judged_on_accuracy() -> None:

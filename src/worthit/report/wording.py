@@ -130,6 +130,9 @@ def where_adopted(outs: Sequence[SettingOutcome], leaning: bool = False) -> str:
     j = flags.index(True)
     if dim and all(flags[j:]) and not any(flags[:j]):
         return f"from {dim} {val(adopted[0])}"
+    if dim:  # "at concurrency 1 and 16", not "at concurrency 1, concurrency 16"
+        vals = [val(o) for o in adopted]
+        return f"at {dim} " + (vals[0] if len(vals) == 1 else ", ".join(vals[:-1]) + " and " + vals[-1])
     return "at " + ", ".join(o.setting.label for o in adopted)
 
 
