@@ -186,6 +186,13 @@ def test_worthit_report_prints_the_decision_table_the_deployments_and_the_page(
     assert capsys.readouterr().out == ""
 
 
+def test_a_promise_without_an_interval_says_what_it_rests_on() -> None:
+    row = {"interval_basis": "single run", "ttft_ms_p99": 1661.54, "ttft_ms_p99_n": 7, "tpot_ms_p99": 217.1}
+    row |= {"tpot_ms_p99_n": 32, "tpot_ms_p99_ci95_low": 199.2, "tpot_ms_p99_ci95_high": 236.8}
+    assert terminal._figure(row, "ttft_ms_p99", "ms") == "1,661.5 ms [no interval: n=7, single run]"
+    assert terminal._figure(row, "tpot_ms_p99", "ms") == "217.1 ms [199.2, 236.8]"
+
+
 def test_a_failed_or_inapplicable_optimisation_says_nothing_was_measured_and_why(cfg: dict[str, Any]) -> None:
     from worthit.config import Study
     from worthit.report.context import Context

@@ -39,9 +39,13 @@ def _t(x: Any) -> str:
 
 
 def _figure(row: Mapping[str, Any], key: str, unit: str) -> str:
-    """``253 ms [217, 293]``: the value and its interval, without n and basis (the page has them)."""
-    text = measure_text(row, key, 1 if unit == "ms" else 0).split(" n=")[0]
+    """``253 ms [217, 293]``: the value and its interval, without n and basis (the page has them); a value
+    without an interval says what it rests on: ``1,661.5 ms [no interval: n=7, single run]``."""
+    text, _, n = measure_text(row, key, 1 if unit == "ms" else 0).partition(" n=")
     value, _, rest = text.partition(" ")
+    if rest == "[no interval]" and n:
+        basis = row.get("interval_basis")
+        rest = f"[no interval: n={n.split()[0]}" + (f", {basis}" if not fmt.is_missing(basis) else "") + "]"
     return f"{value} {unit} {rest}".strip()
 
 
