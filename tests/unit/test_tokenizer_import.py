@@ -23,3 +23,13 @@ def test_the_tokenizer_library_loads_without_transformers_advice_about_pytorch()
     assert ADVICE not in _stderr(
         "from worthit.loadgen import prompts; cls = prompts.tokenizer_class(); assert cls.__name__ == 'AutoTokenizer'"
     )
+
+
+def test_the_tokenizer_library_loads_after_the_jobs_thread_variables_are_restored() -> None:
+    """torch, where transformers brings it, reads OMP_NUM_THREADS as it loads: a job's 0 is undone first."""
+    code = (
+        "import os; os.environ.update(OMP_NUM_THREADS='0', WORTHIT_USER_OMP_NUM_THREADS='3'); "
+        "from worthit.loadgen import prompts; prompts.tokenizer_class(); print(os.environ['OMP_NUM_THREADS'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["3"]

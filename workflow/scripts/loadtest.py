@@ -2,13 +2,11 @@
 
 import contextlib
 
-from worthit import jobenv
 from worthit.config import Study
 from worthit.experiments.loadtest.measure import loadtest
 from worthit.loadgen import prompts
 from worthit.stages import setup_logging
 
-jobenv.restore_here()  # before transformers loads torch, which reads OMP_NUM_THREADS as it loads
 # The tokenizer's library, imported now, while this job waits for its turn on the server, not in its turn
 # (its measurement imports it where it loads the tokenizer: seconds of the server's time on a slow machine).
 with contextlib.suppress(ImportError):

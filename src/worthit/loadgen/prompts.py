@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from worthit import jobenv
 from worthit.errors import InputError
 from worthit.loadgen.records import RequestSpec
 
@@ -36,7 +37,9 @@ class WorkloadError(InputError):
 def tokenizer_class() -> Any:
     """transformers' ``AutoTokenizer`` (a heavy import, made only where prompts are built), without the advice
     transformers prints as it loads where PyTorch is missing: the client needs only the tokenizer, and the
-    advice reached the run's terminal once for every load job (36 lines in the embedded study's)."""
+    advice reached the run's terminal once for every load job (36 lines in the embedded study's). Where torch
+    is there, it reads the thread-count variables as it loads: a job's are restored first (:mod:`worthit.jobenv`)."""
+    jobenv.restore_here()
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     from transformers import AutoTokenizer
 
