@@ -81,5 +81,14 @@ def test_a_damaged_part_is_refused_and_a_missing_one_named(files, tmp_path, monk
 
 def test_parts_too_big_for_the_tree_are_refused(files, tmp_path, monkeypatch):
     monkeypatch.setattr(parts, "tree_bytes", lambda: 10 * parts.MIB)
-    with pytest.raises(SystemExit, match="exceed 64 MiB"):
+    with pytest.raises(SystemExit, match=r"exceed what a call carries \(64 MiB\)"):
         parts.split(files, 60, out_root=tmp_path)
+
+
+def test_a_tree_larger_than_a_call_is_refused_not_cut_into_negative_parts(files, tmp_path, monkeypatch):
+    # a checkout with examples/ in it (157 MiB) once gave "-15 parts of -95 MiB" and removed the old parts
+    (tmp_path / f"{parts.PREFIX}00").mkdir()
+    monkeypatch.setattr(parts, "tree_bytes", lambda: 157 * parts.MIB)
+    with pytest.raises(SystemExit, match="move large .* out of the checkout first"):
+        parts.split(files, None, out_root=tmp_path)
+    assert (tmp_path / f"{parts.PREFIX}00").is_dir()

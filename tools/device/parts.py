@@ -60,8 +60,12 @@ def split(files: list[Path], part_mib: int | None, out_root: Path = ROOT) -> lis
     tree = tree_bytes()
     if part_mib is None:  # leave 1 MiB of room beside the tree as it is now
         part_mib = min(60, CALL_LIMIT_MIB - 1 - math.ceil(tree / MIB))
-    if part_mib * MIB + tree > CALL_LIMIT_MIB * MIB:
-        raise SystemExit(f"parts of {part_mib} MiB + the {tree / MIB:.1f} MiB working tree exceed {CALL_LIMIT_MIB} MiB")
+    if part_mib < 1 or part_mib * MIB + tree > CALL_LIMIT_MIB * MIB:
+        raise SystemExit(
+            f"parts of {part_mib} MiB + the {tree / MIB:.1f} MiB working tree exceed what a call carries "
+            f"({CALL_LIMIT_MIB} MiB): move large untracked or tracked folders out of the checkout first "
+            "(examples/: mkdir -p /tmp/hold && mv examples /tmp/hold/), then make the parts again"
+        )
     size = part_mib * MIB
     components, offset = [], 0
     for f in files:
