@@ -3,8 +3,11 @@ time (--max-num-seqs 1) makes TTFT grow with concurrency, so the grid [1, 8] has
 SLO; the search bisects it on the same server and the report shows the bracket.
 
 The SLO sits far from both ends of the grid on any CPU: one request at a time took 312 ms P99 TTFT on a
-two-core AVX2 AMD EPYC, eight queued behind one sequence 9.7 s (about 7 x 8 tokens' decode), so 1.5 s leaves a
-factor of ~5 on each side (a 300 ms SLO failed there, by 12 ms).
+two-core AVX2 AMD EPYC, eight queued behind one sequence 6.4-9.7 s (about 7 x 8 tokens' decode; a 300 ms SLO
+failed there, by 12 ms). A CPU shared with other work stretches single requests: in one CI run the first
+measured request at concurrency 1 took 1,671 ms (the next two 281 and 204 ms) and failed a 1.5 s SLO. Two
+warm-up requests and a 2.5 s SLO leave a factor of ~8 below it at concurrency 1 and ~2.5 above it at 8, where a
+slower CPU only lengthens the queue.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from tests.conftest import run_snakemake, study_config
 from worthit import schemas
 from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 
-TTFT_SLO_MS = 1500
+TTFT_SLO_MS = 2500
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -28,7 +31,7 @@ def test_the_search_converges_to_a_bracket_inside_the_grids_crossover(tmp_path, 
         "output_tokens": 8,
         "levels": [1, 8],
         "num_requests": {"min": 3, "per_concurrency": 1},
-        "warmup_requests": 1,
+        "warmup_requests": 2,
     }
     cfg = study_config(
         model_dir,
@@ -46,7 +49,8 @@ def test_the_search_converges_to_a_bracket_inside_the_grids_crossover(tmp_path, 
     grid = {r["concurrency"]: r for r in rows if r["source"] == "grid"}
     probes = [r for r in rows if r["source"] == "search"]
     # the grid: one request at a time meets the SLO; eight queued behind one sequence do not
-    assert set(grid) == {1, 8} and grid[1]["meets_slo"] and not grid[8]["meets_slo"], grid
+    ttft_p99 = {c: r["ttft_ms_p99"] for c, r in grid.items()}
+    assert set(grid) == {1, 8} and grid[1]["meets_slo"] and not grid[8]["meets_slo"], ttft_p99
     for r in rows:  # each row judged by the one rule: P99 TTFT within the SLO (no TPOT bound set)
         assert r["meets_slo"] == (r["ttft_ms_p99"] <= TTFT_SLO_MS), r
     lo, hi = res.metadata["lo"], res.metadata["hi"]
