@@ -158,7 +158,8 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
     s = summarize(rows, slo)
     mode = f"rate {a.request_rate}/s" if a.request_rate else f"concurrency {a.concurrency}"
     print_summary(s, f"{a.url} {a.model}: {mode}, {a.prompt_tokens} → {a.output_tokens} tokens", deltas)
-    traffic = prom.other_traffic(deltas, rows, result.warmup) if before and after else None
+    warm_tokens = (sum(s.prompt_tokens for s in warm), sum(s.max_tokens for s in warm))
+    traffic = prom.other_traffic(deltas, rows, result.warmup, warmup_tokens=warm_tokens) if before and after else None
     if traffic and traffic["shared"]:
         print(f"warning: {prom.traffic_reason(traffic)}", file=sys.stderr)
     if a.out:

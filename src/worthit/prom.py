@@ -60,12 +60,19 @@ TRAFFIC_SLACK_TOKENS = 16
 
 
 def other_traffic(
-    delta: Mapping[str, float] | None, rows: Sequence[Mapping[str, Any]], n_warmup: int = 0
+    delta: Mapping[str, float] | None,
+    rows: Sequence[Mapping[str, Any]],
+    n_warmup: int = 0,
+    *,
+    warmup_tokens: tuple[int, int] | None = None,
 ) -> dict[str, Any] | None:
     """What the server counted beyond a run's own requests (another client on the same server, whose load
     is then inside the run's latencies and counters). ``rows``: the run's measured requests (``prompt_tokens``,
     ``prompt_tokens_reported``, ``output_tokens``, ``success``); ``n_warmup`` warm-up requests are allowed
-    up to the largest measured request each. None when the server exposes none of the counters.
+    up to the largest measured request each, or up to ``warmup_tokens`` (their prompt tokens and their
+    ``max_tokens``, summed) where that is more: a level of a named workload warms up with the study's default
+    requests, whose answers can be longer than the workload's (512 -> 256 tokens before a 64-token
+    shared-prefix level). None when the server exposes none of the counters.
 
     vLLM counts every prompt token once per request (``vllm:prompt_tokens_total``), every generated token
     (``vllm:generation_tokens_total``) and every request it finishes (``vllm:request_success_total``, whatever
@@ -81,8 +88,13 @@ def other_traffic(
     failed = sum(1 for r in rows if not r.get("success"))
     own_p, own_g = sum(prompts), sum(outputs)
     warm_p = n_warmup * max(prompts, default=0)
-    warm_g = (n_warmup + failed) * max(outputs, default=0)  # a failed request may have generated a full answer
+    warm_g = n_warmup * max(outputs, default=0)
+    if warmup_tokens is not None:
+        warm_p, warm_g = max(warm_p, int(warmup_tokens[0])), max(warm_g, int(warmup_tokens[1]))
+    warm_g += failed * max(outputs, default=0)  # a failed request may have generated a full answer
     out: dict[str, Any] = {"run_prompt_tokens": own_p, "run_generation_tokens": own_g, "shared": False}
+    if warmup_tokens is not None:
+        out.update(warmup_prompt_tokens=int(warmup_tokens[0]), warmup_generation_tokens=int(warmup_tokens[1]))
     for key, name, own, extra in (
         ("prompt", PROMPT_TOKENS, own_p, warm_p),
         ("generation", GENERATION_TOKENS, own_g, warm_g),

@@ -63,6 +63,29 @@ def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: st
     assert meta["traffic"]["shared"] is False and meta["traffic"]["other_generation_tokens"] == 0
 
 
+def test_a_named_workloads_level_is_its_own_traffic_beside_a_longer_warm_up(vllm_url: str, model_dir: Path) -> None:
+    # a shared-prefix level of 4-token answers warmed up with the study's default requests (32 -> 48 tokens):
+    # the warm-up's answers are the run's own, not another client's (they were, on an H100, until the
+    # warm-up's own sizes were allowed)
+    shared = {
+        "name": "shared",
+        "kind": "conversation",
+        "turns": 1,
+        "system_tokens": 48,
+        "user_tokens": 8,
+        "output_tokens": 4,
+    }
+    run = measure_level(
+        vllm_url, "smol", str(model_dir), LoadLevel(CONC, 2), workload=shared,
+        num_requests=4, prompt_tokens=32, output_tokens=48, warmup=2, progress=False,
+    )  # fmt: skip
+    assert len(run.rows) == 4 and all(r["success"] for r in run.rows), [r["error"] for r in run.rows]
+    assert all(r["output_tokens"] == 4 for r in run.rows)
+    traffic = run.meta["traffic"]
+    assert traffic["server_generation_tokens"] == 4 * 4 + 2 * 48, traffic  # the warm-up answered in full
+    assert traffic["shared"] is False and traffic["other_generation_tokens"] == 0, traffic
+
+
 def test_another_client_on_the_server_during_a_level_is_detected_and_named(vllm_url: str, model_dir: Path) -> None:
     stop, started = threading.Event(), threading.Event()
 

@@ -44,6 +44,22 @@ def test_a_failed_request_may_have_generated_a_full_answer_the_client_never_saw(
     assert t is not None and t["shared"] is False
 
 
+def test_a_warm_up_with_longer_answers_than_the_workloads_is_the_runs_own() -> None:
+    # a 64-token shared-prefix level warmed up with the study's default requests (512 -> 256): measured on an
+    # H100 (sitting 14), 4 warm-ups of 256 tokens read as 768 foreign tokens when only the measured
+    # requests' 64 were allowed each
+    rows = _rows(8, prompt=1_700, output=64)
+    delta = {PROMPT_TOKENS: 8 * 1_700 + 4 * 512, GENERATION_TOKENS: 8 * 64 + 4 * 256, prom.REQUESTS_FINISHED: 12.0}
+    assert prom.other_traffic(delta, rows, n_warmup=4)["shared"] is True  # type: ignore[index]
+    t = prom.other_traffic(delta, rows, n_warmup=4, warmup_tokens=(4 * 512, 4 * 256))
+    assert t is not None and t["shared"] is False and t["other_generation_tokens"] == 0, t
+    assert (t["warmup_prompt_tokens"], t["warmup_generation_tokens"]) == (2_048, 1_024)
+    # and a foreign request as small as one measured is still seen beside them
+    foreign = {**delta, GENERATION_TOKENS: delta[GENERATION_TOKENS] + 100, prom.REQUESTS_FINISHED: 13.0}
+    t = prom.other_traffic(foreign, rows, n_warmup=4, warmup_tokens=(4 * 512, 4 * 256))
+    assert t is not None and t["shared"] is True and t["other_requests"] == 1
+
+
 def test_without_token_counters_nothing_can_be_said() -> None:
     assert prom.other_traffic({}, _rows(2)) is None
     assert prom.other_traffic(None, _rows(2)) is None

@@ -178,7 +178,12 @@ def measure_level(
         "metrics_delta": prometheus_delta(before, after),
         "workload": described,
     }
-    traffic = prom.other_traffic(meta["metrics_delta"], rows, result.warmup)
+    traffic = prom.other_traffic(
+        meta["metrics_delta"],
+        rows,
+        result.warmup,
+        warmup_tokens=(sum(s.prompt_tokens for s in warm), sum(s.max_tokens for s in warm)),
+    )
     if traffic is not None:
         meta["traffic"] = traffic
         if traffic["shared"]:
