@@ -36,7 +36,7 @@ from worthit.report.decide import ADOPT, FAILED, INCONCLUSIVE, NOT_APPLICABLE, N
 from worthit.report.experiments import Experiment, Figure, register, unregister
 from worthit.report.mbu import bytes_per_step, mbu, peak_bandwidth
 from worthit.report.measure import SINGLE_RUN, Measure, quantile
-from worthit.report.render import html_page, markdown_page
+from worthit.report.render import html_page, markdown_page, provenance
 from worthit.report.views import TEXT, Column, View
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -900,6 +900,27 @@ def test_a_verdict_says_when_its_sides_were_measured_on_different_machines(resul
     other = next(x for x in rows(report(results, cfg), schemas.REPORT_VERDICTS) if x["variant"] == "fast")
     assert "more than one machine (baseline: node1 (GPU 11111111); fast: node1 (GPU 22222222))" in other["reason"]
     assert other["outcome"] == same["outcome"]  # said, not decided on: the figures are the same
+
+
+def test_the_provenance_names_every_machine_the_results_came_from(results: Path, cfg: dict) -> None:
+    cfg["variants"]["fast"] = {**cfg["variants"]["baseline"], "engine_args": {"max-num-batched-tokens": 4096}}
+    _faster_copy(results, "fast", 0.5)
+    for folder in results.glob("variant~*"):
+        _restamp(folder, "node1", ["GPU-11111111-aaaa"])
+    r = report(results, cfg)
+    prov = provenance(r.ctx)
+    assert prov["hardware"]["host"] == "node1" and "machines" not in prov, prov.get("machines")
+    assert "measured on" not in html_page(r.ctx, r.views, {})
+    # results carried from another card (a sitting on another machine): not one machine's stamp
+    _restamp(results / "variant~fast", "node2", ["GPU-22222222-bbbb"])
+    r = report(results, cfg)
+    prov = provenance(r.ctx)
+    assert "hardware" not in prov
+    found = {m["machine"]: m["files"] for m in prov["machines"]}
+    assert set(found) == {"node1 (GPU 11111111)", "node2 (GPU 22222222)"}
+    assert found["node2 (GPU 22222222)"] == sum(1 for _ in (results / "variant~fast").rglob("*.parquet"))
+    page = html_page(r.ctx, r.views, {})
+    assert "measured on 2 machines: " in page and "on node2 (GPU 22222222) (" in page
 
 
 def test_a_verdict_without_accuracy_says_whether_it_failed_is_not_measured_yet_or_is_not_configured(

@@ -24,6 +24,7 @@ from markupsafe import Markup
 
 from worthit import atomic, fmt, schemas, secrets
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
+from worthit.provenance import machine
 from worthit.report.context import Context
 from worthit.report.decide import REGIME_NAMES, WORDING
 from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown, measure_text
@@ -98,9 +99,25 @@ def _md_inline(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
 
 
+def machines(files: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each machine whose stamp the results carry (:func:`worthit.provenance.machine`), with its GPU and how
+    many result files it measured, most first: results carried from several sittings, or cards, are not one
+    machine's, and the provenance must not read as if they were."""
+    found: dict[str, dict[str, Any]] = {}
+    for f in files:
+        hw = f.metadata.get("hardware")
+        name = machine(hw)
+        if name is None:
+            continue
+        entry = found.setdefault(name, {"machine": name, "gpu": hw.get("gpu"), "files": 0})
+        entry["files"] += 1
+    return sorted(found.values(), key=lambda e: (-e["files"], e["machine"]))
+
+
 def provenance(ctx: Context) -> dict[str, Any]:
     files = ctx.results.all_files()
     meta = next((f.metadata for f in files if f.metadata.get("hardware")), {})
+    several = machines(files)
     created = sorted({str(f.metadata["created_at"]) for f in files if f.metadata.get("created_at")})
     bw = ctx.bandwidth
     out: dict[str, Any] = {
@@ -116,7 +133,8 @@ def provenance(ctx: Context) -> dict[str, Any]:
             ),
             None,
         ),
-        "hardware": meta.get("hardware"),
+        # one machine's stamp where one measured everything; else each machine and its share of the files
+        **({"hardware": meta.get("hardware")} if len(several) <= 1 else {"machines": several}),
         "peak_bandwidth": f"{bw.gb_s:g} GB/s ({bw.name}; {bw.source})" if bw else "unknown (MBU n/a)",
         "config_hash": meta.get("config_hash"),
         "results_from": created[:1] + created[-1:],
@@ -361,8 +379,16 @@ def html_page(
         provenance_line=", ".join(
             f"{k.replace('_', ' ')} {prov[k]}" for k in ("worthit_version", "vllm_version") if prov.get(k)
         )
-        + (f"; {_hardware_line(prov.get('hardware'))}" if prov.get("hardware") else ""),
+        + (f"; {_hardware_line(prov.get('hardware'))}" if prov.get("hardware") else "")
+        + (f"; {_machines_line(prov['machines'])}" if prov.get("machines") else ""),
         config=yaml.safe_dump(secrets.redact(dict(ctx.study.cfg)), sort_keys=False),  # docs/security.md
+    )
+
+
+def _machines_line(found: Sequence[Mapping[str, Any]]) -> str:
+    return f"measured on {len(found)} machines: " + "; ".join(
+        f"{m.get('gpu') or 'no GPU'} on {m['machine']} ({m['files']} file{'s' if m['files'] != 1 else ''})"
+        for m in found
     )
 
 
