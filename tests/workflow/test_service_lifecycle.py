@@ -92,6 +92,9 @@ def start_snakemake(tmp_path, cfg, *args, **popen) -> subprocess.Popen:
     cfgfile.write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path)]
     cmd += ["--configfile", str(cfgfile), "--cores", "1", *args]
+    # Ctrl-C at a terminal reaches a Snakemake its shell started with SIGINT at its default; a test run started
+    # in the background by a script (`.ci/run &`) inherits SIGINT ignored, and so would every job it starts
+    popen.setdefault("preexec_fn", lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **popen)
 
 
