@@ -24,6 +24,7 @@ from typing import Any
 from worthit import errors, prom, secrets
 from worthit.fmt import cell
 from worthit.loadgen.client import ClientConfig, Refused, RequestSpec, open_loop, run
+from worthit.loadgen.records import spec_tokens
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
 
 
@@ -158,7 +159,7 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
     s = summarize(rows, slo)
     mode = f"rate {a.request_rate}/s" if a.request_rate else f"concurrency {a.concurrency}"
     print_summary(s, f"{a.url} {a.model}: {mode}, {a.prompt_tokens} → {a.output_tokens} tokens", deltas)
-    warm_tokens = (sum(s.prompt_tokens for s in warm), sum(s.max_tokens for s in warm))
+    warm_tokens = spec_tokens(warm)
     traffic = prom.other_traffic(deltas, rows, result.warmup, warmup_tokens=warm_tokens) if before and after else None
     if traffic and traffic["shared"]:
         print(f"warning: {prom.traffic_reason(traffic)}", file=sys.stderr)

@@ -89,12 +89,11 @@ def other_traffic(
     own_p, own_g = sum(prompts), sum(outputs)
     warm_p = n_warmup * max(prompts, default=0)
     warm_g = n_warmup * max(outputs, default=0)
-    if warmup_tokens is not None:
-        warm_p, warm_g = max(warm_p, int(warmup_tokens[0])), max(warm_g, int(warmup_tokens[1]))
-    warm_g += failed * max(outputs, default=0)  # a failed request may have generated a full answer
     out: dict[str, Any] = {"run_prompt_tokens": own_p, "run_generation_tokens": own_g, "shared": False}
     if warmup_tokens is not None:
         out.update(warmup_prompt_tokens=int(warmup_tokens[0]), warmup_generation_tokens=int(warmup_tokens[1]))
+        warm_p, warm_g = max(warm_p, int(warmup_tokens[0])), max(warm_g, int(warmup_tokens[1]))
+    warm_g += failed * max(outputs, default=0)  # a failed request may have generated a full answer
     for key, name, own, extra in (
         ("prompt", PROMPT_TOKENS, own_p, warm_p),
         ("generation", GENERATION_TOKENS, own_g, warm_g),

@@ -8,7 +8,7 @@ the server refuses for want of credentials (HTTP 401/403) ends the level at once
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,12 @@ class RequestSpec:
     prompt_tokens: int
     max_tokens: int
     messages: tuple[dict[str, str], ...] | None = None
+
+
+def spec_tokens(specs: Sequence[RequestSpec]) -> tuple[int, int]:
+    """The prompt tokens and the most output tokens (``max_tokens``) of ``specs``, summed: what a server counts
+    for them at most (a warm-up's own traffic, :func:`worthit.prom.other_traffic`)."""
+    return sum(s.prompt_tokens for s in specs), sum(s.max_tokens for s in specs)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from worthit.loadgen import timeline as tl
 from worthit.loadgen.client import ClientConfig, Refused, RequestRecord, closed_loop, sessions_loop
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
+from worthit.loadgen.records import spec_tokens
 from worthit.loadgen.workloads import LevelRequests, from_config
 from worthit.metrics import prometheus_delta
 from worthit.models import Manifest
@@ -178,12 +179,7 @@ def measure_level(
         "metrics_delta": prometheus_delta(before, after),
         "workload": described,
     }
-    traffic = prom.other_traffic(
-        meta["metrics_delta"],
-        rows,
-        result.warmup,
-        warmup_tokens=(sum(s.prompt_tokens for s in warm), sum(s.max_tokens for s in warm)),
-    )
+    traffic = prom.other_traffic(meta["metrics_delta"], rows, result.warmup, warmup_tokens=spec_tokens(warm))
     if traffic is not None:
         meta["traffic"] = traffic
         if traffic["shared"]:
