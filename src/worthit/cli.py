@@ -9,6 +9,8 @@ the key in OPENAI_API_KEY (as ``vllm bench serve`` does; ``--api-key-env NAME`` 
 anything runs (:mod:`worthit.plan`).
 ``worthit tune --dry-run --config FILE`` checks a study's ``tune:`` section against the installed vLLM and
 counts its search, the candidates the plan prunes before serving among them (:mod:`worthit.experiments.tune`).
+``worthit report`` re-decides and re-renders a results folder (:mod:`worthit.report.build`); ``worthit combine``
+brings chosen variants of several results folders (sittings on several machines) into one (:mod:`worthit.combine`).
 """
 
 from __future__ import annotations
@@ -248,12 +250,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser(
         "report", help="re-decide and re-render a results folder (no serving); see worthit.report.build", add_help=False
     )
+    sub.add_parser(
+        "combine",
+        help="copy chosen variants of several results folders into one (each sitting's baseline under its own "
+        "name); see worthit.combine",
+        add_help=False,
+    )
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] == "report":  # its own parser: python -m worthit.report.build
         from worthit.report.build import main as report_main
 
         return report_main(list(argv[1:]))
+    if argv and argv[0] == "combine":  # its own parser
+        from worthit.combine import main as combine_main
+
+        return combine_main(list(argv[1:]))
     pl = sub.add_parser("plan", help="check every variant's prerequisites and predict its figures, before measuring")
     pl.add_argument("--configfile", default=None, help="study config (default: the embedded one)")
     pl.add_argument("--gpu", default=None, help="plan for this GPU (worthit's table), e.g. 'RTX 3090', H200")

@@ -163,7 +163,8 @@ def _check_place(path: Path, variant: str | None, meta: Mapping[str, Any]) -> No
     if variant is not None and said is not None and str(said) != variant:
         raise schemas.SchemaError(
             f"{path}: holds the result of variant {said!r}, not of {variant!r} (a copy over this path?): delete it and "
-            "run snakemake again to measure it anew"
+            "run snakemake again to measure it anew (to bring one variant's results under another name, use "
+            "worthit combine)"
         )
     try:
         place = paths.parse(path)

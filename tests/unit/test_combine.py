@@ -1,0 +1,126 @@
+"""``worthit combine`` on the committed one-machine sittings (examples/h200-qwen/sitting14..16, real H100
+measurements): the combined folder holds the sittings' own rows under the new names, says where each file came
+from, and renders the committed one-machine report (examples/h200-qwen/one-machine/) with every optimisation
+judged on one machine. Bad input names the folder, variant or name and what to do; a plain copy of a result under
+another variant's name is still refused by the report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from worthit import cli, schemas
+from worthit.combine import COMBINED_FROM
+from worthit.report.build import main as report_main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "h200-qwen"
+ONE = EXAMPLE / "one-machine"
+
+
+def _combine_command() -> list[str]:
+    """The combine command the committed one-machine config documents, its paths relative to the repository."""
+    text = (ONE / "config.yaml").read_text()
+    block = re.search(r"#   worthit combine (.*?)\n#   worthit report", text, re.S)
+    assert block, "config.yaml documents its worthit combine command"
+    args = " ".join(line.lstrip("# ").rstrip("\\ ") for line in block.group(1).splitlines())
+    return [a.strip("'") for a in args.split()]
+
+
+def _combine_example(out: Path) -> None:
+    argv = _combine_command()
+    argv[argv.index("--out") + 1] = str(out)
+    argv = [str(ROOT / a) if a.startswith("examples/") else a for a in argv]
+    assert cli.main(["combine", *argv]) == 0
+
+
+def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    _combine_example(out)
+    assert report_main(["--results", str(out), "--configfile", str(ONE / "config.yaml")]) == 0
+    made = {r["variant"]: r for r in csv.DictReader((out / "report" / "verdicts.csv").open())}
+    kept = {r["variant"]: r for r in csv.DictReader((ONE / "results" / "report" / "verdicts.csv").open())}
+    assert {v: r["outcome"] for v, r in made.items()} == {v: r["outcome"] for v, r in kept.items()}
+    optimisations = [r for r in made.values() if r["role"] == "optimisation"]
+    assert {r["variant"] for r in optimisations} >= {"awq_int4", "spec_ngram", "no_prefix_cache", "spec_draft"}
+    for r in optimisations:  # each judged against its own sitting's bf16, never across machines
+        assert r["interval_basis"].endswith("one machine"), (r["variant"], r["interval_basis"])
+    assert made["awq_int4"]["baseline"] == "bf16_s14" and made["spec_draft"]["baseline"] == "bf16_s16"
+    assert made["no_prefix_cache"]["outcome"] == "adopt" and made["spec_draft"]["outcome"] == "reject"
+    assert {made["bf16_s14"]["role"], made["bf16_s15"]["role"]} == {"control"}
+
+
+def test_a_combined_file_keeps_its_rows_and_says_where_it_came_from(tmp_path: Path) -> None:
+    src = EXAMPLE / "sitting15" / "results"
+    assert cli.main(["combine", "--out", str(tmp_path), "--from", str(src), "bf16=bf16_s15", "fp8_kv"]) == 0
+    for rel in ("load/conc~64.rep~2.parquet", "kv.parquet", "accuracy_samples.parquet"):
+        before, after = pq.read_table(src / "variant~bf16" / rel), pq.read_table(tmp_path / "variant~bf16_s15" / rel)
+        assert after.num_rows == before.num_rows > 0
+        assert set(after.column("variant").to_pylist()) == {"bf16_s15"}
+        assert after.drop(["variant"]).equals(before.drop(["variant"]))  # every measured value as it was
+        meta = schemas.read_file_metadata(tmp_path / "variant~bf16_s15" / rel)
+        assert meta["worthit.variant"] == "bf16_s15"
+        assert json.loads(meta[f"worthit.{COMBINED_FROM}"]) == {"results": str(src), "variant": "bf16", "file": rel}
+        old = schemas.read_file_metadata(src / "variant~bf16" / rel)
+        assert {k: v for k, v in meta.items() if k not in ("worthit.variant", f"worthit.{COMBINED_FROM}")} == {
+            k: v for k, v in old.items() if k != "worthit.variant"
+        }
+    # a variant kept under its own name: the same files, the same rows
+    n = len(list((src / "variant~fp8_kv").rglob("*.parquet")))
+    assert len(list((tmp_path / "variant~fp8_kv").rglob("*.parquet"))) == n
+
+
+def test_a_plain_copy_under_another_name_is_still_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(EXAMPLE / "sitting16" / "results" / "variant~bf16", tmp_path / "variant~bf16_s16")
+    assert report_main(["--results", str(tmp_path), "--configfile", str(ONE / "config.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "holds the result of variant 'bf16', not of 'bf16_s16'" in err and "worthit combine" in err
+    assert not (tmp_path / "report").exists()
+
+
+def test_exclude_and_replace(tmp_path: Path) -> None:
+    src = EXAMPLE / "sitting16" / "results"
+    argv = ["combine", "--out", str(tmp_path), "--from", str(src), "bf16=b"]
+    assert cli.main(argv) == 0
+    assert (tmp_path / "variant~b" / "load" / "shared_prefix").is_dir()
+    assert cli.main([*argv, "--exclude", "b/load/shared_prefix/*", "--replace"]) == 0
+    assert not (tmp_path / "variant~b" / "load" / "shared_prefix").exists()  # the old folder replaced whole
+    assert (tmp_path / "variant~b" / "load" / "conc~1.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--from", "{s15}", "bf16=x", "--from", "{s16}", "bf16=x"], "'x' taken twice"),
+        (["--from", "{s15}", "spec_draft"], "no variant 'spec_draft' there"),
+        (["--from", "{s15}", "bf16=no/slash"], "'no/slash' is not a variant name"),
+        (["--from", "{s15}"], "give a results folder and at least one variant"),
+        (["--from", "{tmp}/nowhere", "bf16"], "not a results folder"),
+        (["--from", "{s15}", "bf16", "--exclude", "bf16/*"], "no result left to take"),
+    ],
+)
+def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
+    paths = {"s15": EXAMPLE / "sitting15" / "results", "s16": EXAMPLE / "sitting16" / "results", "tmp": tmp_path}
+    argv = ["combine", "--out", str(tmp_path / "out"), *(a.format(**paths) for a in args)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("worthit combine: error: ") and said in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_an_existing_variant_folder_is_not_overwritten_unasked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["combine", "--out", str(tmp_path), "--from", str(EXAMPLE / "sitting16" / "results"), "draft_alone"]
+    assert cli.main(argv) == 0
+    marker = tmp_path / "variant~draft_alone" / "kept.txt"
+    marker.write_text("mine")
+    assert cli.main(argv) == 2
+    assert "exists already" in capsys.readouterr().err and marker.read_text() == "mine"
