@@ -122,9 +122,16 @@ def combine(takes: Sequence[Take], out: Path, *, replace: bool = False, exclude:
     ``<name>/<result>`` (``bf16_a/load/shared_prefix/*``, the result without ``.parquet``). Every file is checked
     before anything is written; each is written whole (a temporary file, then a rename)."""
     plan: list[tuple[Take, Path, Path]] = []
+    sources = {(t.results / f"variant~{t.variant}").resolve(): t for t in takes}
     for t in takes:
         src = t.results / f"variant~{t.variant}"
         dest = out / f"variant~{t.name}"
+        if dest.resolve() in sources:
+            s = sources[dest.resolve()]
+            raise InputError(
+                f"{dest}: is where {s.variant!r} is taken from ({s.results}): combine into another --out, so no "
+                "source is written over"
+            )
         if dest.exists() and not replace:
             raise InputError(
                 f"{dest}: exists already; remove it, choose another --out, or pass --replace to write over it"

@@ -115,6 +115,16 @@ def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     assert not (tmp_path / "out").exists()  # nothing written
 
 
+def test_a_source_is_never_written_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "results"
+    shutil.copytree(EXAMPLE / "sitting16" / "results" / "variant~draft_alone", src / "variant~draft_alone")
+    before = sorted(p.relative_to(src) for p in src.rglob("*"))
+    argv = ["combine", "--out", str(src), "--from", str(src), "draft_alone", "--replace"]
+    assert cli.main(argv) == 2
+    assert "is where 'draft_alone' is taken from" in capsys.readouterr().err
+    assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
+
+
 def test_an_existing_variant_folder_is_not_overwritten_unasked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
