@@ -54,6 +54,12 @@ def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_pat
     assert made["awq_int4"]["baseline"] == "bf16_s14" and made["spec_draft"]["baseline"] == "bf16_s16"
     assert made["no_prefix_cache"]["outcome"] == "adopt" and made["spec_draft"]["outcome"] == "reject"
     assert {made["bf16_s14"]["role"], made["bf16_s15"]["role"]} == {"control"}
+    # the page's first line says that the optimisations have baselines of their own
+    page = (out / "report.html").read_text()
+    said = "Judged against the baseline <b>bf16_s16</b>, or the one an optimisation names under it\n"
+    assert said + "(bf16_s14, bf16_s15, fp8_kv)." in page
+    md = (out / "report" / "tables.md").read_text()
+    assert "Baseline: `bf16_s16`, or the one an optimisation names (`bf16_s14`, `bf16_s15`, `fp8_kv`)." in md
 
 
 def test_a_combined_file_keeps_its_rows_and_says_where_it_came_from(tmp_path: Path) -> None:

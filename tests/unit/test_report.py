@@ -528,6 +528,9 @@ def test_html_report_is_self_contained_and_opens_with_the_verdicts(results: Path
     assert page.index('id="deployments"') < page.index('id="report_verdicts"') < page.index('id="h-provenance"')
     assert "vllm_version: 0.32.0" in page and "ca402eeabf38e610" in page  # versions and model hash
     assert '<span class="badge' in page
+    # every variant against the study's baseline: the first line names it alone
+    assert "Judged against the baseline <b>baseline</b>. Generated" in page
+    assert "\nBaseline: `baseline`.\n" in markdown_page(r.ctx, r.views)
 
 
 def test_random_weights_are_labelled_and_their_accuracy_never_reported(results: Path, cfg: dict) -> None:

@@ -64,8 +64,15 @@ def markdown_decision(ctx: Context, verdicts: View | None) -> list[str]:
     return out
 
 
+def own_baselines(ctx: Context) -> list[str]:
+    """The baselines other than the study's that variants are judged against (``variants.<v>.baseline``)."""
+    return sorted({ctx.base_of(v) for v in ctx.others} - {ctx.baseline})
+
+
 def markdown_page(ctx: Context, views: Sequence[View]) -> str:
-    parts = [f"# {ctx.study.name}: study report", "", f"Baseline: `{ctx.baseline}`.", ""]
+    own = ", ".join(f"`{b}`" for b in own_baselines(ctx))
+    said = f"Baseline: `{ctx.baseline}`" + (f", or the one an optimisation names ({own})" if own else "")
+    parts = [f"# {ctx.study.name}: study report", "", said + ".", ""]
     parts += markdown_decision(ctx, next((v for v in views if v.table is schemas.REPORT_VERDICTS), None))
     for v in sorted(views, key=lambda v: v.order):
         parts += [f"## {v.title}", "", v.caption, "", markdown(v, ctx.label), ""]
@@ -360,6 +367,8 @@ def html_page(
         description_head=head,
         description_rest=rest,
         baseline=ctx.baseline,
+        # variants judged against a baseline of their own (variants.<v>.baseline): the header says so
+        own_baselines=own_baselines(ctx),
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         wording=WORDING,
         random=random,
