@@ -34,12 +34,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from worthit import atomic, errors
+from worthit.config import load_schema
 from worthit.errors import InputError
 from worthit.schemas import META_PREFIX
 from worthit.schemas.io import read_arrow
 
-# the config's pattern for a variant's name (config/schema.yaml, variants: propertyNames)
-VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 COMBINED_FROM = "combined_from"
 
 
@@ -55,6 +54,8 @@ class Take:
 def parse_takes(groups: Sequence[Sequence[str]]) -> list[Take]:
     """``--from RESULTS V[=NEW] ...`` groups -> takes, checked: every source a results folder holding each
     variant named, every new name a valid variant name, no name taken twice."""
+    # a new name must be one the combined study's config accepts (config/schema.yaml, variants: propertyNames)
+    variant_name = re.compile(load_schema()["properties"]["variants"]["propertyNames"]["pattern"])
     takes: list[Take] = []
     for group in groups:
         if len(group) < 2:
@@ -74,7 +75,7 @@ def parse_takes(groups: Sequence[Sequence[str]]) -> list[Take]:
                     f"--from {root}: no variant {variant!r} there (no {root / ('variant~' + variant)}/); "
                     f"its variants: {', '.join(have)}"
                 )
-            if not VARIANT_NAME.match(name):
+            if not variant_name.match(name):
                 raise InputError(
                     f"--from {root} {spec}: {name!r} is not a variant name (letters, digits, '_', '.', '-', "
                     "starting with a letter or digit)"
