@@ -21,6 +21,12 @@ run's requests (no warm-up inside a measured run: the server is warmed once per 
 whose mean TPOT matches the server's reads it right; an arm whose server-side TPOT differs from another's
 asks for more work per token.
 
+Every run sends prompts of its own (a seed per level, repeat and arm): vLLM's prefix cache is on by
+default, and two arms sending the same random prompts would have the second answered from the cache of
+the first, a cheaper prefill on one side only (the runs of 2026-12-05 did this: a tool's two arms shared
+their prompts). Each run also records what it added to the server's counters (``vllm:*_total``), so its
+prefix-cache hits and preemptions stand beside its timings.
+
     python benchmarks/loadgen_fidelity/served.py measure --model DIR --served-name qwen05 \\
         --serve-cmd "python3 -m vllm.entrypoints.openai.api_server" \\
         --vllm-cmd "python3 -m vllm.entrypoints.cli.main" --levels 1,16,64,256 --out served-h200.json
@@ -57,12 +63,29 @@ ARMS: dict[str, tuple[str, dict[str, Any], float | None]] = {
     "bench_temp0": ("vllm_bench", {}, 0.0),
 }
 _SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN)$")
+_COUNTER = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$")
 
 
-def scrape(url: str) -> dict[str, list[float]]:
-    """Every vLLM histogram's [sum, count] on the server now (its Prometheus ``/metrics``)."""
+def scrape(url: str) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Every vLLM histogram's [sum, count] and every counter's value on the server now (``/metrics``)."""
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-        return histograms(r.read().decode())
+        text = r.read().decode()
+    return histograms(text), counters(text)
+
+
+def counters(text: str) -> dict[str, float]:
+    """Each ``vllm:`` counter's value (``NAME_total``) in a Prometheus text exposition, summed over label sets."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _COUNTER.match(line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
+def run_seed(arm: str, *, conc: int, rep: int) -> int:
+    """A seed of its own for each level, repeat and arm: no run's prompts repeat another's (prefix cache)."""
+    return (conc * 1_000 + rep) * len(ARMS) + list(ARMS).index(arm) + 1
 
 
 def histograms(text: str) -> dict[str, list[float]]:
@@ -95,27 +118,31 @@ def one_run(a: argparse.Namespace, url: str, tok: Any, arm: str, *, conc: int, r
     """One arm's run of ``n`` requests at ``conc``: the tool's figures, its requests' means and the server's
     own share of its histograms for the same requests."""
     tool, extra, temperature = ARMS[arm]
-    before = scrape(url)
+    seed = run_seed(arm, conc=conc, rep=rep)
+    before, counted = scrape(url)
     t0 = time.time()
     if tool == "worthit":
-        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=rep).build(tok)
+        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=seed).build(tok)
         r, reqs = ours(url, a.served_name, specs, conc, 1, [], extra_body=extra)
     else:
         r, reqs = vllm_bench(
-            url, a.served_name, n, conc, a.prompt_tokens, a.output_tokens, seed=rep, warmups=0,
+            url, a.served_name, n, conc, a.prompt_tokens, a.output_tokens, seed=seed, warmups=0,
             temperature=temperature, request_id_prefix=f"{arm}-{conc}-{rep}-",
             vllm_cmd=shlex.split(a.vllm_cmd) if a.vllm_cmd else None, tokenizer=Path(a.model),
         )  # fmt: skip
-    server_share = run_share(before, scrape(url))
+    after, counted_after = scrape(url)
+    server_share = run_share(before, after)
     gaps = [g for q in reqs for g in (q.get("itl_ms") or [])]
     r.update(
         arm=arm,
         rep=rep,
+        seed=seed,
         run_s=time.time() - t0,
         client_mean_tpot_ms=_mean([q.get("tpot_ms") for q in reqs]),
         client_mean_itl_ms=statistics.fmean(gaps) if gaps else None,
         client_mean_ttft_ms=_mean([q.get("ttft_ms") for q in reqs]),
         server=server_share,
+        server_counters={k: v - counted.get(k, 0.0) for k, v in counted_after.items() if v - counted.get(k, 0.0)},
     )
     return r
 
@@ -169,6 +196,20 @@ def _server(r: dict[str, Any], *names: str) -> float | None:
     return None
 
 
+def _hit_pct(r: dict[str, Any]) -> float | None:
+    """The run's prefix-cache hits in % of its queried tokens (None: not recorded, runs before 2026-12-06)."""
+    c = r.get("server_counters")
+    if c is None:
+        return None
+    q = c.get("vllm:prefix_cache_queries", 0.0)
+    return 100.0 * c.get("vllm:prefix_cache_hits", 0.0) / q if q else 0.0
+
+
+def _preempted(r: dict[str, Any]) -> float | None:
+    c = r.get("server_counters")
+    return None if c is None else c.get("vllm:num_preemptions", 0.0)
+
+
 def _fmt(xs: list[float | None]) -> str:
     ys = [x for x in xs if x is not None]
     return f"{statistics.fmean(ys):.3f} ({' / '.join(f'{y:.3f}' for y in ys)})" if ys else "-"
@@ -197,13 +238,14 @@ def report(a: argparse.Namespace) -> None:
         "tokens. Per arm: the "
         "mean over its runs (each run's value in brackets) of the client's P50 TPOT, its mean TPOT, the server's "
         "mean per-request TPOT and mean inter-token latency over the same requests (/metrics differences), "
-        "client mean TTFT and the server's.\n"
+        "client mean TTFT and the server's; the share of the run's prompt tokens the server found in its prefix "
+        "cache and its preemptions (counter differences; - where the run did not record them).\n"
     )
     print(
         "| conc | arm | runs | client TPOT P50 ms | client mean TPOT ms | server mean TPOT ms | client / server "
-        "| server mean ITL ms | client mean TTFT ms | server mean TTFT ms |"
+        "| server mean ITL ms | client mean TTFT ms | server mean TTFT ms | prefix-cache hits % | preemptions |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lv in d["levels"]:
         for arm in d["arms"]:
             runs = [r for r in lv["runs"] if r["arm"] == arm]
@@ -215,7 +257,9 @@ def report(a: argparse.Namespace) -> None:
             print(
                 f"| {lv['concurrency']} | {arm} | {len(runs)} | {_fmt([r['tpot_p50'] for r in runs])} | {_fmt(cm)} | "
                 f"{_fmt(sm)} | {_fmt(list(ratio))} | {_fmt([_server(r, *SERVER_ITL) for r in runs])} | "
-                f"{_fmt([r['client_mean_ttft_ms'] for r in runs])} | {_fmt([_server(r, SERVER_TTFT) for r in runs])} |"
+                f"{_fmt([r['client_mean_ttft_ms'] for r in runs])} | {_fmt([_server(r, SERVER_TTFT) for r in runs])} | "
+                f"{_fmt([_hit_pct(r) for r in runs])} | "
+                f"{_fmt([_preempted(r) for r in runs])} |"
             )
 
 
