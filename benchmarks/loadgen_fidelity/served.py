@@ -196,13 +196,9 @@ def _server(r: dict[str, Any], *names: str) -> float | None:
     return None
 
 
-def _hit_pct(r: dict[str, Any]) -> float | None:
-    """The run's prefix-cache hits in % of its queried tokens (None: not recorded, runs before 2026-12-06)."""
-    c = r.get("server_counters")
-    if c is None:
-        return None
-    q = c.get("vllm:prefix_cache_queries", 0.0)
-    return 100.0 * c.get("vllm:prefix_cache_hits", 0.0) / q if q else 0.0
+def _computed(r: dict[str, Any]) -> float | None:
+    """The run's mean prompt tokens the server computed per request (the rest came from its prefix cache)."""
+    return _server(r, "vllm:request_prefill_kv_computed_tokens")
 
 
 def _preempted(r: dict[str, Any]) -> float | None:
@@ -210,9 +206,9 @@ def _preempted(r: dict[str, Any]) -> float | None:
     return None if c is None else c.get("vllm:num_preemptions", 0.0)
 
 
-def _fmt(xs: list[float | None]) -> str:
+def _fmt(xs: list[float | None], digits: int = 3) -> str:
     ys = [x for x in xs if x is not None]
-    return f"{statistics.fmean(ys):.3f} ({' / '.join(f'{y:.3f}' for y in ys)})" if ys else "-"
+    return f"{statistics.fmean(ys):.{digits}f} ({' / '.join(f'{y:.{digits}f}' for y in ys)})" if ys else "-"
 
 
 def merged(files: list[str]) -> dict[str, Any]:
@@ -238,12 +234,12 @@ def report(a: argparse.Namespace) -> None:
         "tokens. Per arm: the "
         "mean over its runs (each run's value in brackets) of the client's P50 TPOT, its mean TPOT, the server's "
         "mean per-request TPOT and mean inter-token latency over the same requests (/metrics differences), "
-        "client mean TTFT and the server's; the share of the run's prompt tokens the server found in its prefix "
-        "cache and its preemptions (counter differences; - where the run did not record them).\n"
+        "client mean TTFT and the server's; the prompt tokens the server computed per request (mean; the rest of "
+        "the prompt came from its prefix cache) and its preemptions (- where the run did not record them).\n"
     )
     print(
         "| conc | arm | runs | client TPOT P50 ms | client mean TPOT ms | server mean TPOT ms | client / server "
-        "| server mean ITL ms | client mean TTFT ms | server mean TTFT ms | prefix-cache hits % | preemptions |"
+        "| server mean ITL ms | client mean TTFT ms | server mean TTFT ms | prompt tokens computed | preemptions |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lv in d["levels"]:
@@ -258,8 +254,8 @@ def report(a: argparse.Namespace) -> None:
                 f"| {lv['concurrency']} | {arm} | {len(runs)} | {_fmt([r['tpot_p50'] for r in runs])} | {_fmt(cm)} | "
                 f"{_fmt(sm)} | {_fmt(list(ratio))} | {_fmt([_server(r, *SERVER_ITL) for r in runs])} | "
                 f"{_fmt([r['client_mean_ttft_ms'] for r in runs])} | {_fmt([_server(r, SERVER_TTFT) for r in runs])} | "
-                f"{_fmt([_hit_pct(r) for r in runs])} | "
-                f"{_fmt([_preempted(r) for r in runs])} |"
+                f"{_fmt([_computed(r) for r in runs], 0)} | "
+                f"{_fmt([_preempted(r) for r in runs], 0)} |"
             )
 
 
