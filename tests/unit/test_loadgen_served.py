@@ -80,3 +80,53 @@ def test_measurements_of_one_set_up_merge_level_by_level_and_another_set_up_is_r
     (tmp_path / "c.json").write_text(json.dumps({**b, "output_tokens": 128}))
     with pytest.raises(SystemExit, match=r"c.json: output_tokens 128 differs from .*a.json's 256: not one set-up"):
         served.merged([str(tmp_path / "a.json"), str(tmp_path / "c.json")])
+
+
+def test_counters_are_summed_over_label_sets_and_only_vllm_totals_count() -> None:
+    text = BEFORE + (
+        'vllm:prefix_cache_queries_total{engine="0",model_name="q"} 1024.0\n'
+        'vllm:prefix_cache_queries_total{engine="1",model_name="q"} 512.0\n'
+        'vllm:prefix_cache_hits_total{engine="0",model_name="q"} 496.0\n'
+        "vllm:prefix_cache_hits_created 1.7e9\n"
+    )
+    c = served.counters(text)
+    assert c == {"vllm:prefix_cache_queries": 1536.0, "vllm:prefix_cache_hits": 496.0}
+
+
+def test_no_two_runs_of_a_measurement_send_the_same_prompts() -> None:
+    """A tool's arms once shared their prompts, and vLLM's prefix cache answered the second from the first."""
+    seeds = [
+        served.run_seed(arm, conc=conc, rep=rep)
+        for conc in (1, 4, 16, 64, 256)
+        for rep in range(5)
+        for arm in served.ARMS
+    ]
+    assert len(set(seeds)) == len(seeds)
+    assert 99 not in seeds  # the per-level warm-up's seed
+
+
+def test_the_report_shows_the_prompt_tokens_the_server_computed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def run(arm: str, computed: float, preempted: float | None) -> dict:
+        server = {
+            "vllm:request_time_per_output_token_seconds": {"count": 8, "mean": 2.0},
+            "vllm:request_prefill_kv_computed_tokens": {"count": 8, "mean": computed},
+        }
+        r = {"arm": arm, "tpot_p50": 2.0, "client_mean_tpot_ms": 2.1, "client_mean_ttft_ms": 15.0, "server": server}
+        if preempted is not None:
+            r["server_counters"] = {"vllm:num_preemptions": preempted}
+        return r
+
+    d = {
+        "serve": "vllm serve m",
+        "prompt_tokens": 512,
+        "output_tokens": 256,
+        "arms": ["worthit", "bench"],
+        "levels": [{"concurrency": 1, "runs": [run("worthit", 512.0, 0.0), run("bench", 16.0, None)]}],
+    }
+    (tmp_path / "d.json").write_text(json.dumps(d))
+    served.report(type("A", (), {"files": [str(tmp_path / "d.json")]})())
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 |")]
+    assert rows[0].endswith("| 512 (512) | 0 (0) |") and "| 1.050 (1.050) |" in rows[0]
+    assert rows[1].endswith("| 16 (16) | - |")
