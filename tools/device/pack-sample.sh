@@ -12,8 +12,9 @@
 # each run of both sides is measured on one machine (the report counts them as one machine).
 #   REMEASURE_VARIANTS="bf16 spec_draft draft_alone" tools/device/pack-sample.sh
 # leaves out every timed result of those variants (load, prefix, kv, specdec/verify: every table but accuracy,
-# whose item scores no machine sets; worthit.report.context.MACHINE_FREE_TABLES), so a sitting measures each of
-# them whole on its one machine (sitting 15).
+# whose item scores no machine sets; worthit.report.context.MACHINE_FREE_TABLES, read by
+# tools/device/timed_results.py from each file's metadata), so a sitting measures each of them whole on its one
+# machine (sitting 15).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 SAMPLE=${1:-examples/h200-qwen}
@@ -34,7 +35,7 @@ done
 for v in ${REMEASURE_VARIANTS:-}; do
   d="$tmp/results/$study/variant~$v"
   [ -d "$d" ] || { echo "REMEASURE_VARIANTS: $SAMPLE/results/variant~$v: no such variant in the sample" >&2; exit 1; }
-  n=$(find "$d" -name '*.parquet' ! -name 'accuracy*.parquet' -print -delete | wc -l)
+  n=$(PYTHONPATH=src "${PYTHON:-.venvs/workflow/bin/python}" tools/device/timed_results.py "$d" --delete | wc -l)
   echo "left out (measured again): $v's $n timed result(s)"
 done
 for f in "$tmp/results/$study"/variant~*/accuracy.parquet; do
