@@ -437,9 +437,12 @@ def vllm(a: argparse.Namespace) -> None:
             n = max(a.min_requests, a.waves * conc)
             level: dict[str, Any] = {"concurrency": conc, "requests": n, "runs": []}
             for rep in range(a.repeats):
+                # prompts of their own for every level and repeat: a repeat of earlier prompts would be answered
+                # from the server's prefix cache where it is on (the two tools' generators never coincide)
+                seed = conc * 1_000 + rep
                 for tool in ("worthit", "vllm_bench") if rep % 2 == 0 else ("vllm_bench", "worthit"):
                     if tool == "worthit":
-                        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=rep).build(tok)
+                        specs = RandomWorkload(a.prompt_tokens, a.output_tokens, n, seed=seed).build(tok)
                         warm = RandomWorkload(a.prompt_tokens, a.output_tokens, 1, seed=99).build(tok)
                         r, _ = ours(url, "smol", specs, conc, 1, warm)
                     else:
@@ -450,7 +453,7 @@ def vllm(a: argparse.Namespace) -> None:
                             conc,
                             a.prompt_tokens,
                             a.output_tokens,
-                            seed=rep,
+                            seed=seed,
                             warmups=1,
                             temperature=None if a.server_sampling else 0.0,
                         )
