@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import CPU_SERVE_ARGS, MODEL, SERVE_PY, ours, vllm_bench, vllm_server  # noqa: E402
 
-from worthit import atomic  # noqa: E402
+from worthit import atomic, provenance  # noqa: E402
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer  # noqa: E402
 
 # arm -> (tool, worthit's extra body, vllm bench's --temperature)
@@ -157,6 +157,7 @@ def measure(a: argparse.Namespace) -> None:
         "prompt_tokens": a.prompt_tokens,
         "output_tokens": a.output_tokens,
         "arms": a.arms,
+        "hardware": provenance.hardware(),  # the machine (GPU name and UUID where there is one)
         "levels": [],
     }
     deadline = time.time() + a.budget_s if a.budget_s else None
@@ -224,14 +225,20 @@ def merged(files: list[str]) -> dict[str, Any]:
         for lv in d["levels"]:
             levels.setdefault(int(lv["concurrency"]), []).extend(lv["runs"])
     arms = list(dict.fromkeys(a for d in ds for a in d["arms"]))
-    return {**ds[0], "arms": arms, "levels": [{"concurrency": c, "runs": levels[c]} for c in sorted(levels)]}
+    return {
+        **ds[0],
+        "arms": arms,
+        "levels": [{"concurrency": c, "runs": levels[c]} for c in sorted(levels)],
+        "sources": ds,
+    }
 
 
 def report(a: argparse.Namespace) -> None:
     d = merged(a.files)
+    machines = sorted({provenance.machine(x.get("hardware")) or "machine not recorded" for x in d["sources"]})
     print(
         f"{', '.join(Path(f).name for f in a.files)}: `{d['serve']}`, {d['prompt_tokens']} -> {d['output_tokens']} "
-        "tokens. Per arm: the "
+        f"tokens, on {'; '.join(machines)}. Per arm: the "
         "mean over its runs (each run's value in brackets) of the client's P50 TPOT, its mean TPOT, the server's "
         "mean per-request TPOT and mean inter-token latency over the same requests (/metrics differences), "
         "client mean TTFT and the server's; the prompt tokens the server computed per request (mean; the rest of "
