@@ -24,7 +24,7 @@ asks for more work per token.
 Every run sends prompts of its own (a seed per level, repeat and arm): vLLM's prefix cache is on by
 default, and two arms sending the same random prompts would have the second answered from the cache of
 the first, a cheaper prefill on one side only (the runs of 2026-12-05 did this: a tool's two arms shared
-their prompts). Each run also records what it added to the server's counters (``vllm:*_total``), so its
+their prompts). Each run also records what it added to the server's watched counters (``worthit.prom``), so its
 prefix-cache hits and preemptions stand beside its timings.
 
     python benchmarks/loadgen_fidelity/served.py measure --model DIR --served-name qwen05 \\
@@ -52,8 +52,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import CPU_SERVE_ARGS, MODEL, SERVE_PY, ours, vllm_bench, vllm_server  # noqa: E402
 
-from worthit import atomic, provenance  # noqa: E402
+from worthit import atomic, prom, provenance  # noqa: E402
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer  # noqa: E402
+from worthit.metrics import prometheus_delta  # noqa: E402
 
 # arm -> (tool, worthit's extra body, vllm bench's --temperature)
 ARMS: dict[str, tuple[str, dict[str, Any], float | None]] = {
@@ -63,24 +64,14 @@ ARMS: dict[str, tuple[str, dict[str, Any], float | None]] = {
     "bench_temp0": ("vllm_bench", {}, 0.0),
 }
 _SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN)$")
-_COUNTER = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)$")
 
 
 def scrape(url: str) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Every vLLM histogram's [sum, count] and every counter's value on the server now (``/metrics``)."""
+    """Every vLLM histogram's [sum, count] and the counters a measurement watches (prefix cache, preemptions,
+    tokens: :data:`worthit.prom.WATCHED_COUNTERS`) on the server now (``/metrics``)."""
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
         text = r.read().decode()
-    return histograms(text), counters(text)
-
-
-def counters(text: str) -> dict[str, float]:
-    """Each ``vllm:`` counter's value (``NAME_total``) in a Prometheus text exposition, summed over label sets."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _COUNTER.match(line)
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
-    return out
+    return histograms(text), prom.counters(text, prom.WATCHED_COUNTERS)
 
 
 def run_seed(arm: str, *, conc: int, rep: int) -> int:
@@ -142,7 +133,7 @@ def one_run(a: argparse.Namespace, url: str, tok: Any, arm: str, *, conc: int, r
         client_mean_itl_ms=statistics.fmean(gaps) if gaps else None,
         client_mean_ttft_ms=_mean([q.get("ttft_ms") for q in reqs]),
         server=server_share,
-        server_counters={k: v - counted.get(k, 0.0) for k, v in counted_after.items() if v - counted.get(k, 0.0)},
+        server_counters=prometheus_delta(counted, counted_after),
     )
     return r
 
@@ -204,7 +195,7 @@ def _computed(r: dict[str, Any]) -> float | None:
 
 def _preempted(r: dict[str, Any]) -> float | None:
     c = r.get("server_counters")
-    return None if c is None else c.get("vllm:num_preemptions", 0.0)
+    return None if c is None else c.get(prom.PREEMPTIONS, 0.0)
 
 
 def _fmt(xs: list[float | None], digits: int = 3) -> str:
@@ -229,16 +220,15 @@ def merged(files: list[str]) -> dict[str, Any]:
         **ds[0],
         "arms": arms,
         "levels": [{"concurrency": c, "runs": levels[c]} for c in sorted(levels)],
-        "sources": ds,
+        "machines": sorted({provenance.machine(d.get("hardware")) or "machine not recorded" for d in ds}),
     }
 
 
 def report(a: argparse.Namespace) -> None:
     d = merged(a.files)
-    machines = sorted({provenance.machine(x.get("hardware")) or "machine not recorded" for x in d["sources"]})
     print(
         f"{', '.join(Path(f).name for f in a.files)}: `{d['serve']}`, {d['prompt_tokens']} -> {d['output_tokens']} "
-        f"tokens, on {'; '.join(machines)}. Per arm: the "
+        f"tokens, on {'; '.join(d['machines'])}. Per arm: the "
         "mean over its runs (each run's value in brackets) of the client's P50 TPOT, its mean TPOT, the server's "
         "mean per-request TPOT and mean inter-token latency over the same requests (/metrics differences), "
         "client mean TTFT and the server's; the prompt tokens the server computed per request (mean; the rest of "

@@ -82,15 +82,18 @@ def test_measurements_of_one_set_up_merge_level_by_level_and_another_set_up_is_r
         served.merged([str(tmp_path / "a.json"), str(tmp_path / "c.json")])
 
 
-def test_counters_are_summed_over_label_sets_and_only_vllm_totals_count() -> None:
-    text = BEFORE + (
+def test_a_runs_counters_are_summed_over_label_sets_and_only_the_watched_totals_count() -> None:
+    """served.py reads the counters as every measurement does (worthit.prom), and keeps what a run added."""
+    text = AFTER + (
         'vllm:prefix_cache_queries_total{engine="0",model_name="q"} 1024.0\n'
         'vllm:prefix_cache_queries_total{engine="1",model_name="q"} 512.0\n'
         'vllm:prefix_cache_hits_total{engine="0",model_name="q"} 496.0\n'
         "vllm:prefix_cache_hits_created 1.7e9\n"
     )
-    c = served.counters(text)
-    assert c == {"vllm:prefix_cache_queries": 1536.0, "vllm:prefix_cache_hits": 496.0}
+    c = served.prom.counters(text, served.prom.WATCHED_COUNTERS)
+    assert c == {"vllm:prefix_cache_queries_total": 1536.0, "vllm:prefix_cache_hits_total": 496.0}
+    run = {"server_counters": served.prometheus_delta({served.prom.PREEMPTIONS: 2.0}, {served.prom.PREEMPTIONS: 5.0})}
+    assert served._preempted(run) == 3.0
 
 
 def test_no_two_runs_of_a_measurement_send_the_same_prompts() -> None:
@@ -115,7 +118,7 @@ def test_the_report_shows_the_prompt_tokens_the_server_computed(
         }
         r = {"arm": arm, "tpot_p50": 2.0, "client_mean_tpot_ms": 2.1, "client_mean_ttft_ms": 15.0, "server": server}
         if preempted is not None:
-            r["server_counters"] = {"vllm:num_preemptions": preempted}
+            r["server_counters"] = {served.prom.PREEMPTIONS: preempted}
         return r
 
     d = {
