@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import math
 import shlex
 import statistics
 import sys
@@ -63,7 +63,6 @@ ARMS: dict[str, tuple[str, dict[str, Any], float | None]] = {
     "bench": ("vllm_bench", {}, None),
     "bench_temp0": ("vllm_bench", {}, 0.0),
 }
-_SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN)$")
 
 
 def scrape(url: str) -> tuple[dict[str, list[float]], dict[str, float]]:
@@ -80,12 +79,14 @@ def run_seed(arm: str, *, conc: int, rep: int) -> int:
 
 
 def histograms(text: str) -> dict[str, list[float]]:
-    """Each ``vllm:`` histogram's [sum, count] in a Prometheus text exposition, summed over its label sets."""
+    """Each ``vllm:`` histogram's [sum, count] in a Prometheus text exposition (parsed as every measurement
+    parses it: :func:`worthit.prom.parse_metrics`), summed over its label sets; NaN samples left out."""
     out: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m and m.group(3) != "NaN":
-            out.setdefault(m.group(1), [0.0, 0.0])[0 if m.group(2) == "sum" else 1] += float(m.group(3))
+    for sample, values in prom.parse_metrics(text).items():
+        for i, suffix in enumerate(("_sum", "_count")):
+            kept = [v for _, v in values if not math.isnan(v)]
+            if sample.startswith("vllm:") and sample.endswith(suffix) and kept:
+                out.setdefault(sample.removesuffix(suffix), [0.0, 0.0])[i] += sum(kept)
     return out
 
 
