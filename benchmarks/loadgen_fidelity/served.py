@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import CPU_SERVE_ARGS, MODEL, SERVE_PY, ours, vllm_bench, vllm_server  # noqa: E402
 
-from worthit import atomic, prom, provenance  # noqa: E402
+from worthit import atomic, prom, provenance, stats  # noqa: E402
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer  # noqa: E402
 from worthit.metrics import prometheus_delta  # noqa: E402
 
@@ -204,6 +204,45 @@ def _fmt(xs: list[float | None], digits: int = 3) -> str:
     return f"{statistics.fmean(ys):.{digits}f} ({' / '.join(f'{y:.{digits}f}' for y in ys)})" if ys else "-"
 
 
+# worthit's arm against vllm bench's, each pair sending the same requests but the last (what each sends by default)
+PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("temperature 0 (worthit's)", "worthit", "bench_temp0"),
+    ("the server's default sampling (vllm bench's)", "worthit_bench_sampling", "bench"),
+    ("each tool's own default", "worthit", "bench"),
+)
+
+
+def _ratio(a: list[float | None], b: list[float | None]) -> tuple[str, str]:
+    """a's runs over b's: the Hodges-Lehmann ratio with its exact interval (:mod:`worthit.stats`; with 3 runs a
+    side the widest interval covers 90 %, which is said), and whether the interval holds 1."""
+    r = stats.hodges_lehmann_log_ratio([x for x in a if x is not None], [x for x in b if x is not None])
+    if r is None:
+        return "-", "-"
+    cover = "" if r.reaches else f", {r.coverage:.0%}"
+    holds = "no difference shown" if r.low <= 1.0 <= r.high else ("higher" if r.low > 1.0 else "lower")
+    return f"x{r.estimate:.3f} [x{r.low:.3f}, x{r.high:.3f}{cover}]", holds
+
+
+def tool_rows(d: dict[str, Any]) -> list[str]:
+    """One Markdown row per level and pair of arms that both ran there: worthit's client mean TPOT over vllm
+    bench's, and the server's own mean TPOT over the same two sets of runs beside it (where the server moved
+    as much as the clients did, the difference is the requests' work, not a client's timing)."""
+    rows = []
+    for lv in d["levels"]:
+        for label, ours_arm, theirs_arm in PAIRS:
+            ours = [r for r in lv["runs"] if r["arm"] == ours_arm]
+            theirs = [r for r in lv["runs"] if r["arm"] == theirs_arm]
+            if not ours or not theirs:
+                continue
+            client, holds = _ratio([r["client_mean_tpot_ms"] for r in ours], [r["client_mean_tpot_ms"] for r in theirs])
+            server, _ = _ratio([_server(r, SERVER_TPOT) for r in ours], [_server(r, SERVER_TPOT) for r in theirs])
+            rows.append(
+                f"| {lv['concurrency']} | {label} | {ours_arm} / {theirs_arm} | {len(ours)} / {len(theirs)} | "
+                f"{client} | {holds} | {server} |"
+            )
+    return rows
+
+
 def merged(files: list[str]) -> dict[str, Any]:
     """Several measurements of one set-up (the same server command and lengths, e.g. one per device call, each
     on its own server start) as one: each level's runs from every file, levels in ascending order."""
@@ -255,6 +294,19 @@ def report(a: argparse.Namespace) -> None:
                 f"{_fmt([_computed(r) for r in runs], 0)} | "
                 f"{_fmt([_preempted(r) for r in runs], 0)} |"
             )
+    rows = tool_rows(d)
+    if rows:
+        print(
+            "\nworthit against vllm bench: worthit's runs' client mean TPOT over vllm bench's (Hodges-Lehmann ratio, "
+            "its exact interval; the coverage where fewer runs cannot reach 95 %), and the server's own mean TPOT "
+            "over the same runs beside it.\n"
+        )
+        print(
+            "| conc | requests | arms | runs | client TPOT, worthit / vllm bench | difference "
+            "| server's own, same runs |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
 
 
 def main() -> None:

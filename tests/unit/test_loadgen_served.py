@@ -133,3 +133,27 @@ def test_the_report_shows_the_prompt_tokens_the_server_computed(
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 |")]
     assert rows[0].endswith("| 512 (512) | 0 (0) |") and "| 1.050 (1.050) |" in rows[0]
     assert rows[1].endswith("| 16 (16) | - |")
+
+
+def test_the_report_compares_the_tools_only_where_both_ran_with_the_servers_ratio_beside() -> None:
+    def run(arm: str, client: float, server: float) -> dict:
+        return {
+            "arm": arm,
+            "client_mean_tpot_ms": client,
+            "server": {"vllm:request_time_per_output_token_seconds": {"count": 8, "mean": server}},
+        }
+
+    slow = [run("worthit", c, c) for c in (2.0, 2.1, 2.2, 2.3)]
+    fast = [run("bench_temp0", c, 1.0) for c in (1.0, 1.05, 1.1, 1.15)]
+    alike = [run("bench", c, c) for c in (2.05, 2.15, 2.25, 1.95)]
+    d = {"levels": [{"concurrency": 16, "runs": slow + fast + alike}, {"concurrency": 1, "runs": slow[:3]}]}
+    rows = served.tool_rows(d)
+    # worthit's arm against each vllm bench arm it pairs with; the level where vllm bench did not run has none
+    assert len(rows) == 2 and all(r.startswith("| 16 |") for r in rows)
+    greedy, defaults = rows
+    assert "worthit / bench_temp0 | 4 / 4 |" in greedy and "| higher |" in greedy
+    assert "x2.000 [" in greedy and greedy.endswith("x2.149 [x2.000, x2.300] |")  # the server: 2.0-2.3 over 1.0
+    assert "| no difference shown |" in defaults  # 4 runs a side: the exact interval reaches 95 %, no coverage said
+    assert "%" not in defaults
+    three = served.tool_rows({"levels": [{"concurrency": 1, "runs": slow[:3] + fast[:3]}]})
+    assert ", 90%]" in three[0]  # 3 runs a side cannot reach 95 %: the widest interval's coverage is said
