@@ -100,6 +100,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: -slow[item.nodeid.split("::")[0]])
 
 
+# Modules whose tests share no module fixture (each test serves a study of its own in its own folder): xdist hands
+# them out test by test, so their long tests split between the two workers. Kept whole on one worker, the tune
+# workflow's five tests (5-7 minutes each) set the suite's length alone while the other worker sat idle.
+SPLIT_MODULES = frozenset(
+    {
+        "tests/workflow/test_tune_workflow.py",
+        "tests/workflow/test_service_lifecycle.py",
+        "tests/integration/test_no_server_outlives_pytest.py",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own (firstresult)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (pyproject.toml), except that each test of :data:`SPLIT_MODULES` is a unit of its own;
+    every other module stays whole on one worker, its module fixtures (a served model, a finished study) set up
+    once. Any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPLIT_MODULES else module
+
+    return ModuleScheduling(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """In CI every skip is a failure, whatever raised it (``skipif``, ``pytest.skip``, ``importorskip``):
