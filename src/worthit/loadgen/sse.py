@@ -42,7 +42,7 @@ class SseTimer:
     usage-only events, comments and ``[DONE]`` are not timed.
     """
 
-    __slots__ = ("rec", "start", "last", "buf", "usage_tokens", "itl", "error", "role_chunks")
+    __slots__ = ("rec", "start", "last", "buf", "usage_tokens", "itl", "error", "role_chunks", "parts")
 
     def __init__(self, rec: RequestRecord, start: int) -> None:
         self.rec = rec
@@ -53,6 +53,9 @@ class SseTimer:
         self.itl = rec.itl_ms
         self.error: str | None = None
         self.role_chunks = 0  # chat's role-only first chunk: timed, but no token of its own
+        # The generated text, piece by piece: text already parsed, or a fast-path event's raw payload, parsed
+        # only when the response has ended (finish), so reading the text costs the timing nothing.
+        self.parts: list[str | bytes] = []
 
     def feed(self, data: bytes, now: int) -> None:
         if self.buf:
@@ -71,7 +74,8 @@ class SseTimer:
                 if payload == b"[DONE]" or not payload:
                     continue
                 if self.rec.first_text_ms is not None and _plain_choice(payload):
-                    self._token_chunk(now)  # fast path: no JSON parse needed
+                    self._token_chunk(now)  # fast path: no JSON parse needed (its text is read at the end)
+                    self.parts.append(payload)
                     continue
                 try:
                     msg = json.loads(payload.decode())
@@ -98,6 +102,7 @@ class SseTimer:
         choices = msg.get("choices")
         if choices:
             choice = choices[0] if isinstance(choices[0], dict) else {}
+            self.parts.append(_content(choice))
             if self.rec.first_text_ms is None and _content(choice):
                 self.rec.first_text_ms = (now - self.start) / 1e6
             elif self.rec.chunks == 0 and "role" in (choice.get("delta") or {}):
@@ -127,4 +132,19 @@ class SseTimer:
             rec.e2e_ms = (self.last - self.start) / 1e6
         if not rec.success and self.usage_tokens is not None:
             rec.output_tokens = int(self.usage_tokens)
+        rec.output_text = self.text()
         return rec
+
+    def text(self) -> str:
+        """The response's generated text (a fast-path event's text parsed here, after the response ended)."""
+        out = []
+        for part in self.parts:
+            if isinstance(part, bytes):
+                try:
+                    choices = json.loads(part.decode()).get("choices") or [{}]
+                    part = _content(choices[0] if isinstance(choices[0], dict) else {})
+                except (ValueError, AttributeError):
+                    part = ""  # already screened as a choice event; an unreadable one adds no text
+            out.append(part)
+        self.parts = []
+        return "".join(out)

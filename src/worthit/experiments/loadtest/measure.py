@@ -5,6 +5,7 @@ through the run (the timeline), written as ``load_requests`` (and ``server_timel
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,10 +20,12 @@ from worthit.loadgen.client import ClientConfig, Refused, RequestRecord, closed_
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
 from worthit.loadgen.records import spec_tokens
+from worthit.loadgen.repetition import repeated_ngram_share
 from worthit.loadgen.workloads import LevelRequests, from_config
 from worthit.metrics import prometheus_delta
 from worthit.models import Manifest
 from worthit.server import ServerState, server_errors
+from worthit.server.ready import http_get
 from worthit.stages import consume, counters, refused, result_meta
 
 log = logging.getLogger("worthit")
@@ -63,6 +66,24 @@ def _progress(label: str, total: int) -> Callable[[RequestRecord], None]:
         )
 
     return on_done
+
+
+def add_repetition(rows: list[dict[str, Any]], records: list[RequestRecord], tok: Any) -> None:
+    """Each row's ``repeated_ngram_share``: its response's text re-encoded with the model's tokenizer
+    (:mod:`worthit.loadgen.repetition`), after the level, so it times nothing."""
+    for row, rec in zip(rows, records, strict=True):
+        row["repeated_ngram_share"] = repeated_ngram_share(tok.encode(rec.output_text, add_special_tokens=False))
+
+
+def served_context(url: str, api_key: str | None = None) -> int | None:
+    """The served model's context (vLLM's ``max_model_len`` in ``GET /v1/models``); None where not told."""
+    try:
+        status, body = http_get(url.rstrip("/") + "/v1/models", timeout=30, api_key=api_key)
+        models = (json.loads(body).get("data") or [{}]) if status == 200 else [{}]
+        value = models[0].get("max_model_len")
+    except (OSError, ValueError, AttributeError, IndexError):
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _offset(level: LoadLevel) -> int:
@@ -116,7 +137,7 @@ def measure_level(
     else:
         spec = {k: v for k, v in workload.items() if k != "name"}
         defaults = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
-        wl = from_config(str(workload["name"]), spec, defaults=defaults)
+        wl = from_config(str(workload["name"]), spec, defaults=defaults, max_model_len=served_context(url, api_key))
         # a closed loop keeps every worker busy; an open loop starts num_requests sessions (conversations)
         sessions = level.concurrency or (num_requests if level.kind == levelmod.RATE else 1)
         to_send = wl.build(tok, endpoint, num_requests, seed=seed, offset=offset, min_sessions=sessions)
@@ -162,6 +183,7 @@ def measure_level(
     finally:
         samples = scraper.stop() if scraper is not None else None
     rows = result.rows()
+    add_repetition(rows, result.records, tok)
     try:
         after = counters(url, api_key)
     except OSError:

@@ -34,8 +34,14 @@ LOAD_REQUESTS = Table(
         column("queue_delay_ms", pa.float64(), "open loop: start - scheduled start (the client's queueing delay)"),
         column("session_id", pa.int32(), "conversation workloads: the conversation (session) of the request"),
         column("turn", pa.int32(), "conversation workloads: the turn within its conversation, from 0"),
+        column(
+            "repeated_ngram_share",
+            pa.float64(),
+            "share of the response's token 4-grams repeating an earlier one of it (worthit.loadgen.repetition; "
+            "null: under 4 tokens)",
+        ),
     ),
-    added=("first_text_ms", "scheduled_s", "queue_delay_ms", "session_id", "turn"),
+    added=("first_text_ms", "scheduled_s", "queue_delay_ms", "session_id", "turn", "repeated_ngram_share"),
 )
 
 SERVER_TIMELINE = Table(
@@ -106,6 +112,12 @@ SUMMARY = Table(
         column(
             "rate_delivered", pa.bool_(), "open loop: false when the client could not deliver the rate (see reason)"
         ),
+        column(
+            "repeated_ngram_share_p50",
+            pa.float64(),
+            "median over responses of repeated_ngram_share (>= 0.5: the level's responses are mostly loops)",
+        ),
+        column("looping_share", pa.float64(), "share of responses whose repeated_ngram_share is >= 0.5 (loops)"),
     ),
 )
 
