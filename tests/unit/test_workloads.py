@@ -680,3 +680,26 @@ def test_the_client_keeps_the_generated_text_of_a_stream() -> None:
     chat = SseTimer(RequestRecord(1, 3), 0)
     chat.feed(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in delta) + b"data: [DONE]\n\n", 5)
     assert chat.finish(None).output_text == "ab bc"
+
+
+# ------------------------------------------------------------------------------------------ the plan
+
+
+def test_the_plan_says_which_workload_each_experiment_sends_and_why() -> None:
+    from worthit.plan.workloads import CONTENT_DECIDES, CONTENT_FREE, workload_lines
+
+    ngram = {"speculative-config": {"method": "ngram", "num_speculative_tokens": 4}}
+    cfg = study_cfg()
+    cfg["variants"] = {"b": {"model": "m"}, "s": {"model": "m", "engine_args": ngram}}
+    random_only = workload_lines(validate(cfg))
+    assert random_only[0] == (
+        f"loadtest · b: conc~1, conc~4, rate~2.5, rate~5: random tokens (256-token prompts) ({CONTENT_FREE})"
+    )
+    assert random_only[1].startswith("loadtest · s:") and CONTENT_DECIDES in random_only[1]
+    assert "WARNING: s is measured on random tokens only; add a real-text level" in random_only[1]
+    cfg["workloads"]["sg"] = {"kind": "sharegpt"}
+    cfg["loadtest"]["workload_levels"] = [{"workload": "sg", "concurrency": 2, "variants": ["b", "s"]}]
+    lines = workload_lines(validate(cfg))
+    assert lines[1].endswith("; judged on real text (sg/conc~2))") and "WARNING" not in lines[1]
+    assert "sg/conc~2: sg (ShareGPT V3 first turns)" in lines[1]
+    assert lines[0].endswith(f"({CONTENT_FREE}; its real-text levels are what s is compared with)")

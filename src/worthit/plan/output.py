@@ -134,6 +134,9 @@ def markdown(plan: StudyPlan) -> str:
         ]
         if row.get("notes"):
             lines += [f"Notes: {row['notes']}", ""]
+    if plan.workloads:
+        lines += ["## Workloads: what each experiment's levels send, and why", ""]
+        lines += [f"- {w}" for w in plan.workloads] + [""]
     total = sum(r.get("est_wall_s") or 0 for r in plan.rows)
     if total:
         lines.append(f"Estimated wall time of the study: {total / 3600:.1f} h (lm-eval excluded)")
@@ -176,6 +179,10 @@ def print_cards(plan: StudyPlan, console: Any = None) -> None:
         na = row["status"] == "not_applicable"
         title = f"{row['variant']} ({row['model']})" + (" — [red]not applicable[/red]" if na else "")
         console.print(Panel(body, title=title, border_style="red" if na else "green"))
+    if plan.workloads:
+        console.print("[bold]Workloads[/bold]: what each experiment's levels send, and why", highlight=False)
+        for w in plan.workloads:
+            console.print(f"  {w}", style="red" if "WARNING:" in w else None, highlight=False, markup=False)
     total = sum(r.get("est_wall_s") or 0 for r in plan.rows)
     if total:
         console.print(

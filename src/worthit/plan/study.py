@@ -20,6 +20,7 @@ from worthit.plan.model_sources import model_configs
 from worthit.plan.predictions import DEFAULT_BANDWIDTH_FRACTION, PlanCalibration, WorkloadShape, predict
 from worthit.plan.prerequisites import UNKNOWN, PrerequisiteCheck, Subject, check, first_unmet
 from worthit.plan.shapes import PlanError, Quant
+from worthit.plan.workloads import workload_lines
 
 
 @dataclass
@@ -32,6 +33,7 @@ class StudyPlan:
     calibration: PlanCalibration | None = None
     shapes: dict[str, str] = field(default_factory=dict)  # model -> where its config came from
     took_s: float = 0.0
+    workloads: list[str] = field(default_factory=list)  # which workload each experiment's levels send, and why
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -163,6 +165,7 @@ def make_plan(
         calibration=calibration,
         shapes={k: v[3] for k, v in configs.items()},
         took_s=time.monotonic() - t0,
+        workloads=workload_lines(cfg),
     )
 
 

@@ -1,0 +1,104 @@
+"""Which workload each experiment's load levels send, and why (a line of ``worthit plan`` each).
+
+Random-token prompts suit what their content cannot change: a KV pool's capacity, a kernel's speed, a
+batch cap, a cache hit (which needs identical tokens, not meaningful ones). Speculative decoding of every
+method depends on what is generated: a model fed random tokens falls into loops, and a drafter that looks
+n-grams up predicts the loop, so its acceptance and speed-up say nothing of a user's traffic
+(docs/results-tables.md, ``repeated_ngram_share``). Its variants are judged on real text (a ``sharegpt`` or
+``jsonl`` workload); the plan warns where a study measures one on random tokens only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from worthit.config import Study
+from worthit.loadgen.levels import LoadLevel
+
+# Workload kinds whose prompts are real text (the user's, or a corpus's); every other kind sends random tokens.
+REAL_TEXT_KINDS = ("sharegpt", "jsonl")
+CONTENT_FREE = "content cannot change KV capacity, a batch cap or a kernel's speed"
+CONTENT_DECIDES = (
+    "speculative decoding depends on what is generated: on random tokens the model loops and a drafter "
+    "predicts the loop"
+)
+
+
+@dataclass(frozen=True)
+class WorkloadChoice:
+    """One experiment's levels on one variant: what each sends, and why that workload."""
+
+    experiment: str
+    variant: str | None
+    levels: dict[str, str]  # level name -> what it sends
+    why: str
+    warning: str | None = None
+
+    def line(self) -> str:
+        where = f"{self.experiment} · {self.variant}" if self.variant else self.experiment
+        groups: dict[str, list[str]] = {}
+        for level, what in self.levels.items():
+            groups.setdefault(what, []).append(level)
+        sends = "; ".join(f"{', '.join(names)}: {what}" for what, names in groups.items())
+        return f"{where}: {sends} ({self.why})" + (f". WARNING: {self.warning}" if self.warning else "")
+
+
+def _sends(study: Study, variant: str, level: LoadLevel) -> tuple[str, bool]:
+    """What a level sends in words, and whether it is real text."""
+    name = study.workload_name(variant, level)
+    if name is None:
+        return f"random tokens ({study.cfg['loadtest']['prompt_tokens']}-token prompts)", False
+    spec: Mapping[str, Any] = study.cfg["workloads"][name]
+    kind = str(spec["kind"])
+    if kind == "sharegpt":
+        turns = spec.get("turns", 1)
+        what = "first turns" if turns == 1 else f"{turns} turns a conversation"
+        source = "ShareGPT V3" if not spec.get("path") else str(spec["path"])
+        return f"{name} ({source} {what})", True
+    if kind == "jsonl":
+        return f"{name} (your prompts, {spec['path']})", True
+    return f"{name} (random tokens, {kind} workload)", False
+
+
+def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
+    """Per load-tested variant (and the prefix experiment) what its levels send and why."""
+    study = Study(cfg)
+    speculative = set(study.spec_variants)
+    out = []
+    for variant in study.load_tested:
+        levels = study.variant_levels(variant)
+        sends = {lv.name: _sends(study, variant, lv) for lv in levels}
+        real = [name for name, (_, is_real) in sends.items() if is_real]
+        warning = None
+        if variant in speculative:
+            why = CONTENT_DECIDES + (f"; judged on real text ({', '.join(real)})" if real else "")
+            if not real:
+                warning = (
+                    f"{variant} is measured on random tokens only; add a real-text level "
+                    "(workloads: {sharegpt: {kind: sharegpt}} and loadtest.workload_levels)"
+                )
+        else:
+            peers = [v for v in study.spec_variants if set(real) & {lv.name for lv in study.variant_levels(v)}]
+            why = CONTENT_FREE + (
+                f"; its real-text levels are what {', '.join(peers)} is compared with" if peers else ""
+            )
+        out.append(WorkloadChoice("loadtest", variant, {k: v for k, (v, _) in sends.items()}, why, warning))
+    prefix = cfg.get("prefix") or {}
+    if any("prefix" in study.variant(v).experiments for v in study.variants) and prefix.get("lengths"):
+        lengths = ", ".join(str(n) for n in prefix["lengths"])
+        out.append(
+            WorkloadChoice(
+                "prefix",
+                None,
+                {f"shared prefixes of {lengths} tokens": "random tokens"},
+                "a cache hit needs identical tokens, not meaningful ones",
+            )
+        )
+    return out
+
+
+def workload_lines(cfg: Mapping[str, Any]) -> list[str]:
+    """``worthit plan``'s lines: which workload each experiment's levels use, and why."""
+    return [c.line() for c in workload_choices(cfg)]
