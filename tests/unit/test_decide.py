@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from worthit.experiments.specdec.measure import predicted_speedup
+from worthit.experiments.specdec.model import predicted_speedup
 from worthit.experiments.specdec.report import rule_check
 from worthit.report.decide import (
     ACC_INCONCLUSIVE,

@@ -351,12 +351,6 @@ def test_plan_vs_measured_on_the_h200_run_flags_what_lies_outside_its_tolerance(
     assert "| bf16 | kv_blocks |" in P.comparison_markdown(rows)
 
 
-def test_measured_knee_is_the_lowest_level_reaching_90_percent_of_the_best():
-    assert P.measured_knee([(1, 100.0), (16, 900.0), (64, 1000.0)]) == 16
-    assert P.measured_knee([(1, 100.0), (16, 500.0), (64, 1000.0)]) == 64
-    assert P.measured_knee([]) is None
-
-
 # ------------------------------------------------------------------------------------------ hardware, CLI
 def test_a_gpu_missing_from_the_table_is_an_error_naming_the_known_ones():
     cfg = load(SEED_STUDY)

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
+from tests.unit.embedded_results import copy_result
+from worthit import schemas
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.experiments.specdec import measure as specdec
-from worthit.experiments.specdec.measure import (
-    NOT_WORTH_TRYING,
-    WORTH_TRYING,
+from worthit.experiments.specdec.model import (
     alpha_from_counters,
     c_at_concurrency,
     c_from_verify,
     decode_steps,
+    draft_coverage,
     gamma_from_tpot,
     implied_c,
     k_for_speedup,
     predicted_speedup,
-    spec_rows,
-    verdict,
+    rule_of_thumb,
     verify_medians,
 )
 
@@ -31,9 +35,9 @@ def test_study_numbers_give_k_of_five_for_its_predicted_speedup_of_1_13():
 
 
 def test_study_prediction_is_flagged_not_worth_trying():
-    assert verdict(predicted_speedup(ALPHA, 5, GAMMA, C)) == NOT_WORTH_TRYING
-    assert verdict(1.3) == WORTH_TRYING
-    assert verdict(None) is None
+    assert rule_of_thumb(predicted_speedup(ALPHA, 5, GAMMA, C), 1.3) == "below 1.3x: not worth trying"
+    assert rule_of_thumb(1.3, 1.3) == "at least 1.3x: worth trying"
+    assert rule_of_thumb(None, 1.3) is None
 
 
 def test_speedup_falls_as_drafts_get_longer_at_fixed_alpha():
@@ -66,6 +70,14 @@ def test_decode_steps_are_bounded_below_by_drafts_when_outputs_are_cut():
     assert steps == 90
 
 
+def test_draft_coverage_is_how_often_the_drafter_proposed_at_all():
+    delta = {"vllm:spec_decode_num_drafts_total": 5.0, "vllm:spec_decode_num_accepted_tokens_total": 3.0}
+    assert draft_coverage({**delta, "vllm:generation_tokens_total": 96.0}, 3) == pytest.approx(5 / 90)
+    full = {"vllm:spec_decode_num_drafts_total": 21.0, "vllm:spec_decode_num_accepted_tokens_total": 84.0}
+    assert draft_coverage({**full, "vllm:generation_tokens_total": 96.0}, 3) == 1.0  # a draft at every step
+    assert draft_coverage({**delta, "vllm:generation_tokens_total": 3.0}, 3) is None  # no decode step
+
+
 def test_gamma_is_the_tpot_ratio_of_draft_to_target():
     assert gamma_from_tpot(3.94, 19.7) == pytest.approx(0.20)
     assert gamma_from_tpot(None, 19.7) is None
@@ -82,75 +94,6 @@ def test_implied_c_reproduces_the_measurement_by_construction():
     assert predicted_speedup(ALPHA, 5, GAMMA, c) == pytest.approx(19.7 / 19.55)
 
 
-def _level(tpot, drafts=0.0, accepted=0.0, draft_tokens=0.0, generated=0.0, requests=0):
-    return {
-        "status": "ok",
-        "reason": None,
-        "tpot_ms_p50": tpot,
-        "ttft_ms_p99": 100.0,
-        "requests": requests,
-        "metrics_delta": {
-            specdec.DRAFTS: drafts,
-            specdec.ACCEPTED: accepted,
-            specdec.DRAFT_TOKENS: draft_tokens,
-            specdec.GENERATED: generated,
-        },
-    }
-
-
-def test_rows_put_prediction_next_to_measured_speedup_per_concurrency():
-    spec = {
-        1: _level(19.55, drafts=100, accepted=208, draft_tokens=500, generated=330, requests=4),
-        16: _level(25.0, drafts=100, accepted=208, draft_tokens=500, generated=330, requests=4),
-    }
-    base = {1: _level(19.7), 16: _level(23.3)}
-    draft = {1: _level(3.94)}
-    rows = spec_rows(
-        "spec",
-        {"model": "draft", "num_speculative_tokens": 5},
-        "base",
-        "draft",
-        levels=spec,
-        base_levels=base,
-        draft_levels=draft,
-        # verify timed at concurrency 1 only: c is known there, and at 16 the row says it was not timed
-        verify={(1, 1): 40.0, (1, 6): 54.381},
-    )
-    assert [r["concurrency"] for r in rows] == [1, 16]
-    assert rows[1]["c"] is None and "at concurrency 16" in rows[1]["note"]
-    r1 = rows[0]
-    assert r1["method"] == "draft_model" and r1["k"] == 5
-    assert r1["alpha"] == pytest.approx(3.08) and r1["gamma"] == pytest.approx(0.20)
-    assert r1["c"] == pytest.approx(1.73, abs=0.001)
-    assert r1["predicted_speedup"] == pytest.approx(1.13, abs=0.005)
-    assert r1["measured_speedup"] == pytest.approx(19.7 / 19.55)
-    assert r1["verdict"] == NOT_WORTH_TRYING and r1["note"] is None
-    assert rows[1]["measured_speedup"] == pytest.approx(23.3 / 25.0)  # worse at 16, as in the study
-
-
-def test_ngram_needs_no_draft_variant_and_a_failed_level_stays_a_row():
-    spec = {
-        1: _level(10.0, drafts=10, accepted=10, draft_tokens=40, generated=100, requests=2),
-        4: {"status": "failed", "reason": "server exited"},
-    }
-    rows = spec_rows(
-        "ng",
-        {"method": "ngram", "num_speculative_tokens": 4},
-        "base",
-        None,
-        levels=spec,
-        base_levels={1: _level(12.0), 4: _level(14.0)},
-        draft_levels=None,
-        verify={(1, 1): 40.0, (1, 5): 43.0, (4, 1): 50.0, (4, 5): 64.0},
-    )
-    assert rows[0]["gamma"] == 0.0 and rows[0]["c"] == pytest.approx(1.25)
-    assert rows[0]["predicted_speedup"] == pytest.approx(2.0 / 1.25)
-    assert rows[1]["status"] == "failed" and rows[1]["reason"] == "server exited"
-    assert rows[1].get("predicted_speedup") is None
-    # c at concurrency 4 is the one timed there, against the base's TPOT at 4: 1 + (64 - 50) / 14 = 2.0
-    assert rows[1]["c"] == pytest.approx(2.0)
-
-
 def test_c_follows_the_verify_timing_at_each_concurrency():
     rows = [
         {"concurrency": conc, "new_tokens": m, "ttft_ms": t, "success": True}
@@ -163,22 +106,6 @@ def test_c_follows_the_verify_timing_at_each_concurrency():
     # sixteen sequences verifying 4 extra tokens each: a compute-bound step costs far more
     assert c_at_concurrency(medians, 4, 16, 40.0) == pytest.approx(4.0)
     assert c_at_concurrency(medians, 4, 4, 30.0) is None
-
-
-def test_missing_inputs_leave_the_prediction_empty_and_say_why():
-    rows = spec_rows(
-        "d",
-        {"model": "x", "num_speculative_tokens": 3},
-        "base",
-        None,
-        levels={1: _level(10.0, drafts=5, accepted=5, generated=40, requests=2)},
-        base_levels={1: _level(9.0)},
-        draft_levels=None,
-        verify={},
-        verify_failure="verify timing failed: server exited",
-    )
-    assert rows[0]["predicted_speedup"] is None and rows[0]["verdict"] is None
-    assert "gamma unknown" in rows[0]["note"] and "server exited" in rows[0]["note"]
 
 
 def _fake_verify_server(monkeypatch: pytest.MonkeyPatch, foreign_requests: int) -> None:
@@ -227,3 +154,105 @@ def test_verify_timing_records_another_client_on_the_server(monkeypatch: pytest.
     assert len(rows) == 2 * 2 * (1 + 4)
     assert meta["traffic"]["shared"] is bool(foreign)
     assert meta["traffic"]["other_requests"] == foreign
+
+
+# ------------------------------------------------------------------------------------------ the report's table
+EMBEDDED = Path(__file__).resolve().parents[2] / "examples" / "embedded-default" / "results"
+
+
+def _specdec_rows(results: Path) -> list[dict]:
+    from worthit.config import load
+    from worthit.experiments.specdec.tables import REPORT_SPECDEC
+    from worthit.report import build
+
+    report = build.from_dir(load(EMBEDDED / "report" / "config.yaml"), results)
+    return [r for r in report.view(REPORT_SPECDEC).rows if r.get("status") == "ok"]
+
+
+def test_the_committed_ngram_rows_are_the_models_formulas_on_the_pooled_runs() -> None:
+    """The embedded default's spec_ngram levels: α, the acceptance, S and c implied are the one formula each."""
+    rows = {r["level"]: r for r in _specdec_rows(EMBEDDED)}
+    assert set(rows) == {"conc~1", "conc~4", "conc~16"}
+    for r in rows.values():
+        assert r["workload"] == "random" and r["mostly_loops"] is None
+        assert r["alpha"] == pytest.approx(1 + r["accepted_tokens"] / r["drafts"])
+        assert r["acceptance_rate_pct"] == pytest.approx(100 * r["accepted_tokens"] / r["draft_tokens"])
+        assert r["predicted_speedup"] == pytest.approx(r["alpha"] / (r["k"] * r["gamma"] + r["c"]))
+        # c implied makes the model reproduce the measured ratio: S(c implied) = measured speed-up
+        assert predicted_speedup(r["alpha"], r["k"], r["gamma"], r["c_implied"]) == pytest.approx(r["measured_speedup"])
+        assert 0 < r["draft_coverage_pct"] <= 100
+
+
+def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path: Path) -> None:
+    """A named workload level the speculative variant was measured on (the chat level here) is a row of its own,
+    named by its workload, compared with the base's level of that workload; a level flagged as mostly loops
+    says so."""
+    results = tmp_path / "results"
+    shutil.copytree(EMBEDDED, results, ignore=shutil.ignore_patterns("report", "logs", "benchmarks", "*.html"))
+    spec = {
+        "vllm:spec_decode_num_drafts_total": 10.0,
+        "vllm:spec_decode_num_draft_tokens_total": 40.0,
+        "vllm:spec_decode_num_accepted_tokens_total": 8.0,
+    }
+    for src in sorted((results / "variant~baseline" / "load" / "chat").glob("conc~4*.parquet")):
+        dst = results / "variant~spec_ngram" / "load" / "chat" / src.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        copy_result(src, dst)
+        res = schemas.read(dst, LOAD_REQUESTS)
+        # TPOT halved, and every response a loop: 80 % of its 4-grams repeat an earlier one
+        recs = [
+            {**r, "tpot_ms": r["tpot_ms"] / 2 if r["tpot_ms"] is not None else None, "repeated_ngram_share": 0.8}
+            for r in res.table.to_pylist()
+        ]
+        meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}}
+        schemas.write(dst, LOAD_REQUESTS, recs, metadata=meta)
+    rows = {(r["workload"], r["level"]): r for r in _specdec_rows(results)}
+    assert set(rows) == {("random", "conc~1"), ("random", "conc~4"), ("random", "conc~16"), ("chat", "chat/conc~4")}
+    chat = rows[("chat", "chat/conc~4")]
+    runs = len(list((results / "variant~spec_ngram" / "load" / "chat").glob("*.parquet")))
+    assert chat["concurrency"] == 4 and chat["drafts"] == 10.0 * runs
+    assert chat["alpha"] == pytest.approx(1.8) and chat["acceptance_rate_pct"] == pytest.approx(20.0)
+    assert chat["measured_speedup"] == pytest.approx(2.0)  # its TPOTs halved against the baseline's chat level
+    assert chat["mostly_loops"] is True and chat["repeated_ngram_share_p50"] == pytest.approx(0.8)
+    assert "predicting the model's loops" in chat["note"]
+    assert chat["predicted_speedup"] == pytest.approx(1.8 / chat["c"])
+    assert rows[("random", "conc~4")]["mostly_loops"] is None
+
+
+# ------------------------------------------------------------------------------------------ the quoting workload
+def test_the_quoting_workload_quotes_standard_library_text_and_reads_as_a_jsonl_workload(tmp_path: Path) -> None:
+    import difflib
+
+    from worthit.experiments.specdec import quoting
+    from worthit.loadgen.workloads import from_config
+
+    got = quoting.items(12, seed=3)
+    assert got == quoting.items(12, seed=3) and got != quoting.items(12, seed=4)  # seeded, deterministic
+    sources = {src for m in quoting.MODULES for _, src, _ in quoting.functions(m)}
+    docs = {quoting._paragraph(doc) for m in quoting.MODULES for _, _, doc in quoting.functions(m)} - {None}
+    for i, x in enumerate(got):
+        (msg,) = x["messages"]
+        body = msg["content"].split("\n\n", 1)[1]
+        if i % 2 == 0:  # the function, quoted whole: the answer repeats it
+            assert msg["content"].startswith(quoting.CODE_PROMPT) and body.startswith("```python\n")
+            assert body.removeprefix("```python\n").removesuffix("\n```") in sources
+        else:  # a docstring paragraph with two neighbouring letters of one word swapped
+            assert msg["content"].startswith(quoting.TEXT_PROMPT) and body not in docs
+            original = next(
+                d for d in docs if len(d) == len(body) and sum(a != b for a, b in zip(d, body, strict=True)) == 2
+            )
+            diff = [j for j, (a, b) in enumerate(zip(original, body, strict=True)) if a != b]
+            assert diff[1] == diff[0] + 1 and original[diff[0]] == body[diff[1]]
+            assert difflib.SequenceMatcher(None, original, body).ratio() > 0.95
+    path = quoting.write(tmp_path / "edit.jsonl", 12, seed=3, output_tokens=48)
+    wl = from_config("edit", {"kind": "jsonl", "path": str(path)})
+    assert len(wl.items) == 12 and {out for _, out in wl.items} == {48}
+
+
+def test_a_text_without_a_long_word_cannot_be_misspelt() -> None:
+    import random
+
+    from worthit.experiments.specdec import quoting
+
+    with pytest.raises(ValueError, match="no word of 5 or more letters"):
+        quoting.typo("a cat sat on it", random.Random(0))

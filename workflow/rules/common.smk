@@ -176,17 +176,16 @@ def get_serve_spec(wildcards):
     )
 
 
-def load_outputs(variants, first_run_only=False):
+def load_outputs(variants):
     """Every load-run file of ``variants``: each level (concurrencies, rates, levels naming a workload), each
-    run (loadtest.repeats); ``first_run_only``: the first run of each concurrency level."""
-    if first_run_only:
-        return [f"{RESULTS}/variant~{v}/{STUDY.load_name(c)}.parquet" for v in variants for c in STUDY.levels]
+    run (loadtest.repeats)."""
     return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in STUDY.level_runs(v)]
 
 
 def study_aggregates():
     """The study-level summaries: the summary (aggregate.smk), the plan against the measurement (plan.smk) and
-    each experiment's own aggregate (prefix, speculative decoding, ...)."""
+    each experiment's own aggregate where it declares one (the figures of prefix caching and speculative
+    decoding are the report's: report/prefix.csv, report/specdec.csv)."""
     outputs = [f"{RESULTS}/summary.parquet", f"{RESULTS}/summary.md"]
     outputs += [f"{RESULTS}/plan_vs_measured.parquet", f"{RESULTS}/plan_vs_measured.md"]
     for m in measurements.registered():

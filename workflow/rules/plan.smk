@@ -1,6 +1,6 @@
 # plan: before anything is fetched or served, each variant's prerequisites on this hardware and its figures
 # predicted from the roofline (plan.parquet, plan.md); after the study, the plan set against the measurement
-# (plan_vs_measured.parquet). No inputs: the plan is cheap and is the first job of every run; the comparison
+# (plan_vs_measured.parquet), its measured figures read from the report's tables. No inputs: the plan is cheap and is the first job of every run; the comparison
 # plans again a variant whose model shapes were unknown before its model was fetched.
 from worthit.config import config_hash  # noqa: E402
 
@@ -23,8 +23,9 @@ rule plan_study:
 rule compare_plan:
     input:
         plan=f"{RESULTS}/plan.parquet",
-        summary=f"{RESULTS}/summary.parquet",
-        kv=expand(f"{VARIANT_DIR}/kv.parquet", variant=STUDY.variants_with("kv")),
+        # the measured figures are the report's (decide_study): one knee, one TPOT, one tok/s per level
+        capacity=f"{REPORT_DIR}/capacity.parquet",
+        levels=f"{REPORT_DIR}/levels.parquet",
         manifests=sorted({model_manifest(STUDY.variant(v).model) for v in STUDY.variants}),
     output:
         parquet=report(f"{RESULTS}/plan_vs_measured.parquet", category="Plan"),

@@ -1,5 +1,6 @@
 # prefix_test: one job per shared-prefix length on every variant whose experiments include `prefix`,
-# after its load levels on the same server (worthit.server.turn); aggregate_prefix compares cache on vs off.
+# after its load levels on the same server (worthit.server.turn); the report (report.smk) compares cache on vs
+# off (report/prefix.csv).
 
 
 rule prefix_test:
@@ -20,21 +21,3 @@ rule prefix_test:
     threads: 0
     script:
         "../scripts/prefix_test.py"
-
-
-rule aggregate_prefix:
-    input:
-        prefix=expand(
-            f"{VARIANT_DIR}/prefix/len~{{length}}.parquet",
-            variant=STUDY.variants_with("prefix"),
-            length=STUDY.prefix_lengths,
-        ),
-    output:
-        parquet=report(f"{RESULTS}/prefix_summary.parquet", category="Experiments"),
-        md=report(f"{RESULTS}/prefix_summary.md", category="Experiments", caption="../report/prefix.rst"),
-    log:
-        f"{RESULTS}/logs/aggregate_prefix.log",
-    benchmark:
-        f"{BENCHMARKS}/aggregate_prefix/study.tsv"
-    script:
-        "../scripts/aggregate_prefix.py"

@@ -16,7 +16,13 @@ try:
     if not planned.ok:
         raise plan.PlanError(planned.reason)
     rows = plan.fill_in(planned.table.to_pylist(), planned.metadata, sm.config, Path.cwd())
-    comparison = plan.compare(rows, Path(sm.input.summary).parent, sm.config["plan"]["tolerances"])
+    comparison = plan.compare(
+        rows,
+        Path(sm.input.plan).parent,
+        sm.config["plan"]["tolerances"],
+        knee_fraction=float(sm.config["decide"]["knee"]["throughput_fraction"]),
+        report=Path(sm.input.capacity).parent,  # the report's tables: the one analysis of the measurement
+    )
 except Exception as e:  # noqa: BLE001 - recorded, not raised
     logging.error("no comparison: %s\n%s", e, traceback.format_exc())
     tail = traceback.format_exc()[-2000:]

@@ -32,7 +32,7 @@ from worthit.config import ROOT as REPO_ROOT
 from worthit.plan.checkpoints import local_model_folder, served_weight_bytes
 from worthit.plan.cli import parse_model_configs, run_cli
 from worthit.plan.hardware import Hardware, hardware_for, host_cpu_has_avx512_or_amx, vllm_defaults
-from worthit.plan.measured import DEFAULT_TOLERANCES, calibrate, compare, measured_knee
+from worthit.plan.measured import DEFAULT_TOLERANCES, calibrate, compare
 from worthit.plan.memory import CUDA_GRAPH_GIB_PER_LAYER, NON_TORCH_GIB, memory_overhead_gib
 from worthit.plan.model_sources import model_configs
 from worthit.plan.output import card_lines, comparison_markdown, markdown, print_cards, write, write_comparison
@@ -124,7 +124,6 @@ __all__ = [
     "make_plan",
     "markdown",
     "max_model_len",
-    "measured_knee",
     "memory_overhead_gib",
     "model_configs",
     "parallel_sizes",

@@ -103,13 +103,12 @@ def _workload_of(load_path: Path) -> tuple[int, int] | None:
     return None
 
 
-def measured_knee(levels: Sequence[tuple[int, float]], fraction: float = 0.9) -> int | None:
-    """The lowest concurrency whose output tok/s reaches ``fraction`` of the best measured."""
-    pts = [(c, t) for c, t in levels if t is not None and not math.isnan(t)]
-    if not pts:
-        return None
-    peak = max(t for _, t in pts)
-    return min(c for c, t in pts if t >= fraction * peak)
+def _report_rows(report: Path, table: Any) -> list[dict[str, Any]]:
+    """The ok rows of one of the report's tables (empty when the report has not been written)."""
+    res = _read(report / f"{table.name.removeprefix('report_')}.parquet", table)
+    if res is None or not res.ok:
+        return []
+    return [r for r in res.table.to_pylist() if r.get("status", "ok") == "ok"]
 
 
 def compare(
@@ -117,13 +116,26 @@ def compare(
     results: str | os.PathLike[str],
     tolerances: Mapping[str, float] | None = None,
     knee_fraction: float = 0.9,
+    report: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of the ``plan_vs_measured`` table: per variant, each predicted figure next to its measurement."""
+    """Rows of the ``plan_vs_measured`` table: per variant, each predicted figure next to its measurement.
+
+    Every measured figure is the report's (``report``: the folder of its tables, default ``<results>/report``):
+    KV blocks, critical concurrency and the throughput knee of its capacity table (the knee located by the
+    study's ``decide.knee`` rules, :mod:`worthit.experiments.kv.report`; ``knee_fraction`` is that rule's
+    fraction, for the note), TPOT P50 and output tok/s of its levels table, pooled over runs. Only the grid's
+    levels count: a named workload level is another workload."""
+    from worthit.experiments.kv.tables import REPORT_CAPACITY
+    from worthit.experiments.loadtest.tables import REPORT_LEVELS
 
     tol = {**DEFAULT_TOLERANCES, **(tolerances or {})}
     root = Path(results)
-    summary = _read(root / "summary.parquet", SUMMARY)
-    sdf = summary.to_pandas() if summary is not None else None
+    rdir = Path(report) if report is not None else root / "report"
+    capacity = {str(r["variant"]): r for r in _report_rows(rdir, REPORT_CAPACITY)}
+    levels: dict[str, list[dict[str, Any]]] = {}
+    for r in _report_rows(rdir, REPORT_LEVELS):
+        if r.get("concurrency") is not None:
+            levels.setdefault(str(r["variant"]), []).append(r)
     out: list[dict[str, Any]] = []
 
     def add(
@@ -162,15 +174,14 @@ def compare(
         v = str(p["variant"])
         if p.get("status") == "not_applicable":
             continue
-        kv = _read(root / f"variant~{v}" / "kv.parquet", KV_CACHE)
-        kvrow = kv.to_pandas().iloc[0].to_dict() if kv is not None and kv.ok and kv.table.num_rows else {}
-        if p.get("num_blocks") is not None or kvrow:
+        cap = capacity.get(v) or {}
+        if p.get("num_blocks") is not None or cap.get("num_blocks") is not None:
             add(
                 v,
                 "kv_blocks",
                 unit="blocks",
                 predicted=p.get("num_blocks"),
-                measured=kvrow.get("num_blocks"),
+                measured=cap.get("num_blocks"),
                 kind="relative",
                 tolerance=tol["kv_blocks"],
             )
@@ -179,23 +190,21 @@ def compare(
                 "critical_concurrency",
                 unit="requests",
                 predicted=p.get("critical_concurrency"),
-                measured=kvrow.get("critical_concurrency"),
+                measured=cap.get("kv_critical_concurrency"),
                 kind="relative",
                 tolerance=tol["kv_blocks"],
             )
-        if sdf is None:
+        grid = sorted(levels.get(v, []), key=lambda r: int(r["concurrency"]))
+        pts = [(int(r["concurrency"]), float(r["output_tok_per_s"])) for r in grid if r.get("output_tok_per_s")]
+        if not pts:
             continue
-        d = sdf[(sdf["variant"] == v) & (sdf["status"] == "ok") & sdf["concurrency"].notna()]
-        if d.empty:
-            continue
-        by_level = d.groupby("concurrency").agg({"tpot_ms_p50": "median", "output_tok_per_s": "median"})
-        pts = [(int(c), float(r["output_tok_per_s"])) for c, r in by_level.iterrows()]
-        knee, highest = measured_knee(pts, knee_fraction), max(c for c, _ in pts)
+        knee = cap.get("throughput_knee_concurrency")
+        highest = max(c for c, _ in pts)
         note = (
-            f"predicted bound: {p.get('bound')}; measured: lowest level reaching {knee_fraction:.0%} of the best "
-            f"tok/s (levels {', '.join(str(c) for c, _ in pts)})"
+            f"predicted bound: {p.get('bound')}; measured: the report's throughput knee, the lowest level reaching "
+            f"{knee_fraction:.0%} of the best tok/s (decide.knee; levels {', '.join(str(c) for c, _ in pts)})"
         )
-        if knee == highest and (p.get("knee_concurrency") or 0) > highest:
+        if knee is not None and int(knee) == highest and (p.get("knee_concurrency") or 0) > highest:
             # throughput still rose at the highest level: the knee lies beyond the levels measured
             note += f"; still rising at {highest}: the knee is beyond the levels measured, not judged"
             knee = None
@@ -209,13 +218,14 @@ def compare(
             tolerance=tol["knee_factor"],
             note=note,
         )
-        lowest = int(by_level.index.min())
-        levels = list(p.get("levels") or [])
+        tpot_by = {int(r["concurrency"]): r.get("tpot_ms_p50") for r in grid}
+        lowest = min(tpot_by)
+        planned = list(p.get("levels") or [])
         exp = list(p.get("tpot_expected_ms") or [])
         floor = list(p.get("tpot_floor_ms") or [])
-        i = levels.index(lowest) if lowest in levels else None
-        tpot_meas = float(by_level.loc[lowest, "tpot_ms_p50"])
-        mbu = floor[i] / tpot_meas if i is not None and floor and tpot_meas else None
+        i = planned.index(lowest) if lowest in planned else None
+        tpot_meas = tpot_by[lowest]
+        mbu = floor[i] / float(tpot_meas) if i is not None and floor and tpot_meas else None
         add(
             v,
             f"tpot_ms_c{lowest}",
@@ -229,7 +239,7 @@ def compare(
             else "",
         )
         best_c, best = max(pts, key=lambda x: x[1])
-        j = levels.index(best_c) if best_c in levels else None
+        j = planned.index(best_c) if best_c in planned else None
         tput = list(p.get("output_tok_per_s") or [])
         ceiling = p.get("throughput_ceiling_tok_per_s")
         add(

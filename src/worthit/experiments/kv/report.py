@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 from worthit import prom
 from worthit.experiments.kv.tables import REPORT_CAPACITY
 from worthit.experiments.loadtest.report import Level, LoadAnalysis
-from worthit.experiments.specdec import measure as specdec
+from worthit.experiments.specdec import model as specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import CAPACITY, Comparison, Setting

@@ -4,12 +4,11 @@ Config key ``prefix`` (its section.yaml) and the experiment name ``prefix`` in
 ``variants.<v>.experiments``. Its files:
 
 - :mod:`.measure`: one shared-prefix length on a variant's server (``prefix_test``, run in its turn through
-  ``stages.consume``) and the study summary ``prefix_summary`` (``aggregate_prefix``);
-- :mod:`.tables`: its Parquet tables (``prefix_requests``, ``prefix_summary``);
-- :mod:`.analysis`: the one rule of which variant is the other side of a point, shared by the summary and the
-  report;
-- :mod:`.report`: its analysis for the report, the evidence of the "prefix caching (on vs off)" verdict, its
-  table and figure;
+  ``stages.consume``): raw request rows;
+- :mod:`.tables`: its Parquet tables (``prefix_requests``, ``report_prefix``);
+- :mod:`.analysis`: the one rule of which variant is the other side of a point;
+- :mod:`.report`: its analysis for the report (the only one: ``report/prefix.csv`` and the report's tables),
+  the evidence of the "prefix caching (on vs off)" verdict, its table and figure;
 - the rules: ``workflow/rules/prefix.smk``.
 """
 
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY, REPORT_PREFIX
+from worthit.experiments.prefix.tables import PREFIX, REPORT_PREFIX
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -44,8 +43,7 @@ def register() -> None:
             consumers,
             "prefix.smk",
             order=40,
-            outputs=measurements.summary_files("prefix_summary", lambda study: study.variants_with(NAME)),
-            tables=(PREFIX, PREFIX_SUMMARY, REPORT_PREFIX),
+            tables=(PREFIX, REPORT_PREFIX),
             section=measurements.section_file(SECTION),
         )
     )

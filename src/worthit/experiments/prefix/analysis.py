@@ -1,5 +1,5 @@
-"""The prefix-caching experiment's one rule of comparison, shared by its study summary (``prefix_summary``,
-:mod:`.measure`) and its report (:mod:`.report`): which variant is the other side of a measured point."""
+"""The prefix-caching experiment's one rule of comparison, used by its report (:mod:`.report`): which variant is
+the other side of a measured point."""
 
 from __future__ import annotations
 
@@ -11,10 +11,3 @@ def other_side(measured: Iterable[tuple[str, bool, int]], prefix_tokens: int, ca
     study order, measured at the same length with the cache the other way. ``measured`` holds
     ``(variant, cache_on, prefix_tokens)`` of every measured point, in study order; None when there is none."""
     return next((v for v, on, n in measured if n == prefix_tokens and on != cache_on), None)
-
-
-def reduction_pct(reference: float | None, value: float | None) -> float | None:
-    """How much lower ``value`` is than ``reference``, in % of the reference (negative = higher)."""
-    if reference is None or value is None or reference == 0:
-        return None
-    return (reference - value) / reference * 100.0

@@ -1,5 +1,7 @@
-"""The prefix-caching experiment: measurement (one shared-prefix length on a variant's server) and
-analysis (TTFT with the cache on vs off, hit rate, slope of TTFT against prefix length).
+"""The prefix-caching experiment's measurement: one shared-prefix length on a variant's server, written as raw
+request rows (``prefix_requests``) with the measured requests' counter deltas. Its analysis (TTFT with the cache
+on vs off, hit rate, slope of TTFT against prefix length) is the report's (:mod:`.report`), the one place those
+figures are computed.
 
 Each length sends one common prefix of L tokens followed by a unique suffix per request, as token ids so
 the prefix is byte-identical. Warm-up requests with the same prefix go first and are excluded: they put
@@ -12,28 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from worthit import prom, schemas
+from worthit import prom
 from worthit.config import Study
-from worthit.experiments.prefix.analysis import other_side, reduction_pct
-from worthit.experiments.prefix.tables import PREFIX, PREFIX_SUMMARY
+from worthit.experiments.prefix.tables import PREFIX
 from worthit.loadgen.client import ClientConfig, closed_loop
 from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
 from worthit.metrics import percentile, prometheus_delta
 from worthit.models import Manifest
-from worthit.schemas import STATUS_OK
 from worthit.server import ServerState
 from worthit.stages import consume, counters, result_meta
-from worthit.stats import slope
 
 log = logging.getLogger("worthit")
-
-# --- measurement -------------------------------------------------------------------------------------
 
 
 def run_prefix_length(
@@ -140,120 +133,3 @@ def prefix_test(
     consume(
         study, variant, f"prefix/len~{prefix_tokens}", out, table=PREFIX, state_path=state_path, meta=meta, body=body
     )
-
-
-# --- analysis (pure) ---------------------------------------------------------------------------------
-
-
-def length_row(variant: str, prefix_caching: bool, prefix_tokens: int, result: schemas.Result) -> dict[str, Any]:
-    """One variant x length file reduced to the summary's own columns."""
-    row: dict[str, Any] = {
-        "variant": variant,
-        "status": result.status,
-        "reason": result.reason or None,
-        "prefix_caching": prefix_caching,
-        "prefix_tokens": prefix_tokens,
-    }
-    if not result.ok:
-        return row
-    recs = result.table.to_pylist()
-    ttft = [r["ttft_ms"] for r in recs if r["success"]]
-    row.update(
-        n=len(recs),
-        n_errors=len(recs) - len(ttft),
-        ttft_ms_p50=percentile(ttft, 50),
-        ttft_ms_p99=percentile(ttft, 99),
-        hit_rate=prom.hit_rate(result.metadata.get("metrics_delta") or {}),
-    )
-    return row
-
-
-def summary_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Add the comparisons: every cache-on row against its other side (:func:`.analysis.other_side`: the first
-    variant measured at its length with the cache off), and each variant's slope of TTFT P50 against prefix
-    length (ms per 1,000 prefix tokens)."""
-    out = [dict(r) for r in rows]
-    by_variant: dict[str, list[dict[str, Any]]] = {}
-    for r in out:
-        by_variant.setdefault(r["variant"], []).append(r)
-    slopes = {}
-    for v, rs in by_variant.items():
-        ok = [r for r in rs if r["status"] == STATUS_OK]
-        s = slope([r["prefix_tokens"] for r in ok], [r.get("ttft_ms_p50") for r in ok])
-        slopes[v] = None if s is None else s * 1000.0
-    measured = [(r["variant"], bool(r.get("prefix_caching")), r["prefix_tokens"]) for r in out]
-    by_point = {(r["variant"], r["prefix_tokens"]): r for r in out}
-    for r in out:
-        r["ttft_slope_ms_per_1k_tokens"] = slopes[r["variant"]]
-        if not r.get("prefix_caching"):
-            continue
-        ref = other_side(measured, r["prefix_tokens"], cache_on=True)
-        if ref is None:
-            continue
-        ref_row = by_point[(ref, r["prefix_tokens"])]
-        r.update(
-            reference_variant=ref,
-            ref_ttft_ms_p50=ref_row.get("ttft_ms_p50"),
-            ref_ttft_ms_p99=ref_row.get("ttft_ms_p99"),
-            ref_ttft_slope_ms_per_1k_tokens=slopes.get(ref),
-        )
-        r["ttft_p50_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p50"], r.get("ttft_ms_p50"))
-        r["ttft_p99_reduction_pct"] = reduction_pct(r["ref_ttft_ms_p99"], r.get("ttft_ms_p99"))
-        r["slope_reduction_pct"] = reduction_pct(slopes.get(ref), slopes[r["variant"]])
-    return out
-
-
-def read_rows(files: Mapping[tuple[str, int], str], prefix_caching: Mapping[str, bool]) -> list[dict[str, Any]]:
-    """{(variant, length): path} -> summary rows (failed files become rows with their status)."""
-    rows = [
-        length_row(v, prefix_caching[v], n, schemas.read(path, PREFIX))
-        for (v, n), path in sorted(files.items(), key=lambda kv: (list(prefix_caching).index(kv[0][0]), kv[0][1]))
-    ]
-    return summary_rows(rows)
-
-
-COLUMNS = (
-    ("variant", "variant"),
-    ("prefix_caching", "cache"),
-    ("prefix_tokens", "prefix tokens"),
-    ("n", "n"),
-    ("ttft_ms_p50", "TTFT P50 ms"),
-    ("ttft_ms_p99", "TTFT P99 ms"),
-    ("hit_rate_pct", "hit rate %"),
-    ("reference_variant", "vs"),
-    ("ref_ttft_ms_p50", "ref TTFT P50 ms"),
-    ("ttft_p50_reduction_pct", "P50 reduction %"),
-    ("ttft_p99_reduction_pct", "P99 reduction %"),
-)
-SLOPE_COLUMNS = (
-    ("variant", "variant"),
-    ("prefix_caching", "cache"),
-    ("ttft_slope_ms_per_1k_tokens", "TTFT slope ms / 1k prefix tokens"),
-    ("slope_reduction_pct", "slope reduction %"),
-)
-
-
-def write_summary(
-    rows: list[dict[str, Any]], *, parquet: str | Path, md: str | Path, study: str, metadata: Mapping[str, Any]
-) -> None:
-    from worthit.aggregate import failures_section, markdown_table, write_markdown
-
-    schemas.write(parquet, PREFIX_SUMMARY, rows, metadata=metadata)
-    df = pd.DataFrame(rows, columns=PREFIX_SUMMARY.columns)
-    ok = df[df["status"] == STATUS_OK].copy()
-    ok["hit_rate_pct"] = ok["hit_rate"].astype(float) * 100.0
-    failed = df[df["status"] != STATUS_OK]
-    parts = [
-        f"# {study}: prefix caching",
-        "",
-        "TTFT of requests sharing a prefix of the given length (unique suffix each), cache on vs off; "
-        "reduction = (off - on) / off.",
-        "",
-        markdown_table(ok, COLUMNS),
-        "",
-        "## TTFT against prefix length (least squares)",
-        "",
-        markdown_table(ok.drop_duplicates("variant"), SLOPE_COLUMNS),
-        "",
-    ]
-    write_markdown(md, parts + failures_section(failed, ("prefix_tokens", "prefix tokens")))

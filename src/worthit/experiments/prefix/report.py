@@ -110,7 +110,7 @@ def evidence(ctx: Context, a: dict[str, list[Point]], pair: Pair) -> list[Eviden
 
 
 def _reference(a: dict[str, list[Point]], p: Point) -> Point | None:
-    """The point of its other side (:func:`.analysis.other_side`, as the study summary compares)."""
+    """The point of its other side (:func:`.analysis.other_side`)."""
     ref = other_side(
         ((q.variant, q.cache_on, q.prefix_tokens) for pts in a.values() for q in pts), p.prefix_tokens, p.cache_on
     )

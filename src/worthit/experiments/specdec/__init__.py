@@ -4,10 +4,12 @@ measured speed-up of every speculative variant (S = α / (kγ + c)).
 Config key ``specdec`` (its section.yaml); it runs whenever a variant has a
 ``speculative_config``. Its files:
 
-- :mod:`.measure`: the verify measurement (``measure_verify``, run in its turn through ``stages.consume``), the
-  model of the speed-up and the study summary ``specdec_summary`` (``aggregate_specdec``);
-- :mod:`.tables`: its Parquet tables (``verify_requests``, ``specdec_summary``);
-- :mod:`.report`: its analysis for the report, the checks it hands the decision layer, its table and figure;
+- :mod:`.measure`: the verify measurement (``measure_verify``, run in its turn through ``stages.consume``): raw
+  request rows;
+- :mod:`.model`: the speed-up model and the one formula of each of its inputs;
+- :mod:`.tables`: its Parquet tables (``verify_requests``, ``report_specdec``);
+- :mod:`.report`: its analysis for the report (the only one: ``report/specdec.csv`` and the report's tables),
+  the checks it hands the decision layer, its table and figure;
 - the rules: ``workflow/rules/specdec.smk``.
 """
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
-from worthit.experiments.specdec.tables import REPORT_SPECDEC, SPECDEC_SUMMARY, VERIFY
+from worthit.experiments.specdec.tables import REPORT_SPECDEC, VERIFY
 
 if TYPE_CHECKING:
     from worthit.config import Study
@@ -43,8 +45,7 @@ def register() -> None:
             "specdec.smk",
             order=50,
             selectable=False,
-            outputs=measurements.summary_files("specdec_summary", lambda study: study.spec_variants),
-            tables=(VERIFY, SPECDEC_SUMMARY, REPORT_SPECDEC),
+            tables=(VERIFY, REPORT_SPECDEC),
             section=measurements.section_file(SECTION),
         )
     )

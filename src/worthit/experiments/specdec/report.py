@@ -15,6 +15,11 @@
 
 The rule of thumb (``decide.min_predicted_speedup``): a predicted S below it rejects the level unless the
 measured TPOT shows a benefit.
+
+One row per (variant, workload, level): the study's grid levels (random-token prompts unless the variant names
+a workload) and every named workload level of ``loadtest.workload_levels`` the variant was measured on (a chat, a
+ShareGPT or a quoting workload), each against the base variant's level of the same name. The formulas are
+:mod:`.model`'s; this analysis is the only place the specdec figures are computed (docs/results-tables.md).
 """
 
 from __future__ import annotations
@@ -29,24 +34,33 @@ import matplotlib.pyplot as plt
 from worthit import engine_args as eargs
 from worthit import prom, schemas
 from worthit.experiments.loadtest.report import Level, LoadAnalysis
-from worthit.experiments.specdec.measure import (
+from worthit.experiments.specdec.model import (
     MODEL_FREE_METHODS,
     acceptance_rate,
     alpha_of,
     c_at_concurrency,
+    draft_coverage,
+    gamma_from_tpot,
+    implied_c,
     method_of,
     predicted_speedup,
+    rule_of_thumb,
     verify_medians,
 )
 from worthit.experiments.specdec.tables import REPORT_SPECDEC, VERIFY
+from worthit.loadgen.repetition import LevelRepetition, level_repetition
 from worthit.report import plots
 from worthit.report.context import Context, Pair
+from worthit.report.data import Loaded
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import Measure, ratio
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "specdec"
+
+
+RANDOM = "random"  # the workload of a level that names none: random-token prompts (loadtest.prompt_tokens)
 
 
 @dataclass(frozen=True)
@@ -65,8 +79,38 @@ class SpecLevel:
     c: float | None
     c_source: str
     predicted: float | None
-    measured: Measure  # base TPOT P50 / speculative TPOT P50
+    measured: Measure  # base TPOT P50 / speculative TPOT P50, at the same level of the same workload
     note: str
+    workload: str = RANDOM  # the workload the level sent (a name of `workloads:`, or random)
+    level: str = ""  # the level's name: conc~4 for the grid, chat/conc~4 for a named workload level
+    draft_coverage: float | None = None  # draft steps / decode steps: how often the drafter proposed at all
+    c_implied: float | None = None  # the c that would make the model match the measurement (a diagnostic)
+    mostly_loops: bool | None = None  # the level's responses are mostly loops (None: not measured)
+    repeated_ngram_share_p50: float | None = None  # its median response's share of repeated 4-grams
+
+    @property
+    def setting(self) -> Setting:
+        """Where the level sits in the verdict: its concurrency on the grid, its name for a workload level (the
+        load comparisons' settings: worthit.experiments.loadtest.report)."""
+        if self.level and "/" in self.level:
+            return Setting(f"workload level {self.level}", "workload level")
+        return Setting.concurrency(self.concurrency)
+
+
+def workload_of(files: Sequence[Loaded]) -> str:
+    """The workload a level's files sent: its name (the level's or the variant's), else random tokens."""
+    for f in files:
+        md = f.metadata
+        name = md.get("workload_name") or md.get("level_workload") or (md.get("workload") or {}).get("name")
+        if name:
+            return str(name)
+    return RANDOM
+
+
+def loops_of(files: Sequence[Loaded]) -> LevelRepetition:
+    """How much the level's responses repeat themselves (:mod:`worthit.loadgen.repetition`: each response's share
+    of repeated 4-grams, recorded per request); n = 0 where the files predate the measure."""
+    return level_repetition([r.get("repeated_ngram_share") for f in files if f.ok for r in f.rows])
 
 
 def step_time(levels: Sequence[Level], x: float) -> tuple[float | None, str]:
@@ -147,7 +191,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
         else:
             draft = ctx.study.draft_variant(v) if ctx.configured(v) else None
             dl = load.ok(draft) if draft else []
-            gamma = dl[0].tpot_p50.value / low if dl and dl[0].tpot_p50.value and low else None
+            gamma = gamma_from_tpot(dl[0].tpot_p50.value, low) if dl else None
             if gamma is None:
                 notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
         medians, why_none = verify_timing(ctx, base)
@@ -160,41 +204,77 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
                 notes.append(f"c from {timed}'s verify timing ({base} has none)")
         if why_none:
             notes.append(f"c not timed ({why_none})")
-        rows = []
-        for lv in load.ok(v):
-            d = lv.metrics_delta
-            drafts, dtok, acc = (
-                d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS)
-            )
-            alpha = alpha_of(d)
-            c, src = c_at(c_levels, k, lv.concurrency, medians)
-            b = load.at(base, lv.concurrency)
-            measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None)
-            note = list(notes)
-            if alpha is None:
-                note.append("alpha unknown: the drafter proposed nothing at this level")
-            rows.append(
-                SpecLevel(
-                    v,
-                    base,
-                    method,
-                    k,
-                    lv.concurrency,
-                    drafts,
-                    dtok,
-                    acc,
-                    alpha,
-                    acceptance_rate(dtok, acc),
-                    gamma,
-                    c,
-                    src,
-                    predicted_speedup(alpha, k, gamma, c),
-                    measured,
-                    "; ".join(note),
-                )
-            )
-        out[v] = rows
+        res = ctx.results.variant(v)
+        grid = res.levels()
+        named = res.workload_levels()
+        # the grid's levels, then every named workload level, each against the base's level of the same name
+        measured_levels: list[tuple[Level, Level | None, str, Sequence[Loaded]]] = [
+            (lv, load.at(base, lv.concurrency), f"conc~{lv.concurrency}", grid.get(lv.concurrency, []))
+            for lv in load.ok(v)
+        ]
+        for name, lv in sorted(load.workload_levels.get(v, {}).items()):
+            if lv.ok:
+                b = load.workload_levels.get(base, {}).get(name)
+                measured_levels.append((lv, b if b is not None and b.ok else None, name, named.get(name, [])))
+        out[v] = [
+            _level_row(v, base, method, k, gamma, notes, lv, b, name, files, c_levels, medians)
+            for lv, b, name, files in measured_levels
+        ]
     return out
+
+
+def _level_row(
+    v: str,
+    base: str,
+    method: str,
+    k: int,
+    gamma: float | None,
+    notes: Sequence[str],
+    lv: Level,
+    b: Level | None,
+    name: str,
+    files: Sequence[Loaded],
+    c_levels: Sequence[Level],
+    medians: Mapping[tuple[int, int], float | None],
+) -> SpecLevel:
+    """One (variant, workload, level) row: the level's counters, c at its concurrency, and its TPOT against the
+    base's at the same level of the same workload."""
+    d = lv.metrics_delta
+    drafts, dtok, acc = (d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS))
+    alpha = alpha_of(d)
+    c, src = c_at(c_levels, k, lv.concurrency, medians)
+    measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None, why_none=f"{base} has no level {name}")
+    note = list(notes)
+    if alpha is None:
+        note.append("alpha unknown: the drafter proposed nothing at this level")
+    rep = loops_of(files)
+    loops = rep.mostly_loops if rep.n else None
+    if loops and alpha is not None:
+        note.append("responses mostly loops: the acceptance measures the drafter predicting the model's loops")
+    return SpecLevel(
+        v,
+        base,
+        method,
+        k,
+        lv.concurrency,
+        drafts,
+        dtok,
+        acc,
+        alpha,
+        acceptance_rate(dtok, acc),
+        gamma,
+        c,
+        src,
+        predicted_speedup(alpha, k, gamma, c),
+        measured,
+        "; ".join(note),
+        workload=workload_of(files),
+        level=name,
+        draft_coverage=draft_coverage(d, lv.requests),
+        c_implied=implied_c(alpha, k, gamma, lv.tpot_p50.value, tpot_base_ms=b.tpot_p50.value if b else None),
+        mostly_loops=loops,
+        repeated_ngram_share_p50=rep.repeated_ngram_share_p50,
+    )
 
 
 def rule_check(
@@ -247,10 +327,7 @@ def evidence(ctx: Context, a: dict[str, list[SpecLevel]], pair: Pair) -> list[Ev
                 decisive=True,
             )
         ]
-    checks = [
-        rule_check(Setting.concurrency(s.concurrency), s.drafts, s.alpha, s.k, gamma=s.gamma, c=s.c, threshold=th)
-        for s in levels
-    ]
+    checks = [rule_check(s.setting, s.drafts, s.alpha, s.k, gamma=s.gamma, c=s.c, threshold=th) for s in levels]
     return [c for c in checks if c is not None]
 
 
@@ -259,29 +336,30 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
     rows = []
     for v, levels in a.items():
         for s in levels:
-            rule = (
-                None
-                if s.predicted is None
-                else (f"below {th:g}x: not worth trying" if s.predicted < th else f"at least {th:g}x: worth trying")
-            )
             rows.append(
                 {
                     "variant": v,
                     "base_variant": s.base,
                     "method": s.method,
                     "k": s.k,
+                    "workload": s.workload,
+                    "level": s.level,
                     "concurrency": s.concurrency,
                     "drafts": s.drafts,
                     "draft_tokens": s.draft_tokens,
                     "accepted_tokens": s.accepted,
                     "alpha": s.alpha,
                     "acceptance_rate_pct": s.acceptance * 100 if s.acceptance is not None else None,
+                    "draft_coverage_pct": s.draft_coverage * 100 if s.draft_coverage is not None else None,
+                    "mostly_loops": s.mostly_loops,
+                    "repeated_ngram_share_p50": s.repeated_ngram_share_p50,
                     "gamma": s.gamma,
                     "c": s.c,
                     "c_source": s.c_source,
+                    "c_implied": s.c_implied,
                     "predicted_speedup": s.predicted,
                     **measure_cols("measured_speedup", s.measured),
-                    "rule": rule,
+                    "rule": rule_of_thumb(s.predicted, th),
                     "note": s.note or None,
                     "interval_basis": s.measured.basis or s.measured.why_none or None,
                     "status": schemas.STATUS_OK,
@@ -291,34 +369,46 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
         Column("variant", "variant", VARIANT),
         Column("method", "method", TEXT),
         Column("k", "k", INT),
-        Column("concurrency", "conc", INT),
+        Column("workload", "workload", TEXT),
+        Column("level", "level", TEXT),
         Column("drafts", "drafts", NUM, 0),
         Column("draft_tokens", "draft tokens", NUM, 0),
         Column("accepted_tokens", "accepted", NUM, 0),
         Column("acceptance_rate_pct", "acceptance", PCT, 1),
+        Column("draft_coverage_pct", "steps drafted", PCT, 1),
+        Column("repeated_ngram_share_p50", "repeated 4-grams P50", NUM, 2),
+        Column("mostly_loops", "mostly loops", TEXT),
         Column("alpha", "α", NUM, 2),
         Column("gamma", "γ", NUM, 2),
         Column("c", "c", NUM, 2),
         Column("predicted_speedup", "predicted S", NUM, 2),
         Column("measured_speedup", "measured speed-up (TPOT)", MEASURE, 2),
+        Column("c_implied", "c implied", NUM, 2),
         Column("rule", "rule of thumb", TEXT),
         Column("c_source", "c from", TEXT),
         Column("note", "note", TEXT),
     ]
     caption = (
-        "Speculative decoding from measurements only: α = 1 + accepted / drafts from each level's counters, "
-        "γ from the draft model served alone (0 for ngram), c at each level's concurrency from the verify timing "
-        "scaled by the base variant's measured step-time growth; predicted S = α / (kγ + c) next to the measured "
-        f"TPOT speed-up. Predicted S below {th:g}x (decide.min_predicted_speedup): not worth trying. α and the "
-        "acceptance rate are ratios of counter totals (exact counts, no interval); predicted S is the model of "
-        "measured inputs (no interval); the measured speed-up carries its 95% interval."
+        "Speculative decoding from measurements only, one row per variant, workload and level (random: the "
+        "random-token prompts of the grid; a name: that workload of workloads:). α = 1 + accepted / drafts from "
+        "the level's counters; acceptance = accepted / proposed draft tokens; steps drafted = draft steps / decode "
+        "steps (how often the drafter proposed at all; ngram proposes nothing without a match); γ from the draft "
+        "model served alone (0 for ngram); c at the level's concurrency from the verify timing scaled by the base "
+        "variant's measured step-time growth; predicted S = α / (kγ + c) next to the measured TPOT speed-up "
+        "against the base's level of the same workload. Repeated 4-grams: the median response's share of 4-grams "
+        "repeating an earlier one of it; mostly loops: that median is at least the loop share "
+        "(worthit.loadgen.repetition), where an acceptance measures the drafter predicting the model's loops, not "
+        "the traffic. c implied: the c that would make S match the measurement "
+        f"(a diagnostic, not an input). Predicted S below {th:g}x (decide.min_predicted_speedup): not worth "
+        "trying. Counts and their ratios are exact (no interval); predicted S is the model of measured inputs (no "
+        "interval); the measured speed-up carries its 95% interval."
     )
     return [View(REPORT_SPECDEC, "Speculative decoding", caption, cols, rows, order=50)]
 
 
 def _figure(ctx: Context, a: dict[str, list[SpecLevel]]) -> Any:
     pts = [
-        (f"{ctx.label(s.variant)} c={s.concurrency}", s.predicted, s.measured.value)
+        (f"{ctx.label(s.variant)} {s.workload} c={s.concurrency}", s.predicted, s.measured.value)
         for levels in a.values()
         for s in levels
         if s.predicted is not None and s.measured.value is not None

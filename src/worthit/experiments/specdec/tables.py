@@ -1,5 +1,5 @@
-"""The speculative-decoding experiment's tables: the verify-step timing on the base variant, and the
-summary per variant x concurrency."""
+"""The speculative-decoding experiment's tables: the verify-step timing on the base variant (a raw
+measurement), and the report's table per variant x workload x level (the one analysis of it)."""
 
 from __future__ import annotations
 
@@ -28,61 +28,48 @@ VERIFY = Table(
     added=("concurrency",),
 )
 
-SPECDEC_SUMMARY = Table(
-    "specdec_summary",
-    "Speculative decoding per variant x concurrency: alpha, gamma, c, predicted S = alpha / (k gamma + c) "
-    "next to the measured TPOT speed-up over the base variant.",
-    (
-        VARIANT,
-        column("status", pa.string(), "ok / failed / not_applicable", False),
-        column("reason", pa.string(), "why it failed or does not apply"),
-        column("method", pa.string(), "speculative method (ngram, draft_model, eagle, ...)"),
-        column("k", pa.int32(), "num_speculative_tokens: draft tokens proposed per step"),
-        column("concurrency", pa.int32(), "closed-loop concurrency of the load level"),
-        column("base_variant", pa.string(), "the target served without speculation"),
-        column("draft_variant", pa.string(), "the variant serving the draft model alone (gamma)"),
-        column("alpha", pa.float64(), "tokens per verify step = 1 + accepted / drafts (as vLLM logs it)"),
-        column("acceptance_rate", pa.float64(), "accepted / proposed draft tokens"),
-        column("draft_coverage", pa.float64(), "decode steps that carried a draft / all decode steps"),
-        column("alpha_effective", pa.float64(), "decode tokens / decode steps, steps without a draft included"),
-        column("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
-        column(
-            "c",
-            pa.float64(),
-            "verify step cost / plain decode step cost, timed on the base variant at this concurrency",
-        ),
-        column("c_implied", pa.float64(), "alpha TPOT_spec / TPOT_base - k gamma: c implied by the measurement"),
-        column("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
-        column("tpot_ms_p50", pa.float64(), "TPOT median with speculation"),
-        column("base_tpot_ms_p50", pa.float64(), "TPOT median of the base variant at the same concurrency"),
-        column("measured_speedup", pa.float64(), "base TPOT P50 / speculative TPOT P50"),
-        column("ttft_ms_p99", pa.float64(), "TTFT 99th percentile with speculation"),
-        column("base_ttft_ms_p99", pa.float64(), "TTFT 99th percentile of the base variant"),
-        column("verdict", pa.string(), "'not worth trying' if predicted S < threshold, else 'worth trying'"),
-        column("note", pa.string(), "what a missing number lacks"),
-    ),
-)
-
-
 REPORT_SPECDEC = Table(
     "report_specdec",
-    "Report: speculative decoding per variant x load level, from measurements only: the spec-decode counters "
-    "(drafts, draft tokens, accepted), alpha and the acceptance rate, gamma, c at the level's concurrency, "
-    "predicted S = alpha / (k gamma + c) and the measured TPOT speed-up with its interval.",
+    "Report: speculative decoding per variant x workload x load level, from measurements only: the spec-decode "
+    "counters (drafts, draft tokens, accepted), alpha, the acceptance rate and how often the drafter proposed, "
+    "gamma, c at the level's concurrency, predicted S = alpha / (k gamma + c) and the measured TPOT speed-up "
+    "against the base variant's level of the same workload, with its interval.",
     (
         VARIANT,
         column("base_variant", pa.string(), "the target served without speculation"),
         column("method", pa.string(), "speculative method (ngram, draft_model, eagle, ...)"),
         column("k", pa.int32(), "draft tokens proposed per step"),
+        column("workload", pa.string(), "the workload the level sent: a name of workloads:, or random (tokens)"),
+        column("level", pa.string(), "the load level: conc~N on the grid, <workload>/conc~N for a workload level"),
         column("concurrency", pa.int32(), "closed-loop concurrency"),
         column("drafts", pa.float64(), "speculative steps that proposed drafts (counter delta)"),
         column("draft_tokens", pa.float64(), "draft tokens proposed (counter delta)"),
         column("accepted_tokens", pa.float64(), "draft tokens accepted (counter delta)"),
         column("alpha", pa.float64(), "tokens per verify step = 1 + accepted / drafts; null when nothing was proposed"),
         column("acceptance_rate_pct", pa.float64(), "accepted / proposed draft tokens, %"),
+        column(
+            "draft_coverage_pct",
+            pa.float64(),
+            "draft steps / decode steps, %: how often the drafter proposed at all (counter deltas)",
+        ),
+        column(
+            "repeated_ngram_share_p50",
+            pa.float64(),
+            "median over the level's responses of the share of 4-grams repeating an earlier one of the response",
+        ),
+        column(
+            "mostly_loops",
+            pa.bool_(),
+            "the median response is a loop (worthit.loadgen.repetition); null where the level predates the measure",
+        ),
         column("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
         column("c", pa.float64(), "verify step cost / plain decode step cost at this concurrency"),
         column("c_source", pa.string(), "how c was measured at this concurrency"),
+        column(
+            "c_implied",
+            pa.float64(),
+            "alpha TPOT_spec / TPOT_base - k gamma: the c that would make S match the measurement (a diagnostic)",
+        ),
         column("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
         *measure_columns("measured_speedup", "base TPOT P50 / speculative TPOT P50"),
         column("rule", pa.string(), "predicted S against decide.min_predicted_speedup"),
@@ -90,4 +77,5 @@ REPORT_SPECDEC = Table(
         INTERVAL_BASIS,
         *REPORT_STATUS,
     ),
+    added=("workload", "level", "draft_coverage_pct", "repeated_ngram_share_p50", "mostly_loops", "c_implied"),
 )
