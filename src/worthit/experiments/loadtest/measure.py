@@ -19,9 +19,9 @@ from worthit.loadgen import timeline as tl
 from worthit.loadgen.client import ClientConfig, Refused, RequestRecord, closed_loop, sessions_loop
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
-from worthit.loadgen.records import spec_tokens
+from worthit.loadgen.records import RequestSpec, spec_tokens
 from worthit.loadgen.repetition import repeated_ngram_share
-from worthit.loadgen.workloads import LevelRequests, from_config
+from worthit.loadgen.workloads import LevelRequests, NamedWorkload, ShareGPT, from_config
 from worthit.metrics import prometheus_delta
 from worthit.models import Manifest
 from worthit.server import ServerState, server_errors
@@ -75,6 +75,15 @@ def add_repetition(rows: list[dict[str, Any]], records: list[RequestRecord], tok
         row["repeated_ngram_share"] = repeated_ngram_share(tok.encode(rec.output_text, add_special_tokens=False))
 
 
+def _corpus_warmup(wl: NamedWorkload, tok: Any, endpoint: str, n: int, *, seed: int, offset: int) -> list[RequestSpec]:
+    """A sharegpt level's warm-up, drawn from the corpus too (its next seed's draw; nothing for other kinds):
+    the level's /metrics deltas include the warm-up, and a random-token one would add a loop's speculative
+    acceptance to the real prompts' counters."""
+    if not isinstance(wl, ShareGPT) or n <= 0:
+        return []
+    return wl.build(tok, endpoint, n, seed=seed + 1, offset=offset).specs[:n]
+
+
 def served_context(url: str, api_key: str | None = None) -> int | None:
     """The served model's context (vLLM's ``max_model_len`` in ``GET /v1/models``); None where not told."""
     try:
@@ -123,7 +132,6 @@ def measure_level(
     tok = load_tokenizer(tokenizer_dir)
     offset = _offset(level)
     warm = RandomWorkload(prompt_tokens, output_tokens, warmup, seed=seed + 1).build(tok, offset=offset)
-    wl = None
     if workload is None:
         specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=offset)
         to_send = LevelRequests([[s] for s in specs])
@@ -135,13 +143,18 @@ def measure_level(
             "endpoint": endpoint,
         }
     else:
-        spec = {k: v for k, v in workload.items() if k != "name"}
         defaults = {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
-        wl = from_config(str(workload["name"]), spec, defaults=defaults, max_model_len=served_context(url, api_key))
+        wl = from_config(
+            str(workload["name"]),
+            {k: v for k, v in workload.items() if k != "name"},
+            defaults=defaults,
+            max_model_len=served_context(url, api_key),
+        )
         # a closed loop keeps every worker busy; an open loop starts num_requests sessions (conversations)
         sessions = level.concurrency or (num_requests if level.kind == levelmod.RATE else 1)
         to_send = wl.build(tok, endpoint, num_requests, seed=seed, offset=offset, min_sessions=sessions)
-        described = {**wl.describe(), "num_requests": len(to_send.specs), "seed": seed, "endpoint": endpoint}
+        warm = _corpus_warmup(wl, tok, endpoint, warmup, seed=seed, offset=offset) or warm
+        described = {**to_send.describe, "num_requests": len(to_send.specs), "seed": seed, "endpoint": endpoint}
     ol = dict(open_loop or {})
     arrivals: list[float] | None = None
     if level.kind == levelmod.RATE:
