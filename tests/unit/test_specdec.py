@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,13 +161,41 @@ def test_verify_timing_records_another_client_on_the_server(monkeypatch: pytest.
 EMBEDDED = Path(__file__).resolve().parents[2] / "examples" / "embedded-default" / "results"
 
 
-def _specdec_rows(results: Path) -> list[dict]:
+def _report(results: Path) -> Any:
     from worthit.config import load
-    from worthit.experiments.specdec.tables import REPORT_SPECDEC
     from worthit.report import build
 
-    report = build.from_dir(load(EMBEDDED / "report" / "config.yaml"), results)
-    return [r for r in report.view(REPORT_SPECDEC).rows if r.get("status") == "ok"]
+    return build.from_dir(load(EMBEDDED / "report" / "config.yaml"), results)
+
+
+def _specdec_rows(results: Path) -> list[dict]:
+    from worthit.experiments.specdec.tables import REPORT_SPECDEC
+
+    return [r for r in _report(results).view(REPORT_SPECDEC).rows if r.get("status") == "ok"]
+
+
+def _chat_level_on_spec(tmp_path: Path, drafts: float, draft_tokens: float, accepted: float, share: float) -> Path:
+    """The embedded default with the baseline's chat level copied to spec_ngram: its TPOTs halved, the given
+    spec-decode counters per run, every response's share of repeated 4-grams ``share``."""
+    results = tmp_path / "results"
+    shutil.copytree(EMBEDDED, results, ignore=shutil.ignore_patterns("report", "logs", "benchmarks", "*.html"))
+    spec = {
+        "vllm:spec_decode_num_drafts_total": drafts,
+        "vllm:spec_decode_num_draft_tokens_total": draft_tokens,
+        "vllm:spec_decode_num_accepted_tokens_total": accepted,
+    }
+    for src in sorted((results / "variant~baseline" / "load" / "chat").glob("conc~4*.parquet")):
+        dst = results / "variant~spec_ngram" / "load" / "chat" / src.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        copy_result(src, dst)
+        res = schemas.read(dst, LOAD_REQUESTS)
+        recs = [
+            {**r, "tpot_ms": r["tpot_ms"] / 2 if r["tpot_ms"] is not None else None, "repeated_ngram_share": share}
+            for r in res.table.to_pylist()
+        ]
+        meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}}
+        schemas.write(dst, LOAD_REQUESTS, recs, metadata=meta)
+    return results
 
 
 def test_the_committed_ngram_rows_are_the_models_formulas_on_the_pooled_runs() -> None:
@@ -187,25 +216,8 @@ def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path:
     """A named workload level the speculative variant was measured on (the chat level here) is a row of its own,
     named by its workload, compared with the base's level of that workload; a level flagged as mostly loops
     says so."""
-    results = tmp_path / "results"
-    shutil.copytree(EMBEDDED, results, ignore=shutil.ignore_patterns("report", "logs", "benchmarks", "*.html"))
-    spec = {
-        "vllm:spec_decode_num_drafts_total": 10.0,
-        "vllm:spec_decode_num_draft_tokens_total": 40.0,
-        "vllm:spec_decode_num_accepted_tokens_total": 8.0,
-    }
-    for src in sorted((results / "variant~baseline" / "load" / "chat").glob("conc~4*.parquet")):
-        dst = results / "variant~spec_ngram" / "load" / "chat" / src.name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        copy_result(src, dst)
-        res = schemas.read(dst, LOAD_REQUESTS)
-        # TPOT halved, and every response a loop: 80 % of its 4-grams repeat an earlier one
-        recs = [
-            {**r, "tpot_ms": r["tpot_ms"] / 2 if r["tpot_ms"] is not None else None, "repeated_ngram_share": 0.8}
-            for r in res.table.to_pylist()
-        ]
-        meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}}
-        schemas.write(dst, LOAD_REQUESTS, recs, metadata=meta)
+    # every response a loop: 80 % of its 4-grams repeat an earlier one
+    results = _chat_level_on_spec(tmp_path, 10.0, 40.0, 8.0, share=0.8)
     rows = {(r["workload"], r["level"]): r for r in _specdec_rows(results)}
     assert set(rows) == {("random", "conc~1"), ("random", "conc~4"), ("random", "conc~16"), ("chat", "chat/conc~4")}
     chat = rows[("chat", "chat/conc~4")]
@@ -217,6 +229,21 @@ def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path:
     assert "predicting the model's loops" in chat["note"]
     assert chat["predicted_speedup"] == pytest.approx(1.8 / chat["c"])
     assert rows[("random", "conc~4")]["mostly_loops"] is None
+
+
+def test_a_workload_level_where_the_drafter_never_proposed_is_inconclusive_there_alone(tmp_path: Path) -> None:
+    """The chat level's drafter proposed nothing: its row has no α and the verdict's check at that workload level
+    is inconclusive, while the random-token levels, where it proposed, carry no such check."""
+    from worthit.report.decide import UNDETERMINED, Check
+
+    results = _chat_level_on_spec(tmp_path, 0.0, 0.0, 0.0, share=0.0)
+    report = _report(results)
+    rows = {(r["workload"], r["level"]): r for r in _specdec_rows(results)}
+    chat = rows[("chat", "chat/conc~4")]
+    assert chat["alpha"] is None and chat["predicted_speedup"] is None and chat["mostly_loops"] is False
+    assert "proposed nothing" in chat["note"]
+    checks = [c for c in report.evidence["spec_ngram"].checks if isinstance(c, Check) and c.finding == UNDETERMINED]
+    assert [c.setting.label for c in checks] == ["workload level chat/conc~4"]
 
 
 # ------------------------------------------------------------------------------------------ the quoting workload
