@@ -598,8 +598,9 @@ def test_sharegpt_first_turns_follow_vllm_sampling_and_filters(tok: Any, tmp_pat
     rendered = tok.apply_chat_template(list(out.specs[0].messages or ()), tokenize=False, add_generation_prompt=True)
     assert out.specs[0].prompt_tokens == count(tok, rendered)
     # the server's context bounds prompt + output too
-    tight = from_config("sg", {"kind": "sharegpt", "path": str(path)}, max_model_len=16)
-    assert all(s.prompt_tokens + s.max_tokens <= 16 for s in tight.build(tok, "completions", 10, seed=0).specs)
+    tight = from_config("sg", {"kind": "sharegpt", "path": str(path)}, max_model_len=20)
+    for endpoint in ("completions", "chat"):  # the prompt as sent: through the chat template on chat
+        assert all(s.prompt_tokens + s.max_tokens <= 20 for s in tight.build(tok, endpoint, 10, seed=0).specs)
 
 
 def test_sharegpt_multi_turn_replays_the_corpus_history(tok: Any, tmp_path: Path) -> None:

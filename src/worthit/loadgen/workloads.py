@@ -757,15 +757,17 @@ class ShareGPT(NamedWorkload):
         return read_sharegpt(self.path or sharegpt_package_path(), keep)
 
     def _fits(self, n_prompt: int, n_out: int) -> bool:
-        """vLLM's is_valid_sequence (the output's minimum only where the output length comes from the corpus),
-        and the server's context where known."""
+        """vLLM's is_valid_sequence (the output's minimum only where the output length comes from the corpus)."""
         return (
             n_prompt >= self.min_tokens
             and (self.output is not None or n_out >= self.min_tokens)
             and n_prompt <= self.max_prompt_tokens
             and n_prompt + n_out <= self.max_total_tokens
-            and (self.max_model_len is None or n_prompt + n_out <= self.max_model_len)
         )
+
+    def _served(self, spec: RequestSpec) -> bool:
+        """The request fits the server's context where known (its prompt as sent: a chat template's tokens too)."""
+        return self.max_model_len is None or spec.prompt_tokens + spec.max_tokens <= self.max_model_len
 
     def build(
         self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
@@ -819,7 +821,10 @@ class ShareGPT(NamedWorkload):
             prompt, reply = conv[0][1], conv[1][1]
             n_prompt = n_tokens(prompt)
             n_out = self.output.sample(rng) if self.output is not None else n_tokens(reply)
-            return [p.from_text(prompt, n_out)] if self._fits(n_prompt, n_out) else []
+            if not self._fits(n_prompt, n_out):
+                return []
+            spec = p.from_text(prompt, n_out)
+            return [spec] if self._served(spec) else []
         out: list[RequestSpec] = []
         history: list[dict[str, str]] = []
         n_history = 0
@@ -833,7 +838,10 @@ class ShareGPT(NamedWorkload):
             if not self._fits(n_history + n_user, n_out):
                 break
             messages = [*history, {"role": "user", "content": user}]
-            out.append(p.from_messages(messages, n_out))
+            spec = p.from_messages(messages, n_out)
+            if not self._served(spec):
+                break
+            out.append(spec)
             history = [*messages, {"role": "assistant", "content": reply}]
             n_history += n_user + n_tokens(reply)
         return out
