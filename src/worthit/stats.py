@@ -116,6 +116,14 @@ def z_quantile(coverage: float) -> float:
     return float(sps.norm.ppf(0.5 + coverage / 2))
 
 
+FAMILY_ALPHA = 0.05  # a verdict's error rate: all its judged figures together (docs/statistics.md)
+
+
+def family_coverage(family: int, alpha: float = FAMILY_ALPHA) -> float:
+    """The coverage of each of ``family`` intervals that hold together with probability 1 - alpha (Bonferroni)."""
+    return 1 - alpha / max(1, family)
+
+
 def mean_ci95(values: Sequence[float | None]) -> tuple[float | None, float | None, float | None]:
     """(mean, low, high): a t-interval of the mean of a few repeated runs; no interval below two values."""
     vals = _clean(values)

@@ -22,6 +22,7 @@ from worthit.report.decide import (
     EQUIVALENT,
     FAILED,
     INCONCLUSIVE,
+    INFO,
     LATENCY,
     NOT_APPLICABLE,
     NOT_NEEDED,
@@ -33,6 +34,7 @@ from worthit.report.decide import (
     UNACCEPTABLE,
     UNDETERMINED,
     WORSE,
+    Check,
     Comparison,
     Evidence,
     Rules,
@@ -83,6 +85,7 @@ def evidence(name: str, rules: Rules) -> Evidence:
             f["regime"],
             setting(f["setting"]),
             f.get("judged", True),
+            f.get("guard", False),
         )
         for f in o.get("figures", [])
     ]
@@ -149,7 +152,10 @@ def test_speculative_decoding_is_rejected_by_measurement_and_by_the_rule_of_thum
     assert "predicted speed-up S = 1.13x is below the 1.3x rule of thumb" in v.reason
     assert predicted_speedup(3.08, 5, 0.20, 1.73) == pytest.approx(1.13, abs=0.005)
     c16 = next(o for o in v.regimes[LATENCY].settings if o.setting.value == 16)
-    assert c16.outcome == INCONCLUSIVE  # +7.4% with a +-2% interval on each side: not clearly past 5%
+    # TPOT +7.4% with a +-2% interval on each side is not clearly past 5%, but the TTFT P99 x25 is a harm far
+    # beyond both tolerances
+    assert c16.outcome == REJECT and c16.deciding == "TTFT P99 +2400% at concurrency 16"
+    assert "TPOT P50 +7% at concurrency 16" not in c16.reason
 
 
 def test_int8_kv_is_rejected_for_its_accuracy_collapse_with_no_performance_figure() -> None:
@@ -288,10 +294,28 @@ def test_a_conditional_verdict_says_up_to_which_concurrency_it_holds() -> None:
     v = decide(Evidence("x", comparisons=[lvl(1, 20, 10), lvl(4, 22, 12), lvl(16, 30, 45)], lossless=True), Rules())
     assert v.outcome == ADOPT and v.condition == "latency-first, up to concurrency 4"
     assert v.regimes[LATENCY].detail == "adopt up to concurrency 4, reject from 16"
-    # adopted at levels that do not form one range: each named once, under its dimension
-    gap = [lvl(1, 20, 10), lvl(4, 22, 22), lvl(16, 30, 15), lvl(64, 40, 20)]
+    # adopted at levels that do not form one range: each named once, under its dimension, with the figure
+    # that flips the level between (the data alternates)
+    gap = [lvl(1, 20, 10), lvl(4, 22, 32), lvl(16, 30, 15), lvl(64, 40, 20)]
     v = decide(Evidence("x", comparisons=gap, lossless=True), Rules())
-    assert v.outcome == ADOPT and v.condition == "latency-first, at concurrency 1, 16 and 64"
+    assert (
+        v.outcome == ADOPT and v.condition == "latency-first, at concurrency 1, 16 and 64; rejected at 4: TPOT P50 +45%"
+    )
+    assert v.regimes[LATENCY].detail == "adopt up to concurrency 1, reject at 4 (TPOT P50 +45%), adopt from 16"
+    # a level inside the range that could not be decided keeps it one range, and is named
+    hole = [
+        lvl(1, 20, 10),
+        Comparison("TPOT P50", "ms", _m3(22, 0.3), _m3(20, 0.3), False, LATENCY, Setting.concurrency(4)),
+        lvl(16, 30, 15),
+        lvl(64, 40, 45),
+    ]
+    v = decide(Evidence("x", comparisons=hole, lossless=True), Rules())
+    assert v.outcome == ADOPT and v.condition == "latency-first, up to concurrency 16 (undecided at 4)"
+    assert v.regimes[LATENCY].detail == "adopt up to concurrency 1, inconclusive at 4, adopt at 16, reject from 64"
+
+
+def _m3(x: float, rel: float) -> Measure:
+    return Measure(x, 64, x * (1 - rel), x * (1 + rel), "3 runs")
 
 
 def test_random_weights_are_never_judged_on_accuracy() -> None:
@@ -309,10 +333,14 @@ def test_rules_read_from_the_decide_section_of_the_config() -> None:
                 "min_speedup": 1.1,
                 "throughput_tpot_ms": 80,
                 "effort": {"awq": "low"},
+                "max_harm_pct": 20,
+                "max_harm_ms": 100,
             }
         }
     )
     assert (r.max_drop("gsm8k"), r.min_speedup, r.throughput_tpot_ms, r.effort["awq"]) == (1.5, 1.1, 80.0, "low")
+    assert (r.max_harm_pct, r.max_harm_ms) == (20.0, 100.0)
+    assert (Rules.from_config({}).max_harm_pct, Rules.from_config({}).max_harm_ms) == (10.0, 20.0)
 
 
 def test_a_verdict_settled_by_repeated_levels_names_the_single_run_figures_beside_it() -> None:
@@ -331,6 +359,38 @@ def test_a_verdict_settled_by_repeated_levels_names_the_single_run_figures_besid
     assert prefix.outcome == INCONCLUSIVE and prefix.leaning == ADOPT and "workload level" in prefix.settle
 
 
+def test_a_harm_within_a_tolerance_is_a_trade_off_said_beside_the_adoption() -> None:
+    # ngram speculation at concurrency 1 on one H100 (examples/h200-qwen/one-machine): the answer ends sooner,
+    # the first token comes 4.6 ms later; both sides meet the SLO
+    def fig(q: str, base: float, var: float, judged: bool) -> Comparison:
+        m = lambda x: Measure(x, 64, x * 0.97, x * 1.03, "3 runs")  # noqa: E731
+        return Comparison(q, "ms", m(base), m(var), False, LATENCY, Setting.concurrency(1), judged, not judged)
+
+    comps = [fig("E2E P50", 572, 246, True), fig("TTFT P50", 13.1, 17.7, False), fig("TPOT P50", 2.19, 0.90, False)]
+    held = Check(LATENCY, Setting.concurrency(1), INFO, "the SLO (TTFT P99 <= 500 ms) holds with and without it")
+    v = decide(Evidence("x", comparisons=comps, checks=[held], lossless=True), Rules())
+    assert v.outcome == ADOPT
+    assert v.condition == "latency-first; trade-off: TTFT P50 +4.6 ms (+35%) at concurrency 1, within the SLO"
+    assert v.tradeoffs == ("TTFT P50 +4.6 ms (+35%) at concurrency 1, within the SLO",)
+    # the same +35% on a first token of 1.3 s is 460 ms: beyond both tolerances, a harm
+    comps[1] = fig("TTFT P50", 1310, 1770, False)
+    v = decide(Evidence("x", comparisons=comps, checks=[held], lossless=True), Rules())
+    assert v.outcome == REJECT and "TTFT P50 +35% at concurrency 1" in v.reason
+    # the tolerance is the study's: decide.max_harm_pct / max_harm_ms
+    loose = Rules(max_harm_pct=50.0)
+    assert decide(Evidence("x", comparisons=comps, checks=[held], lossless=True), loose).outcome == ADOPT
+
+
+def test_a_benefit_waits_while_a_p99_may_break_the_slo_met_without_it() -> None:
+    c1 = Setting.concurrency(1)
+    e2e = Comparison("E2E P50", "ms", _m3(500, 0.02), _m3(300, 0.02), False, LATENCY, c1)
+    maybe = Check(LATENCY, c1, UNDETERMINED, "may break the SLO", "more runs", blocks_adoption=True)
+    v = decide(Evidence("x", comparisons=[e2e], checks=[maybe], lossless=True), Rules())
+    assert v.outcome == INCONCLUSIVE and "may break the SLO" in v.reason and "more runs" in v.settle
+    broken = Check(LATENCY, c1, WORSE, "breaks the SLO (TTFT P99 <= 500 ms) that is met without it")
+    assert decide(Evidence("x", comparisons=[e2e], checks=[broken], lossless=True), Rules()).outcome == REJECT
+
+
 def test_a_tail_the_medians_hide_counts_against_an_optimisation_only_when_demonstrated() -> None:
     # Capping the batch on a compute-bound CPU: the median request is served sooner, the queued ones later.
     def fig(q: str, base: float, var: float, rel: float, guard: bool = False) -> Comparison:
@@ -341,7 +401,7 @@ def test_a_tail_the_medians_hide_counts_against_an_optimisation_only_when_demons
     tail_worse = fig("TTFT P99", 5700, 9200, 0.05, guard=True)
     v = decide(Evidence("x", comparisons=[*medians, tail_worse], lossless=True), Rules())
     assert v.outcome == REJECT
-    assert "TTFT P99 +61% at concurrency 16" in v.reason and "a tail the medians hide" in v.reason
+    assert "TTFT P99 +61% at concurrency 16" in v.reason and "beyond the 10 % and 20 ms a harm is tolerated" in v.reason
     assert "although better: TPOT P50 -51%" in v.reason
     # a P99 whose interval spans the margin is shown, not weighed: the medians decide
     tail_open = fig("TTFT P99", 5700, 6300, 0.3, guard=True)

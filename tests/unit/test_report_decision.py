@@ -94,7 +94,7 @@ def test_each_optimisation_has_a_verdict_an_effect_an_accuracy_cost_and_a_short_
     r = build.from_dir(cfg, results)
     (v,) = r.rows(schemas.REPORT_VERDICTS)
     assert v["role"] == headline.OPTIMISATION
-    assert v["effect"].startswith(("TTFT", "TPOT", "output", "goodput", "KV"))
+    assert v["effect"].startswith(("E2E", "TTFT", "TPOT", "output", "goodput", "KV"))
     assert re.search(r"[+\u2212]?\d[\d,]* % .*\[[+\u2212]?\d", v["effect"])  # the change and its interval
     assert v["accuracy_summary"] == v["accuracy_outcome"]  # no accuracy measured: the decision says why
     assert 0 < len(v["why"]) <= headline.WHY_MAX and len(v["reason"]) > len(v["why"])

@@ -39,10 +39,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from worthit.report.evidence import Check, Comparison, Evidence, Setting, TaskAccuracy
+from worthit.report.evidence import (
+    Check,
+    Comparison,
+    Evidence,
+    Setting,
+    TaskAccuracy,
+    pooled_range,
+    range_groups,
+)
 from worthit.report.measure import SINGLE_RUN
 from worthit.report.outcomes import (
     ADOPT,
@@ -81,7 +89,7 @@ from worthit.report.wording import (
     verdict_basis,
     where_adopted,
 )
-from worthit.stats import ACC_INCONCLUSIVE, ACCEPTABLE, UNACCEPTABLE
+from worthit.stats import ACC_INCONCLUSIVE, ACCEPTABLE, FAMILY_ALPHA, UNACCEPTABLE
 
 __all__ = [
     "ACCEPTABLE",
@@ -126,6 +134,7 @@ __all__ = [
     "regime_verdict",
     "setting_outcome",
     "tail_harms",
+    "trade_offs",
 ]
 
 
@@ -141,6 +150,10 @@ class Rules:
     exact_tolerance_pct: float = 1.0
     throughput_tpot_ms: float | None = None
     effort: Mapping[str, str] = field(default_factory=dict)
+    # A shown figure that is demonstrably worse is a harm (it rejects) only beyond both: by more than this
+    # many percent and by more than this many ms; within either it is a trade-off (docs/verdicts.md, "Harms").
+    max_harm_pct: float = 10.0
+    max_harm_ms: float = 20.0
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Rules:
@@ -157,6 +170,8 @@ class Rules:
             exact_tolerance_pct=float(d.get("exact_tolerance_pct", 1.0)),
             throughput_tpot_ms=None if tp is None else float(tp),
             effort={k: str(v) for k, v in (d.get("effort") or {}).items()},
+            max_harm_pct=float(d.get("max_harm_pct", 10.0)),
+            max_harm_ms=float(d.get("max_harm_ms", 20.0)),
         )
 
     def max_drop(self, task: str) -> float:
@@ -200,8 +215,7 @@ def judge(c: Comparison, rules: Rules) -> tuple[str, str]:
     return UNDETERMINED, f"{c.describe()} ({span} spans a {m:g}x margin)"
 
 
-def tail_harms(comparisons: Sequence[Comparison], rules: Rules) -> list[tuple[Comparison, str]]:
-    """The guard figures (shown, not judged) that are demonstrably worse, with why: they count as harms."""
+def _shown_worse(comparisons: Sequence[Comparison], rules: Rules) -> list[tuple[Comparison, str]]:
     out = []
     for c in comparisons:
         if c.guard and not c.judged:
@@ -209,6 +223,55 @@ def tail_harms(comparisons: Sequence[Comparison], rules: Rules) -> list[tuple[Co
             if finding == WORSE:
                 out.append((c, why))
     return out
+
+
+def _harm_size(c: Comparison, rules: Rules) -> tuple[float, float | None] | None:
+    """(change in %, in ms) of a worse figure as the rules weigh it: the least harm its interval allows (the
+    point estimate where intervals are not required)."""
+    if not rules.require_significance:
+        pct = c.change_pct
+        if pct is None:
+            return None
+        return (-pct if c.higher_is_better else pct), (None if c.higher_is_better else c.change_ms)
+    return c.least_harm()
+
+
+def is_harm(c: Comparison, rules: Rules) -> bool:
+    """A worse figure counts against the optimisation only beyond both tolerances: more than
+    ``max_harm_pct`` percent and (for a time) more than ``max_harm_ms`` ms."""
+    size = _harm_size(c, rules)
+    if size is None:
+        return False
+    pct, ms = size
+    return pct > rules.max_harm_pct and (ms is None or ms > rules.max_harm_ms)
+
+
+def _tolerance(rules: Rules) -> str:
+    return f"{rules.max_harm_pct:g} % and {rules.max_harm_ms:g} ms"
+
+
+def tail_harms(comparisons: Sequence[Comparison], rules: Rules) -> list[tuple[Comparison, str]]:
+    """The shown figures (P99s, and the TTFT and TPOT beside a judged end-to-end time) that are demonstrably
+    worse beyond both harm tolerances, with why: they count against the optimisation (docs/verdicts.md)."""
+    return [
+        (c, f"{why}, beyond the {_tolerance(rules)} a harm is tolerated")
+        for c, why in _shown_worse(comparisons, rules)
+        if is_harm(c, rules)
+    ]
+
+
+def trade_off_text(c: Comparison) -> str:
+    """ "TTFT P50 +4.6 ms (+35%) at concurrency 1"."""
+    ch, ms = c.change_pct, c.change_ms
+    where = f" at {c.setting.label}" if c.setting.label else ""
+    size = f"{ms:+,.1f} ms ({ch:+.0f}%)" if ms is not None and ch is not None else f"{ch:+.0f}%" if ch else "worse"
+    return f"{c.quantity} {size}{where}"
+
+
+def trade_offs(comparisons: Sequence[Comparison], rules: Rules) -> list[Comparison]:
+    """The shown figures that are demonstrably worse but within a harm tolerance: a trade-off, said beside
+    the verdict, never a rejection."""
+    return [c for c, _ in _shown_worse(comparisons, rules) if not is_harm(c, rules)]
 
 
 def setting_outcome(
@@ -222,13 +285,13 @@ def setting_outcome(
     runs confirm it."""
     out = _setting_outcome(setting, comparisons, checks, rules)
     if out.basis == SINGLE_RUN and out.outcome in (ADOPT, REJECT) and not any(ch.decisive for ch in checks):
-        return SettingOutcome(
-            setting,
-            INCONCLUSIVE,
-            f"single run, leaning {out.outcome}: {out.reason}",
-            settle_single_run(setting),
-            out.basis,
+        return replace(
+            out,
+            outcome=INCONCLUSIVE,
+            reason=f"single run, leaning {out.outcome}: {out.reason}",
+            settle=settle_single_run(setting),
             leaning=out.outcome,
+            tradeoffs=(),
         )
     return out
 
@@ -241,24 +304,36 @@ def _setting_outcome(
     for ch in checks:
         if ch.decisive:
             out = INCONCLUSIVE if ch.finding == UNDETERMINED else (ADOPT if ch.finding == BETTER else REJECT)
-            return SettingOutcome(setting, out, ch.reason, ch.settle, basis)
-    better = [why for _, f, why in judged if f == BETTER] + [
-        ch.reason for ch in checks if ch.finding == BETTER and not ch.prediction
+            return SettingOutcome(setting, out, ch.reason, ch.settle, basis, deciding=ch.reason)
+    slo_held = next((ch.reason for ch in checks if ch.finding == INFO), "")
+    trades = tuple(
+        trade_off_text(c) + (", within the SLO" if slo_held else f", within the {_tolerance(rules)} tolerated")
+        for c in trade_offs(comparisons, rules)
+    )
+    better = [(c.describe(), why) for c, f, why in judged if f == BETTER] + [
+        (ch.reason, ch.reason) for ch in checks if ch.finding == BETTER and not ch.prediction
     ]
     worse = (
-        [why for _, f, why in judged if f == WORSE]
-        + [f"{why}, a tail the medians hide" for _, why in tail_harms(comparisons, rules)]
-        + [ch.reason for ch in checks if ch.finding == WORSE and not ch.prediction]
+        [(c.describe(), why) for c, f, why in judged if f == WORSE]
+        + [(c.describe(), why) for c, why in tail_harms(comparisons, rules)]
+        + [(ch.reason, ch.reason) for ch in checks if ch.finding == WORSE and not ch.prediction]
     )
     if not better:  # a model's warning stands only where no measurement shows a benefit
-        worse += [ch.reason for ch in checks if ch.finding == WORSE and ch.prediction]
+        worse += [(ch.reason, ch.reason) for ch in checks if ch.finding == WORSE and ch.prediction]
     undetermined = [(c, why) for c, f, why in judged if f == UNDETERMINED]
     undetermined_checks = [ch for ch in checks if ch.finding == UNDETERMINED]
+    blocking = [ch for ch in undetermined_checks if ch.blocks_adoption]
     if worse:
-        why = "worse: " + "; ".join(worse) + (" (although better: " + "; ".join(better) + ")" if better else "")
-        return SettingOutcome(setting, REJECT, why, "", basis)
+        why = "worse: " + "; ".join(w for _, w in worse)
+        why += " (although better: " + "; ".join(w for _, w in better) + ")" if better else ""
+        return SettingOutcome(setting, REJECT, why, "", basis, deciding=worse[0][0], tradeoffs=trades)
+    if better and blocking:
+        why = "better: " + "; ".join(w for _, w in better) + "; but " + "; ".join(ch.reason for ch in blocking)
+        settle = "; ".join(ch.settle for ch in blocking if ch.settle)
+        return SettingOutcome(setting, INCONCLUSIVE, why, settle, basis, deciding=blocking[0].reason)
     if better:
-        return SettingOutcome(setting, ADOPT, "better: " + "; ".join(better), "", basis)
+        why = "better: " + "; ".join(w for _, w in better)
+        return SettingOutcome(setting, ADOPT, why, "", basis, deciding=better[0][0], tradeoffs=trades)
     if judged and all(f == EQUIVALENT for _, f, _ in judged) and not undetermined_checks:
         return SettingOutcome(
             setting,
@@ -266,8 +341,9 @@ def _setting_outcome(
             f"no benefit of at least {rules.min_speedup:g}x: " + "; ".join(w for _, _, w in judged),
             "",
             basis,
+            deciding=f"no benefit of at least {rules.min_speedup:g}x",
         )
-    if not judged and not checks:
+    if not judged and not [ch for ch in checks if ch.finding != INFO]:
         return SettingOutcome(setting, NOT_RUN, "nothing measured here", "", basis)
     why = "; ".join([w for _, w in undetermined] + [ch.reason for ch in undetermined_checks]) or "no judged figure"
     settle = "; ".join(
@@ -278,6 +354,49 @@ def _setting_outcome(
         )
     )
     return SettingOutcome(setting, INCONCLUSIVE, "undetermined: " + why, settle, basis)
+
+
+def _range_outcomes(
+    regime: str, comparisons: Sequence[Comparison], by_dim: Mapping[str, Sequence[SettingOutcome]], rules: Rules
+) -> list[SettingOutcome]:
+    """A range decided as a whole where its levels alone could not: a dimension none of whose settings is
+    rejected or waits on a check, whose judged figure, pooled over the levels (the geometric mean of the
+    factors, :func:`worthit.report.evidence.pooled_range`), clears the margin. Half of the verdict's 5 % goes
+    to these tests, shared among them (docs/statistics.md, "Error rates per verdict")."""
+    groups = range_groups(comparisons)
+    if not groups:
+        return []
+    coverage = 1 - FAMILY_ALPHA / (2 * len(groups))
+    out = []
+    for (reg, dim, quantity), cs in groups.items():
+        outs = by_dim.get(dim, ())
+        if reg != regime or not outs or all(o.outcome == ADOPT for o in outs):
+            continue
+        if any(o.outcome not in (ADOPT, INCONCLUSIVE) or o.leaning or o.deciding for o in outs if o.outcome != ADOPT):
+            continue  # a rejected level, one a single run leans on, or one that waits on a check
+        m = pooled_range(cs, coverage)
+        iv = m.interval()
+        if m.value is None or iv is None or not (iv[0] >= rules.min_speedup or iv[1] <= 1 / rules.min_speedup):
+            continue
+        first, last = cs[0].setting, cs[-1].setting
+        where = f"{dim} {first.value:,g} to {last.value:,g}"
+        ch = (m.value - 1) * 100 if cs[0].higher_is_better else (1 / m.value - 1) * 100
+        text = (
+            f"{quantity} {ch:+.0f}% over {where}, pooled over the {len(cs)} levels "
+            f"(factor [{iv[0]:.2f}, {iv[1]:.2f}], {m.method})"
+        )
+        good = iv[0] >= rules.min_speedup
+        out.append(
+            SettingOutcome(
+                Setting(f"{where} (pooled over the levels)", f"{dim} range"),
+                ADOPT if good else REJECT,
+                ("better: " if good else "worse: ") + text,
+                "",
+                comparisons_basis(cs),
+                deciding=text,
+            )
+        )
+    return out
 
 
 def regime_verdict(
@@ -307,6 +426,11 @@ def regime_verdict(
     by_dim: dict[str, list[SettingOutcome]] = {}
     for o in outs:
         by_dim.setdefault(o.setting.dimension, []).append(o)
+    ranged = _range_outcomes(regime, comparisons, by_dim, rules)
+    for o in ranged:
+        by_dim[o.setting.dimension] = [o]
+    outs += ranged
+    covered = {o.setting.dimension.removesuffix(" range") for o in ranged}
     detail = "; ".join(outcome_ranges(v) for v in by_dim.values())
     kinds = {o.outcome for o in outs}
     if ADOPT in kinds:
@@ -314,7 +438,9 @@ def regime_verdict(
         condition = (
             ""
             if kinds == {ADOPT}
-            else "; ".join(where_adopted(v) for v in by_dim.values() if any(o.outcome == ADOPT for o in v))
+            else "; ".join(
+                where_adopted(v) for d, v in by_dim.items() if any(o.outcome == ADOPT for o in v) and d not in covered
+            )
         )
     elif REJECT in kinds:
         outcome, condition = REJECT, ""
@@ -345,6 +471,7 @@ def regime_verdict(
         settle=settle,
         basis=basis,
         benefits=benefits,
+        tradeoffs=tuple(dict.fromkeys(t for o in outs if o.outcome == ADOPT for t in o.tradeoffs)),
     )
 
 
@@ -459,6 +586,10 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         why = e.reason or "no performance figure in common with the baseline"
         return Verdict(**common, outcome=NOT_RUN, reason=why, settle="measure it on the experiments the baseline runs")
     outcome, condition = _overall(finals, regimes)
+    costs = list(dict.fromkeys(t for r, o in finals.items() if o == ADOPT for t in regimes[r].tradeoffs))
+    if outcome == ADOPT and costs:  # what it costs where it is adopted, beside the verdict
+        shown = "; ".join(costs[:2]) + (f"; and {len(costs) - 2} more" if len(costs) > 2 else "")
+        condition = "; ".join(filter(None, [condition, f"trade-off: {shown}"]))
     reasons = []
     if basis == SINGLE_RUN:
         reasons.append("single run: the intervals are within one run; run-to-run variation is not in them")
@@ -482,6 +613,7 @@ def decide(e: Evidence, rules: Rules) -> Verdict:
         condition=condition,
         reason="; ".join(reasons),
         settle="; ".join(dict.fromkeys(p for p in settle if p)),
+        tradeoffs=tuple(costs) if outcome == ADOPT else (),
     )
 
 

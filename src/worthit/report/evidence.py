@@ -18,6 +18,7 @@ from worthit.stats import (
     RULE_OF_THREE,
     Z_95,
     PooledSpread,
+    family_coverage,
     hodges_lehmann_log_ratio,
     noninferiority,
     t_quantile,
@@ -67,6 +68,10 @@ class Comparison:
     # The study's run-to-run spread of this kind of figure on the machine of a single-run comparison (the
     # prefix sweep, a level measured once): it goes on top of the within-run interval (docs/statistics.md).
     run_spread: PooledSpread | None = None
+    # How many judged figures the verdict this comparison belongs to weighs: its interval is the simultaneous
+    # one over all of them (Bonferroni, 1 - 5%/family), so that the verdict errs at most 5 %, not each figure
+    # (docs/statistics.md, "Error rates per verdict"). Set by :class:`Evidence`.
+    family: int = 1
 
     @property
     def change_pct(self) -> float | None:
@@ -83,7 +88,8 @@ class Comparison:
         on top where the sides were measured apart."""
         num, den = (self.with_, self.without) if self.higher_is_better else (self.without, self.with_)
         r, coverage = _small_samples(ratio(num, den), num, den)
-        r = _with_run_spread(r, self.run_spread, coverage)
+        spread = _with_run_spread(r, self.run_spread, coverage)
+        r = _simultaneous(spread, self.family, 0.95 if spread is not r else coverage)
         if self.spread <= 1 or r.is_exact or r.low is None or r.high is None:
             return r
         g = self.spread
@@ -93,6 +99,28 @@ class Comparison:
     def basis(self) -> str:
         imp = self.improvement
         return imp.basis or imp.why_none
+
+    @property
+    def change_ms(self) -> float | None:
+        """with - without in ms (None: not a time, or a side unknown)."""
+        b, v = self.without.value, self.with_.value
+        if self.unit != "ms" or b is None or v is None or math.isnan(b) or math.isnan(v):
+            return None
+        return v - b
+
+    def least_harm(self) -> tuple[float, float | None] | None:
+        """The smallest harm the interval allows, where the whole interval is a harm: (change in %, change
+        in ms, None for a figure that is not a time), read at the interval's end nearest no change (None: the
+        interval reaches no change, or there is none)."""
+        imp = self.improvement
+        iv = imp.interval() if not imp.is_exact else ((imp.value, imp.value) if imp.value is not None else None)
+        b = self.without.value
+        if iv is None or b is None or iv[1] >= 1 or iv[1] <= 0:
+            return None
+        hi = iv[1]  # improvement factor nearest 1: the least harm
+        pct = (1 - hi) * 100 if self.higher_is_better else (1 / hi - 1) * 100
+        ms = b * (1 / hi - 1) if self.unit == "ms" and not self.higher_is_better else None
+        return pct, ms
 
     def describe(self) -> str:
         ch = self.change_pct
@@ -140,6 +168,82 @@ def _with_run_spread(r: Measure, pool: PooledSpread | None, coverage: float = 0.
     return replace(r, low=low, high=high, basis=f"{SINGLE_RUN}; {pool.describe()}", df=df, pool=pool)
 
 
+def _simultaneous(r: Measure, family: int, coverage: float = 0.95) -> Measure:
+    """A 95% interval widened to the simultaneous one over ``family`` figures (each 1 - 5%/family: Bonferroni),
+    on the log scale about the estimate; a t quantile where the interval's degrees of freedom are known."""
+    iv = r.interval()
+    if family <= 1 or r.is_exact or iv is None or r.value is None or r.value <= 0 or iv[0] <= 0:
+        return r
+    want = family_coverage(family)
+    finite = r.df is not None and math.isfinite(r.df) and r.df > 0
+    q0 = t_quantile(r.df, coverage) if finite and r.df is not None else z_quantile(coverage)
+    q1 = t_quantile(r.df, want) if finite and r.df is not None else z_quantile(want)
+    k = q1 / q0
+    f = r.value
+    low, high = f * (iv[0] / f) ** k, f * (iv[1] / f) ** k
+    note = f"simultaneous {want:.2%} interval over {family} judged figures"
+    return replace(r, low=min(low, f), high=max(high, f), method=f"{r.method}; {note}" if r.method else note)
+
+
+def _weighed(c: Comparison) -> bool:
+    return c.judged and not (c.without.is_exact and c.with_.is_exact) and c.without.known and c.with_.known
+
+
+def judged_family(cs: Sequence[Comparison]) -> int:
+    """How many figures a verdict weighs with an interval: its judged comparisons that are not exact counts
+    and have a value on both sides."""
+    return sum(1 for c in cs if _weighed(c))
+
+
+def range_groups(cs: Sequence[Comparison]) -> dict[tuple[str, str, str], list[Comparison]]:
+    """The ranges a verdict also tests as a whole: per regime, ordered dimension (concurrency, shared prefix)
+    and judged quantity, the comparisons at two or more of its settings, none of them a single run (whose
+    intervals hold no run-to-run variation)."""
+    groups: dict[tuple[str, str, str], list[Comparison]] = {}
+    for c in cs:
+        ordered = c.setting.dimension and c.setting.value is not None
+        if _weighed(c) and ordered and not c.improvement.basis.startswith(SINGLE_RUN):
+            groups.setdefault((c.regime, c.setting.dimension, c.quantity), []).append(c)
+    return {k: sorted(v, key=lambda c: c.setting.value or 0.0) for k, v in groups.items() if len(v) >= 2}
+
+
+def figure_family(cs: Sequence[Comparison]) -> int:
+    """The Bonferroni family each judged figure's interval is made for: its judged figures, twice over where
+    the verdict also tests ranges (half of the 5 % goes to the figures, half to the ranges)."""
+    m = judged_family(cs)
+    return 2 * m if m and range_groups(cs) else m
+
+
+def pooled_range(cs: Sequence[Comparison], coverage: float) -> Measure:
+    """One figure over a range of settings as a whole: the geometric mean of its improvement factors with the
+    ``coverage`` interval exp(mean log f +- t se), se = sqrt(sum se_i^2) / k (the levels' runs are
+    independent), t on the fewest degrees of freedom of any level; the machines' spread on top."""
+    logs, ses, dfs = [], [], []
+    for c in cs:
+        imp = replace(c, family=1, spread=1.0).improvement
+        iv = imp.interval()
+        if imp.value is None or iv is None or imp.value <= 0 or iv[0] <= 0:
+            return Measure(None)
+        df = imp.df if imp.df is not None and math.isfinite(imp.df) and imp.df > 0 else math.inf
+        q = t_quantile(df) if math.isfinite(df) else Z_95
+        logs.append(math.log(imp.value))
+        ses.append(imp.log_se if imp.log_se is not None else (math.log(iv[1]) - math.log(iv[0])) / (2 * q))
+        dfs.append(df)
+    k = len(logs)
+    centre, se, df = sum(logs) / k, math.sqrt(sum(x * x for x in ses)) / k, min(dfs)
+    q = t_quantile(df, coverage) if math.isfinite(df) else z_quantile(coverage)
+    g = max(c.spread for c in cs)
+    f = math.exp(centre)
+    return Measure(
+        f,
+        k,
+        math.exp(centre - q * se) / g,
+        math.exp(centre + q * se) * g,
+        cs[0].improvement.basis,
+        method=f"{coverage:.2%} interval of the geometric mean over {k} levels",
+    )
+
+
 @dataclass(frozen=True)
 class Check:
     """A finding the experiment states itself (an SLO broken, a predicted speed-up below the rule of thumb).
@@ -156,6 +260,8 @@ class Check:
     settle: str = ""
     prediction: bool = False
     decisive: bool = False
+    # an undetermined finding that keeps a benefit from adopting (a P99 that may break the SLO met without it)
+    blocks_adoption: bool = False
 
 
 @dataclass(frozen=True)
@@ -242,3 +348,9 @@ class Evidence:
     control: bool = False  # the base's configuration measured again (worthit.report.context.Pair.control)
     perf_settle: str = ""  # what would settle performance beyond more runs (one machine for both sides)
     machines: str = ""  # where the two sides were measured: "one machine", or the machines' widening
+
+    def __post_init__(self) -> None:
+        # every figure's interval is the simultaneous one over the judged figures of this verdict
+        m = figure_family(self.comparisons)
+        if any(c.family != m for c in self.comparisons):
+            object.__setattr__(self, "comparisons", tuple(replace(c, family=m) for c in self.comparisons))

@@ -60,6 +60,8 @@ class SettingOutcome:
     settle: str = ""
     basis: str = ""
     leaning: str = ""  # an inconclusive outcome's direction: what a single run's figures would have decided
+    deciding: str = ""  # the figure (or check) that carried the outcome: "TTFT P99 +38% at concurrency 64"
+    tradeoffs: Sequence[str] = ()  # worse figures within the harm tolerance: "TTFT P50 +4.6 ms (+35%) at ..."
 
     @property
     def label(self) -> str:
@@ -77,6 +79,7 @@ class RegimeVerdict:
     settle: str = ""
     basis: str = ""
     benefits: Sequence[str] = ()
+    tradeoffs: Sequence[str] = ()  # where it is adopted: worse figures within the harm tolerance
 
 
 @dataclass(frozen=True)
@@ -97,3 +100,4 @@ class Verdict:
     basis: str = ""
     effort: str = "not stated"
     status: str = "ok"
+    tradeoffs: Sequence[str] = ()  # what it costs where it is adopted, within the harm tolerance

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from worthit.report.evidence import Comparison, Setting
 from worthit.report.measure import EXACT, SINGLE_RUN, Measure, basis_class, runs_in
-from worthit.report.outcomes import ADOPT, RegimeVerdict, SettingOutcome
+from worthit.report.outcomes import ADOPT, REJECT, RegimeVerdict, SettingOutcome
 
 
 def settle_performance(cs: Sequence[Comparison]) -> str:
@@ -78,8 +78,21 @@ def settle_single_run(setting: Setting) -> str:
     return "independent runs (loadtest.repeats >= 2): the intervals are from a single run"
 
 
+def _val(o: SettingOutcome) -> str:
+    return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
+
+
+def _flip(o: SettingOutcome) -> str:
+    """What decided one setting, without its place (said already): "TPOT P99 +38%"."""
+    d = o.deciding
+    where = f" at {o.setting.label}"
+    return d[: -len(where)] if d.endswith(where) else d
+
+
 def outcome_ranges(outs: Sequence[SettingOutcome]) -> str:
-    """ "adopt up to concurrency 4, reject from 16" for one dimension; "adopt at 1, 4; reject at 16" otherwise."""
+    """ "adopt up to concurrency 4, reject from 16" for one dimension; "adopt at 1, 4; reject at 16" otherwise.
+    Where decided outcomes alternate (adopt, reject, adopt), each decided group inside names the figure that
+    flips it: "reject at 64 (TPOT P99 +38%)"."""
     if not outs:
         return ""
     dim = outs[0].setting.dimension
@@ -95,45 +108,66 @@ def outcome_ranges(outs: Sequence[SettingOutcome]) -> str:
             runs.append((o.label, [o]))
     if len(runs) == 1:
         return f"{runs[0][0]} at every {dim} measured" if dim else f"{runs[0][0]}: {outs[0].reason}"
+    decided = [i for i, (out, _) in enumerate(runs) if out in (ADOPT, REJECT)]
 
-    def val(o: SettingOutcome) -> str:
-        return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
+    def flips(i: int) -> bool:  # a decided group with the opposite decision on both sides of it
+        out = runs[i][0]
+        before = [runs[j][0] for j in decided if j < i]
+        after = [runs[j][0] for j in decided if j > i]
+        return bool(before and after) and out in (ADOPT, REJECT) and before[-1] != out and after[0] != out
 
     parts = []
     for i, (out, group) in enumerate(runs):
+        why = f" ({_flip(group[0])})" if dim and flips(i) and group[0].deciding else ""
         if not dim:
             parts.append(f"{out} at " + ", ".join(o.setting.label for o in group))
         elif i == 0:
-            parts.append(f"{out} up to {dim} {val(group[-1])}")
+            parts.append(f"{out} up to {dim} {_val(group[-1])}")
         elif i == len(runs) - 1:
-            parts.append(f"{out} from {val(group[0])}")
+            parts.append(f"{out} from {_val(group[0])}")
         else:
-            parts.append(f"{out} at {', '.join(val(o) for o in group)}")
+            parts.append(f"{out} at {', '.join(_val(o) for o in group)}{why}")
     return ", ".join(parts)
 
 
+def _and(vals: Sequence[str]) -> str:
+    return vals[0] if len(vals) == 1 else ", ".join(vals[:-1]) + " and " + vals[-1]
+
+
 def where_adopted(outs: Sequence[SettingOutcome], leaning: bool = False) -> str:
-    """Where an outcome list adopts (``leaning``: leans to adopt): "up to concurrency 4", "from 1,500-token
-    shared prefix", "at ..."."""
+    """Where an outcome list adopts (``leaning``: leans to adopt), as one range of an ordered dimension: "up
+    to concurrency 4", "from 1,500-token shared prefix", "at concurrency 4 to 64"; levels inside the range
+    that could not be decided are named ("undecided at 16"). Where a level inside is rejected the data
+    alternates: the adopted levels are listed with the figure that rejects the one between ("at concurrency
+    16 and 256; rejected at 64 by TPOT P99 +38%")."""
     flags = [(o.leaning if leaning else o.outcome) == ADOPT for o in outs]
     dim = outs[0].setting.dimension if all(o.setting.value is not None for o in outs) else ""
     adopted = [o for o, f in zip(outs, flags, strict=True) if f]
-
-    def val(o: SettingOutcome) -> str:
-        return f"{o.setting.value:,g}" if o.setting.value is not None else o.setting.label
-
-    if dim and all(flags):
+    if not adopted:
+        return ""
+    if not dim:
+        return "at " + ", ".join(o.setting.label for o in adopted)
+    if all(flags):
         return f"at every {dim} measured"
-    k = flags.index(False) if False in flags else len(flags)
-    if dim and all(flags[:k]) and not any(flags[k:]):
-        return f"up to {dim} {val(adopted[-1])}"
-    j = flags.index(True)
-    if dim and all(flags[j:]) and not any(flags[:j]):
-        return f"from {dim} {val(adopted[0])}"
-    if dim:  # "at concurrency 1 and 16", not "at concurrency 1, concurrency 16"
-        vals = [val(o) for o in adopted]
-        return f"at {dim} " + (vals[0] if len(vals) == 1 else ", ".join(vals[:-1]) + " and " + vals[-1])
-    return "at " + ", ".join(o.setting.label for o in adopted)
+    first, last = flags.index(True), len(flags) - 1 - flags[::-1].index(True)
+    inside = outs[first : last + 1]
+    refused = [(o.leaning if leaning else o.outcome) == REJECT for o in inside]
+    rejected = [o for o, r in zip(inside, refused, strict=True) if r]
+    open_ = [o for o, f, r in zip(inside, flags[first : last + 1], refused, strict=True) if not f and not r]
+    if rejected:  # the data alternates: say where it holds and what flips it between
+        flips = "; ".join(f"rejected at {_val(o)}" + (f": {_flip(o)}" if o.deciding else "") for o in rejected)
+        return f"at {dim} {_and([_val(o) for o in adopted])}; {flips}"
+    if first == 0:
+        where = f"up to {dim} {_val(outs[last])}"
+    elif last == len(outs) - 1:
+        where = f"from {dim} {_val(outs[first])}"
+    elif first == last:
+        where = f"at {dim} {_val(outs[first])}"
+    else:
+        where = f"at {dim} {_val(outs[first])} to {_val(outs[last])}"
+    if open_:
+        where += f" (undecided at {_and([_val(o) for o in open_])})"
+    return where
 
 
 def regime_why(rv: RegimeVerdict) -> str:

@@ -7,10 +7,13 @@ degrees of freedom, not one. A level measured once gets the interval its one run
 for percentiles, a bootstrap over requests for rates), labelled "single run"; its comparisons carry the
 pooled run-to-run spread on top, where the study has one.
 
-It feeds the decision layer per common level: TPOT P50 and TTFT P50 (judged), the P99s (shown; a P99
-demonstrably worse counts against it) and output tok/s (shown), whether each side meets the interactive
-SLO at P99 (a check), and, for the throughput-first regime, each side's most output tok/s among the levels
-whose P99 TPOT stays under the ceiling.
+It feeds the decision layer per common level: the wait a user has, the end-to-end time of the median
+request (E2E P50, measured per request: the workload's requests are the same on both sides), judged; TTFT
+and TPOT at P50 and P99 beside it (shown; one demonstrably worse beyond the harm tolerance,
+``decide.max_harm_pct`` and ``decide.max_harm_ms``, counts against it, else it is a trade-off) and output
+tok/s (shown); whether the SLO at P99 that holds without it still holds with it (a check; a P99 whose
+interval straddles the bound keeps a benefit from adopting); and, for the throughput-first regime, each
+side's most output tok/s among the levels whose P99 TPOT stays under the ceiling (docs/verdicts.md).
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ from worthit.metrics import Slo, summarize
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded, VariantResults
-from worthit.report.decide import BETTER, LATENCY, THROUGHPUT, WORSE, Check, Comparison, Setting
+from worthit.report.decide import (
+    BETTER,
+    INFO,
+    LATENCY,
+    THROUGHPUT,
+    UNDETERMINED,
+    WORSE,
+    Check,
+    Comparison,
+    Setting,
+)
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, pooled_over_runs, quantile, runs_basis
 from worthit.report.pooling import KINDS, Cell, Pools, files_machine, pools_of
@@ -47,6 +60,7 @@ class Level:
     ttft_p99: Measure = Measure(None)
     tpot_p50: Measure = Measure(None)
     tpot_p99: Measure = Measure(None)
+    e2e_p50: Measure = Measure(None)
     output_tok_per_s: Measure = Measure(None)
     goodput_tok_per_s: Measure = Measure(None)
     spread_tpot_p50: tuple[float, float] | None = None
@@ -87,6 +101,7 @@ def per_run(files: Sequence[Loaded], slo: Slo) -> dict[str, tuple[float, ...]]:
         "ttft_p99": [s.ttft_ms.p99 for s in per],
         "tpot_p50": [s.tpot_ms.p50 for s in per],
         "tpot_p99": [s.tpot_ms.p99 for s in per],
+        "e2e_p50": [s.e2e_ms.p50 for s in per],
         "output_tok_per_s": [s.output_tok_per_s for s in per],
         "goodput_tok_per_s": [s.goodput_tok_per_s for s in per],
     }
@@ -138,6 +153,7 @@ def level(
             "ttft_p99": quantile([r.get("ttft_ms") for r in ok], 0.99),
             "tpot_p50": quantile([r.get("tpot_ms") for r in ok], 0.5),
             "tpot_p99": quantile([r.get("tpot_ms") for r in ok], 0.99),
+            "e2e_p50": quantile([r.get("e2e_ms") for r in ok], 0.5),
             "output_tok_per_s": bootstrap_rate(tokens, lat, s.output_tok_per_s),
             "goodput_tok_per_s": bootstrap_rate(good_tokens, lat, s.goodput_tok_per_s),
         }
@@ -238,6 +254,68 @@ def _with_pool(a: LoadAnalysis, b: Level, v: Level, items: list[EvidenceItem]) -
     return out
 
 
+def _latency_figures(b: Level, v: Level, s: Setting, *, guards_p99: bool) -> list[EvidenceItem]:
+    """One level's figures: E2E P50 judged (the median request's whole wait); TTFT and TPOT P50 (and, at a
+    concurrency level, their P99s) shown beside it, counting against it only as harms (docs/verdicts.md);
+    output tok/s shown for the throughput-first regime."""
+    out: list[EvidenceItem] = [
+        Comparison("E2E P50", "ms", b.e2e_p50, v.e2e_p50, False, LATENCY, s),
+        Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s, judged=False, guard=True),
+        Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s, judged=False, guard=True),
+    ]
+    if guards_p99:
+        out += [
+            Comparison("TTFT P99", "ms", b.ttft_p99, v.ttft_p99, False, LATENCY, s, judged=False, guard=True),
+            Comparison("TPOT P99", "ms", b.tpot_p99, v.tpot_p99, False, LATENCY, s, judged=False, guard=True),
+        ]
+    out.append(
+        Comparison("output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False)
+    )
+    return out
+
+
+def _over(m: Measure, bound: float) -> tuple[bool, bool]:
+    """(over the bound by its value, demonstrably: its whole interval) of one P99."""
+    if m.value is None:
+        return True, True
+    iv = m.interval()
+    return m.value > bound, (iv[0] > bound) if iv is not None else m.value > bound
+
+
+def _slo_check(ctx: Context, b: Level, v: Level, s: Setting) -> Check | None:
+    """Whether the SLO at P99 that holds without the optimisation still holds with it: broken (the with side's
+    P99 demonstrably over a bound: it rejects), perhaps broken (over by its value only: a benefit waits), met
+    only with it (the without side demonstrably over), or held on both sides (said beside a trade-off)."""
+    slo = ctx.slo
+    mb, mv = b.meets(slo), v.meets(slo)
+    if mb is None:
+        return None
+    text = _slo_text(ctx)
+    bounds = [("TTFT P99", slo.ttft_ms, b.ttft_p99, v.ttft_p99), ("TPOT P99", slo.tpot_ms, b.tpot_p99, v.tpot_p99)]
+    bounds = [x for x in bounds if x[1] is not None and not (x[0] == "TPOT P99" and x[3].value is None)]
+    if mb and mv:
+        return Check(LATENCY, s, INFO, f"the SLO ({text}) holds with and without it")
+    if mb and not mv:
+        over = [(q, bd, m) for q, bd, _, m in bounds if bd is not None and _over(m, bd)[0]]
+        shown = "; ".join(f"{q} {m.text(1, ' ms')}" for q, _, m in over)
+        if any(bd is not None and _over(m, bd)[1] for _, bd, m in over):
+            return Check(LATENCY, s, WORSE, f"breaks the SLO ({text}) that is met without it: {shown}")
+        return Check(
+            LATENCY,
+            s,
+            UNDETERMINED,
+            f"may break the SLO ({text}) that is met without it: {shown}, the interval straddles the bound",
+            "more runs (loadtest.repeats): a P99 sits on the SLO bound",
+            blocks_adoption=True,
+        )
+    if not mb and mv:
+        before = [(q, m) for q, bd, m, _ in bounds if bd is not None and _over(m, bd)[1]]
+        if before:
+            shown = "; ".join(f"{q} {m.text(1, ' ms')} without" for q, m in before)
+            return Check(LATENCY, s, BETTER, f"meets the SLO ({text}) where it is not met without it: {shown}")
+    return None
+
+
 def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
     out: list[EvidenceItem] = []
     wo, w = pair.without, pair.with_
@@ -246,45 +324,15 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
         b, v = a.at(wo, c), a.at(w, c)
         assert b is not None and v is not None
         s = Setting.concurrency(c)
-        out += _with_pool(
-            a,
-            b,
-            v,
-            [
-                Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
-                Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
-                Comparison("TPOT P99", "ms", b.tpot_p99, v.tpot_p99, False, LATENCY, s, judged=False, guard=True),
-                Comparison("TTFT P99", "ms", b.ttft_p99, v.ttft_p99, False, LATENCY, s, judged=False, guard=True),
-                Comparison(
-                    "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
-                ),
-            ],
-        )
-        mb, mv = b.meets(ctx.slo), v.meets(ctx.slo)
-        if mb is not None and mb != mv:
-            slo = _slo_text(ctx)
-            if mv:
-                out.append(Check(LATENCY, s, BETTER, f"meets the SLO ({slo}) where it is not met without it"))
-            else:
-                out.append(Check(LATENCY, s, WORSE, f"breaks the SLO ({slo}) that is met without it"))
+        out += _with_pool(a, b, v, _latency_figures(b, v, s, guards_p99=True))
+        out += [x for x in [_slo_check(ctx, b, v, s)] if x is not None]
     # levels of a named workload both sides measured (a conversation level: realistic prefix reuse)
     for name in sorted(a.workload_levels.get(wo, {}).keys() & a.workload_levels.get(w, {}).keys()):
         b, v = a.workload_levels[wo][name], a.workload_levels[w][name]
         if not (b.ok and v.ok):
             continue
         s = Setting(f"workload level {name}", "workload level")
-        out += _with_pool(
-            a,
-            b,
-            v,
-            [
-                Comparison("TTFT P50", "ms", b.ttft_p50, v.ttft_p50, False, LATENCY, s),
-                Comparison("TPOT P50", "ms", b.tpot_p50, v.tpot_p50, False, LATENCY, s),
-                Comparison(
-                    "output tok/s", "tok/s", b.output_tok_per_s, v.output_tok_per_s, True, THROUGHPUT, s, judged=False
-                ),
-            ],
-        )
+        out += _with_pool(a, b, v, _latency_figures(b, v, s, guards_p99=False))
     ceiling = ctx.rules.throughput_tpot_ms
     bb, bv = a.best_within(wo, ceiling), a.best_within(w, ceiling)
     where = Setting(f"best level {ceiling_text(ceiling)}" if ceiling is not None else "best level")
