@@ -49,6 +49,16 @@ def test_model_free_drafting_speedup_is_alpha_over_c():
     assert predicted_speedup(2.0, 4, 0.0, 1.25) == pytest.approx(1.6)
 
 
+def test_steps_without_a_draft_pull_the_speedup_towards_one():
+    # ngram drafting at a fifth of the steps (alpha 2.36, c 1): tokens per step 1.27, cost per step 1
+    assert predicted_speedup(2.36, 4, 0.0, 1.0, 0.2) == pytest.approx(0.2 * 2.36 + 0.8)
+    assert predicted_speedup(2.36, 4, 0.0, 1.25, 1.0) == pytest.approx(2.36 / 1.25)  # every step drafts
+    assert predicted_speedup(2.36, 4, 0.0, 1.25, 0.0) == 1.0  # no step drafts: plain decoding
+    assert predicted_speedup(2.36, 4, 0.0, 1.25, None) is None
+    c = implied_c(2.36, 4, 0.0, 10.0, tpot_base_ms=13.0, coverage=0.3)
+    assert predicted_speedup(2.36, 4, 0.0, c, 0.3) == pytest.approx(1.3)
+
+
 def test_no_prediction_without_a_positive_step_cost_or_with_an_unknown_input():
     assert predicted_speedup(2.0, 4, 0.0, 0.0) is None
     assert predicted_speedup(2.0, 4, 0.0, -0.3) is None  # a c below zero is timing noise
@@ -206,10 +216,13 @@ def test_the_committed_ngram_rows_are_the_models_formulas_on_the_pooled_runs() -
         assert r["workload"] == "random" and r["mostly_loops"] is None
         assert r["alpha"] == pytest.approx(1 + r["accepted_tokens"] / r["drafts"])
         assert r["acceptance_rate_pct"] == pytest.approx(100 * r["accepted_tokens"] / r["draft_tokens"])
-        assert r["predicted_speedup"] == pytest.approx(r["alpha"] / (r["k"] * r["gamma"] + r["c"]))
+        f = r["draft_coverage_pct"] / 100
+        assert 0 < f < 1  # ngram on random tokens still drafts at only some of the steps
+        cost = f * (r["k"] * r["gamma"] + r["c"]) + 1 - f
+        assert r["predicted_speedup"] == pytest.approx((f * r["alpha"] + 1 - f) / cost)
         # c implied makes the model reproduce the measured ratio: S(c implied) = measured speed-up
-        assert predicted_speedup(r["alpha"], r["k"], r["gamma"], r["c_implied"]) == pytest.approx(r["measured_speedup"])
-        assert 0 < r["draft_coverage_pct"] <= 100
+        s_implied = predicted_speedup(r["alpha"], r["k"], r["gamma"], r["c_implied"], f)
+        assert s_implied == pytest.approx(r["measured_speedup"])
 
 
 def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path: Path) -> None:
@@ -227,7 +240,8 @@ def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path:
     assert chat["measured_speedup"] == pytest.approx(2.0)  # its TPOTs halved against the baseline's chat level
     assert chat["mostly_loops"] is True and chat["repeated_ngram_share_p50"] == pytest.approx(0.8)
     assert "predicting the model's loops" in chat["note"]
-    assert chat["predicted_speedup"] == pytest.approx(1.8 / chat["c"])
+    f = chat["draft_coverage_pct"] / 100
+    assert chat["predicted_speedup"] == pytest.approx((f * 1.8 + 1 - f) / (f * chat["c"] + 1 - f))
     assert rows[("random", "conc~4")]["mostly_loops"] is None
 
 

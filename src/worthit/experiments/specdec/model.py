@@ -6,7 +6,9 @@ come from one formula each.
 One speculative step proposes k draft tokens (k draft steps, each costing gamma target steps), then the
 target verifies them in one forward (costing c plain decode steps) and keeps alpha tokens on average
 (the accepted drafts plus the one token the target always contributes). Per generated token that is
-(k gamma + c) / alpha target steps, hence S = alpha / (k gamma + c) (docs/experiments.md). The inputs:
+(k gamma + c) / alpha target steps, hence S = alpha / (k gamma + c) (docs/experiments.md) where every step
+drafts; where only a share f of the steps drafts (ngram without a match proposes nothing),
+S = (f alpha + 1 - f) / (f (k gamma + c) + 1 - f), the same formula (:func:`predicted_speedup`). The inputs:
 
 - alpha = 1 + accepted / drafts, from the spec-decode counter deltas of a load level of the speculative
   variant (:data:`worthit.prom.SPEC_DRAFTS`, :data:`worthit.prom.SPEC_ACCEPTED_TOKENS`; vLLM logs the same
@@ -39,16 +41,26 @@ DRAFTS, DRAFT_TOKENS, ACCEPTED = prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.
 GENERATED = prom.GENERATION_TOKENS
 
 
-def predicted_speedup(alpha: float | None, k: float | None, gamma: float | None, c: float | None) -> float | None:
-    """S = alpha / (k gamma + c): plain decode time per token over speculative time per token.
+def predicted_speedup(
+    alpha: float | None, k: float | None, gamma: float | None, c: float | None, coverage: float | None = 1.0
+) -> float | None:
+    """S: plain decode time per token over speculative time per token.
 
-    None (no prediction) when an input is unknown or the step cost k gamma + c is not positive (a c
+    A share ``coverage`` (f) of the decode steps carries a draft: such a step costs k gamma + c plain steps and
+    yields alpha tokens; the others are plain decode steps (cost 1, one token). So
+    S = (f alpha + 1 - f) / (f (k gamma + c) + 1 - f), which is alpha / (k gamma + c) where every step drafts
+    (f = 1: a draft model; ngram proposes only where its n-gram occurs earlier: :func:`draft_coverage`).
+
+    None (no prediction) when an input is unknown or the drafted step's cost k gamma + c is not positive (a c
     measured below zero is timing noise, not a free verify step).
     """
-    if alpha is None or k is None or gamma is None or c is None:
+    if alpha is None or k is None or gamma is None or c is None or coverage is None:
         return None
     cost = k * gamma + c
-    return alpha / cost if cost > 0 else None
+    if cost <= 0:
+        return None
+    f = min(max(coverage, 0.0), 1.0)
+    return (f * alpha + 1 - f) / (f * cost + 1 - f)
 
 
 def k_for_speedup(alpha: float, gamma: float, c: float, speedup: float) -> float:
@@ -122,12 +134,21 @@ def c_from_verify(
 
 
 def implied_c(
-    alpha: float | None, k: int, gamma: float | None, tpot_spec_ms: float | None, *, tpot_base_ms: float | None
+    alpha: float | None,
+    k: int,
+    gamma: float | None,
+    tpot_spec_ms: float | None,
+    *,
+    tpot_base_ms: float | None,
+    coverage: float | None = 1.0,
 ) -> float | None:
-    """The c at which the model would reproduce the measured TPOT ratio (a diagnostic, not an input)."""
-    if alpha is None or gamma is None or tpot_spec_ms is None or not tpot_base_ms:
+    """The c at which :func:`predicted_speedup` would reproduce the measured TPOT ratio (a diagnostic, not an
+    input): S = tpot_base / tpot_spec solved for c."""
+    if alpha is None or gamma is None or coverage is None or tpot_spec_ms is None or not tpot_base_ms or coverage <= 0:
         return None
-    return alpha * tpot_spec_ms / tpot_base_ms - k * gamma
+    f = min(coverage, 1.0)
+    measured = tpot_base_ms / tpot_spec_ms
+    return ((f * alpha + 1 - f) / measured - (1 - f)) / f - k * gamma
 
 
 def verify_medians(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[int, int], float | None]:

@@ -1,6 +1,9 @@
-"""Speculative decoding judged from measurements only: S = alpha / (k gamma + c) at each load level.
+"""Speculative decoding judged from measurements only: the predicted speed-up S at each load level,
+S = (f alpha + 1 - f) / (f (k gamma + c) + 1 - f), which is alpha / (k gamma + c) where every step drafts
+(:func:`.model.predicted_speedup`).
 
-- alpha (tokens per verify step), the acceptance rate and the draft counts come from each level's
+- alpha (tokens per verify step), the acceptance rate, the draft counts and f (the share of decode steps that
+  carried a draft: ngram proposes only where its n-gram occurred before) come from each level's
   spec-decode counter deltas. A drafter that never proposed leaves alpha unknown: the verdict at that level
   is inconclusive ("alpha unknown"), not a rejection.
 - gamma: 0 for model-free drafting (ngram); else the draft model served alone (``specdec.draft_variants``),
@@ -242,6 +245,7 @@ def _level_row(
     d = lv.metrics_delta
     drafts, dtok, acc = (d.get(x, 0.0) for x in (prom.SPEC_DRAFTS, prom.SPEC_DRAFT_TOKENS, prom.SPEC_ACCEPTED_TOKENS))
     alpha = alpha_of(d)
+    coverage = draft_coverage(d, lv.requests)
     c, src = c_at(c_levels, k, lv.concurrency, medians)
     measured = ratio(b.tpot_p50, lv.tpot_p50) if b else Measure(None, why_none=f"{base} has no level {name}")
     note = list(notes)
@@ -265,13 +269,20 @@ def _level_row(
         gamma,
         c,
         src,
-        predicted_speedup(alpha, k, gamma, c),
+        predicted_speedup(alpha, k, gamma, c, coverage if coverage is not None else 1.0),
         measured,
         "; ".join(note),
         workload=workload_of(files),
         level=name,
-        draft_coverage=draft_coverage(d, lv.requests),
-        c_implied=implied_c(alpha, k, gamma, lv.tpot_p50.value, tpot_base_ms=b.tpot_p50.value if b else None),
+        draft_coverage=coverage,
+        c_implied=implied_c(
+            alpha,
+            k,
+            gamma,
+            lv.tpot_p50.value,
+            tpot_base_ms=b.tpot_p50.value if b else None,
+            coverage=coverage if coverage is not None else 1.0,
+        ),
         mostly_loops=loops,
         repeated_ngram_share_p50=rep.repeated_ngram_share_p50,
     )
@@ -286,9 +297,11 @@ def rule_check(
     gamma: float | None,
     c: float | None,
     threshold: float,
+    coverage: float | None = None,
 ) -> Check | None:
     """What the speed-up model says at one level: alpha unknown (the drafter proposed nothing) settles it as
-    inconclusive; a predicted S below the rule of thumb rejects unless a measurement shows a benefit."""
+    inconclusive; a predicted S below the rule of thumb rejects unless a measurement shows a benefit.
+    ``coverage``: the share of decode steps that drafted (None: every step, as a draft model does)."""
     if alpha is None:
         return Check(
             LATENCY,
@@ -298,7 +311,7 @@ def rule_check(
             settle="a workload on which the drafter proposes (for ngram: prompts whose text repeats)",
             decisive=True,
         )
-    s = predicted_speedup(alpha, k, gamma, c)
+    s = predicted_speedup(alpha, k, gamma, c, coverage if coverage is not None else 1.0)
     if s is not None and s < threshold:
         assert gamma is not None and c is not None
         return Check(
@@ -306,7 +319,9 @@ def rule_check(
             where,
             WORSE,
             f"predicted speed-up S = {s:.2f}x is below the {threshold:g}x rule of thumb "
-            f"(alpha {alpha:.2f}, k {k}, gamma {gamma:.2f}, c {c:.2f})",
+            f"(alpha {alpha:.2f}, k {k}, gamma {gamma:.2f}, c {c:.2f}"
+            + (f", drafts at {coverage:.0%} of the steps" if coverage is not None and coverage < 1 else "")
+            + ")",
             prediction=True,
         )
     return None
@@ -327,7 +342,10 @@ def evidence(ctx: Context, a: dict[str, list[SpecLevel]], pair: Pair) -> list[Ev
                 decisive=True,
             )
         ]
-    checks = [rule_check(s.setting, s.drafts, s.alpha, s.k, gamma=s.gamma, c=s.c, threshold=th) for s in levels]
+    checks = [
+        rule_check(s.setting, s.drafts, s.alpha, s.k, gamma=s.gamma, c=s.c, threshold=th, coverage=s.draft_coverage)
+        for s in levels
+    ]
     return [c for c in checks if c is not None]
 
 
@@ -394,7 +412,8 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
         "the level's counters; acceptance = accepted / proposed draft tokens; steps drafted = draft steps / decode "
         "steps (how often the drafter proposed at all; ngram proposes nothing without a match); γ from the draft "
         "model served alone (0 for ngram); c at the level's concurrency from the verify timing scaled by the base "
-        "variant's measured step-time growth; predicted S = α / (kγ + c) next to the measured TPOT speed-up "
+        "variant's measured step-time growth; predicted S = (fα + 1 − f) / (f(kγ + c) + 1 − f), f the steps drafted "
+        "(α / (kγ + c) where every step drafts), next to the measured TPOT speed-up "
         "against the base's level of the same workload. Repeated 4-grams: the median response's share of 4-grams "
         "repeating an earlier one of it; mostly loops: that median is at least the loop share "
         "(worthit.loadgen.repetition), where an acceptance measures the drafter predicting the model's loops, not "
@@ -435,7 +454,8 @@ EXPERIMENT = Experiment(
     figures=(
         Figure(
             "specdec",
-            "Speculative decoding: predicted S = α / (kγ + c) at each level against the measured TPOT speed-up.",
+            "Speculative decoding: predicted S at each level (α / (kγ + c) where every step drafts) against the "
+            "measured TPOT speed-up.",
             _figure,
         ),
     ),
