@@ -118,3 +118,20 @@ def test_an_untied_lm_head_is_counted(tmp_path):
         "lm_head.weight": np.ones((100, 10), np.float32),
     }
     assert plan.served_weight_bytes(_checkpoint(tmp_path, tensors, tied=False), "bfloat16") == 4000
+
+
+def test_mbu_counts_the_bandwidth_of_every_tensor_parallel_gpu(results, cfg):
+    """Each of tp GPUs reads its share of the weights: the peak a step can use is tp GPUs' (the report's MBU and,
+    through it, `worthit plan --calibration`)."""
+    from worthit.config import validate
+    from worthit.experiments.kv.tables import REPORT_CAPACITY
+    from worthit.report import build
+
+    def baseline_mbu(c: dict) -> float:
+        rows = build.from_dir(validate(c), results).rows(REPORT_CAPACITY)
+        return next(r["mbu_pct"] for r in rows if r["variant"] == "baseline")
+
+    cfg["hardware"] = {"gpu": "a GPU", "peak_bandwidth_gb_s": 100.0}
+    one = baseline_mbu(cfg)
+    cfg["variants"]["baseline"]["engine_args"] = {"tensor-parallel-size": 2}
+    assert one > 0 and baseline_mbu(cfg) == pytest.approx(one / 2)

@@ -13,7 +13,6 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit import gpus
 from worthit.experiments.kv.tables import KV_CACHE
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
 from worthit.plan.predictions import PlanCalibration
 from worthit.plan.shapes import GIB, PlanError
 
@@ -32,14 +31,16 @@ def _engine_util(args: Mapping[str, Any]) -> float:
 
 def calibrate(results: str | os.PathLike[str]) -> PlanCalibration:
     """Fractions a finished study measured (``results/<study>``): the bandwidth fraction at the lowest
-    load level (MBU: weight and KV bytes per step / TPOT / peak), the memory vLLM kept beyond weights and
-    KV, and (when the study has a ``plan_vs_measured`` table) measured / predicted throughput."""
+    load level (MBU: weight and KV bytes per step / TPOT / peak, as the report's capacity table has it:
+    :mod:`worthit.experiments.kv.report`), the memory vLLM kept beyond weights and KV, and (when the study has
+    a ``plan_vs_measured`` table) measured / predicted throughput."""
     from worthit import schemas
+    from worthit.experiments.kv.tables import REPORT_CAPACITY
 
     root = Path(results)
     if not root.is_dir():
         raise PlanError(f"--calibration {root}: no such results folder (expected results/<study>)")
-    summary = _read(root / "summary.parquet", SUMMARY)
+    capacity = {str(r["variant"]): r for r in _report_rows(root / "report", REPORT_CAPACITY)}
     mbus, overheads, gpu = [], [], None
     for kv_path in sorted(root.glob("variant~*/kv.parquet")):
         res = _read(kv_path, KV_CACHE)
@@ -56,20 +57,10 @@ def calibrate(results: str | os.PathLike[str]) -> PlanCalibration:
         if spec is not None and not eargs.get(args, "kv-cache-memory-bytes") and row.get("weight_bytes"):
             cap = spec.memory_gib * GIB
             overheads.append((_engine_util(args) * cap - (float(row["weight_bytes"]) + kv_bytes) / tp) / GIB)
-        if summary is None or spec is None or eargs.speculative_config(args):
-            continue
-        variant = row["variant"]
-        df = summary.to_pandas()
-        df = df[(df["variant"] == variant) & (df["status"] == "ok") & df["tpot_ms_p50"].notna()]
-        if df.empty:
-            continue
-        lowest = df[df["concurrency"] == df["concurrency"].min()]
-        c = int(lowest["concurrency"].iloc[0])
-        tpot = float(lowest["tpot_ms_p50"].median())
-        wl = _workload_of(root / kv_path.parent.name / "load" / f"conc~{c}.parquet")
-        ctx = wl[0] + wl[1] / 2 if wl else float(row["tokens_per_request"]) * 0.75
-        read = float(row["weight_bytes"]) + c * ctx * float(row["kv_bytes_per_token"])
-        mbus.append(read / (tpot / 1e3) / (spec.bandwidth_gb_s * 1e9 * tp))
+        # a speculative step yields several tokens: its MBU is no fraction of plain decoding
+        mbu_pct = (capacity.get(str(row["variant"])) or {}).get("mbu_pct")
+        if spec is not None and not eargs.speculative_config(args) and mbu_pct is not None:
+            mbus.append(float(mbu_pct) / 100)
     ratios = []
     pvm = _read(root / "plan_vs_measured.parquet", schemas.PLAN_VS_MEASURED)
     if pvm is not None and pvm.table.num_rows:
@@ -92,15 +83,6 @@ def _median(xs: Sequence[float]) -> float | None:
     s = sorted(xs)
     mid = len(s) // 2
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
-def _workload_of(load_path: Path) -> tuple[int, int] | None:
-
-    res = _read(load_path, LOAD_REQUESTS)
-    w = (res.metadata.get("workload") if res else None) or {}
-    if w.get("prompt_tokens") and w.get("output_tokens"):
-        return int(w["prompt_tokens"]), int(w["output_tokens"])
-    return None
 
 
 def _report_rows(report: Path, table: Any) -> list[dict[str, Any]]:

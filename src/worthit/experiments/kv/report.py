@@ -14,6 +14,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from worthit import engine_args as eargs
 from worthit import prom
 from worthit.experiments.kv.tables import REPORT_CAPACITY
 from worthit.experiments.loadtest.report import Level, LoadAnalysis
@@ -125,7 +126,9 @@ def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity
         # a speculative step yields alpha tokens (the level's counters): it lasts TPOT x alpha, not TPOT
         alpha = specdec.alpha_of(first.metrics_delta)
         step_ms = first.tpot_p50.value * alpha if alpha and first.tpot_p50.value is not None else first.tpot_p50.value
-        util = mbu(read, step_ms, bw.gb_s if bw else None)
+        # the weights are split over the tensor-parallel GPUs: each reads its share, so the peak is theirs together
+        tp = int(eargs.get(ctx.engine_args(variant), "tensor-parallel-size") or 1)
+        util = mbu(read, step_ms, bw.gb_s * tp if bw else None)
     return Capacity(
         variant,
         wb,
