@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -73,15 +74,25 @@ def _level(c: int, ttft_p99: float, tpot_p99: float, tok_s: float, ok: bool = Tr
     )
 
 
-def test_what_a_candidate_reached_is_the_highest_load_meeting_the_slo_and_the_most_tokens_under_the_ceiling() -> None:
+def test_what_a_candidate_reached_is_where_it_reaches_the_slo_and_the_most_tokens_under_the_ceiling() -> None:
     slo = Slo(ttft_ms=1500)
     levels = [_level(1, 300, 20, 100), _level(4, 900, 60, 350), _level(8, 9700, 70, 420), _level(16, 0, 0, 0, ok=False)]
     got = R.reached(levels, slo, tpot_ceiling_ms=65, gpus=1)
     assert got is not None
-    assert got.latency == 4  # 8 misses the TTFT SLO; the failed 16 counts for nothing
+    # 4 meets the TTFT SLO at 0.6 of it, 8 misses at 6.5x: the crossing, log-linear between them (the failed 16
+    # counts for nothing)
+    crossing = 4 * 2 ** (math.log(1 / 0.6) / math.log(9700 / 900))
+    assert got.latency == pytest.approx(crossing) and 4 < got.latency < 5
     assert got.throughput == 350 and got.throughput_low == pytest.approx(315)  # 8 is over the 65 ms ceiling
     per_gpu = R.reached(levels, slo, tpot_ceiling_ms=None, gpus=2)
-    assert per_gpu is not None and per_gpu.latency == 2 and per_gpu.throughput == 210
+    assert per_gpu is not None and per_gpu.latency == pytest.approx(crossing / 2) and per_gpu.throughput == 210
+    # two candidates that meet the SLO at the same grid level are told apart by how close they come to it
+    near = [_level(1, 300, 20, 100), _level(4, 1400, 60, 350), _level(8, 9700, 70, 420)]
+    assert 4 < R.reached(near, slo, None, 1).latency < got.latency
+    # every level meets it: beyond the top level by the top two's slope, at most one grid step
+    calm = [_level(1, 300, 20, 100), _level(4, 600, 60, 350)]
+    assert 4 < R.reached(calm, slo, None, 1).latency <= 16
+    assert R.reached([_level(1, 300, 20, 100)], slo, None, 1).latency == 1
     assert R.reached([_level(1, 0, 0, 0, ok=False)], slo, None, 1) is None
     none_meet = R.reached([_level(1, 2000, 20, 100)], slo, None, 1)
     assert none_meet is not None and none_meet.latency == 0 and none_meet.figures()[THROUGHPUT] == 100
@@ -103,7 +114,7 @@ def test_the_summary_names_each_scenarios_best_with_its_flags_and_leaves_the_cho
     run.best = {LATENCY: ({"max-num-seqs": 8, "variant": "base"}, 8.0), THROUGHPUT: None}
     run.served, run.pruned, run.stopped = 2, 1, "the budget of 2 server starts is spent"
     lines = R.summary_lines(run, cfg)
-    assert lines[0] == "latency-first: 8.0 concurrency per GPU meeting the SLO: variant base --max-num-seqs 8"
+    assert lines[0] == "latency-first: 8.0 concurrency per GPU at the SLO: variant base --max-num-seqs 8"
     assert lines[1] == "throughput-first: no candidate measured yet"
     run.gpu_minutes = 12.34
     lines = R.summary_lines(run, cfg)

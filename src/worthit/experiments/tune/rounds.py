@@ -10,7 +10,12 @@ answers) written as a failure record with its reason, finished files never measu
 (``--profile``) running a round's candidates side by side. What each candidate reached is read back from its
 files and told to the search:
 
-* latency-first: the highest concurrency whose P99 TTFT and P99 TPOT meet the SLO, per GPU (0 when none does);
+* latency-first: the concurrency at which the SLO is reached, per GPU (0 when no level meets it): between the
+  highest level whose P99 TTFT and P99 TPOT meet the SLO and the next one, where the P99s' ratio to their
+  bounds crosses 1 (log-linear in concurrency); above the highest level, when every level meets it,
+  extrapolated from the top two levels by at most one grid step. A figure that varies with the candidate, so
+  that the confirmation separates candidates that differ and ties only those that do not
+  (:func:`slo_concurrency`);
 * throughput-first: the most output tok/s among the levels whose P99 TPOT stays under ``decide.throughput_tpot_ms``,
   per GPU (0 when none does).
 
@@ -26,6 +31,7 @@ import contextlib
 import copy
 import functools
 import json
+import math
 import os
 import shlex
 import signal
@@ -60,7 +66,7 @@ from worthit.server.cleanup import set_pdeathsig
 TUNE_SUFFIX = "-tune"
 VARIANT_PREFIX = "tune_"
 THROUGHPUT_LOW = "throughput_low"  # the throughput figure's lower interval bound (the throughput prune's bar)
-UNITS = {LATENCY: "concurrency per GPU meeting the SLO", THROUGHPUT: "output tok/s per GPU under the TPOT ceiling"}
+UNITS = {LATENCY: "concurrency per GPU at the SLO", THROUGHPUT: "output tok/s per GPU under the TPOT ceiling"}
 
 
 def tune_study(study: str) -> str:
@@ -153,17 +159,52 @@ class Reached:
         return out
 
 
+def _slo_ratio(lv: Level, slo: Slo) -> float | None:
+    """How far a level's P99s are from the SLO: the largest P99 / bound (<= 1: met; None: no bound set)."""
+    parts = []
+    if slo.ttft_ms is not None:
+        parts.append((lv.ttft_p99.value or math.inf) / slo.ttft_ms)
+    if slo.tpot_ms is not None and lv.tpot_p99.value is not None:
+        parts.append(lv.tpot_p99.value / slo.tpot_ms)
+    return max(parts) if parts else None
+
+
+def slo_concurrency(levels: Sequence[Level], slo: Slo) -> float:
+    """The concurrency at which the SLO is reached, read off the measured levels (0: none meets it): the
+    highest level meeting it, moved towards the next level by where the P99s' ratio to their bounds crosses 1
+    (log-linear in concurrency), or beyond the top level by the top two levels' slope, at most one grid step."""
+    pts = sorted(
+        (lv.concurrency, r) for lv in levels if lv.ok and lv.concurrency > 0 and (r := _slo_ratio(lv, slo)) is not None
+    )
+    pts = [(c, r) for c, r in pts if r > 0]
+    met = [i for i, (_, r) in enumerate(pts) if r <= 1]
+    if not met:
+        return 0.0
+    i = met[-1]
+    c_a, r_a = pts[i]
+    if i + 1 < len(pts):
+        c_b, r_b = pts[i + 1]
+        t = -math.log(r_a) / (math.log(r_b) - math.log(r_a)) if r_b > r_a else 0.0
+        return math.exp(math.log(c_a) + min(max(t, 0.0), 1.0) * (math.log(c_b) - math.log(c_a)))
+    if i == 0:
+        return float(c_a)
+    c_p, r_p = pts[i - 1]
+    slope = (math.log(r_a) - math.log(r_p)) / (math.log(c_a) - math.log(c_p))
+    step = math.log(c_a) - math.log(c_p)
+    ahead = min(-math.log(r_a) / slope, step) if slope > 0 else step
+    return math.exp(math.log(c_a) + ahead)
+
+
 def reached(levels: Sequence[Level], slo: Slo, tpot_ceiling_ms: float | None, gpus: int) -> Reached | None:
     """The scenarios' figures from a candidate's levels (None: no level measured anything)."""
     ok = [lv for lv in levels if lv.ok]
     if not ok:
         return None
     gpus = max(1, gpus)
-    meeting = [lv.concurrency for lv in ok if lv.meets(slo)]
     under = [lv for lv in ok if lv.within(tpot_ceiling_ms) and lv.output_tok_per_s.value is not None]
     top = max(under, key=lambda lv: float(lv.output_tok_per_s.value or 0.0), default=None)
     return Reached(
-        latency=max(meeting, default=0) / gpus,
+        latency=slo_concurrency(ok, slo) / gpus,
         throughput=(float(top.output_tok_per_s.value or 0.0) / gpus) if top else 0.0,
         throughput_low=(float(top.output_tok_per_s.low) / gpus) if top and top.output_tok_per_s.low else None,
         gpus=gpus,

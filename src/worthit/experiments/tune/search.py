@@ -1,11 +1,11 @@
 """The search: Optuna's TPE sampler, one study per scenario, in a journal file so a tune resumes.
 
 Why TPE per scenario rather than NSGA-II over both: each scenario has one scalar objective (latency-first:
-the highest load per GPU meeting the SLO; throughput-first: the most output tok/s per GPU under the TPOT
-ceiling), TPE is sample-efficient at the dozens of trials a budget of server starts allows, while NSGA-II
-wants generations of a population far larger than that. One measurement answers both scenarios (a
-candidate's load grid gives both figures), so every outcome is told to every scenario's study: a candidate
-proposed for latency teaches the throughput sampler too.
+the concurrency per GPU at which the SLO is reached, interpolated between levels; throughput-first: the most
+output tok/s per GPU under the TPOT ceiling), TPE is sample-efficient at the dozens of trials a budget of
+server starts allows, while NSGA-II wants generations of a population far larger than that. One measurement
+answers both scenarios (a candidate's load grid gives both figures), so every outcome is told to every
+scenario's study: a candidate proposed for latency teaches the throughput sampler too.
 
 A candidate is a dict of flag values (and ``variant``) with an id hashed from those values, so a candidate
 already finished is never proposed twice: a repeat the sampler asks for is told the known outcome again (it

@@ -16,7 +16,7 @@ TUNE_TRACE = Table(
     (
         column("round", pa.int32(), "the round that asked for the candidate (0 first)"),
         column("candidate_id", pa.string(), "hash of the candidate's values; its variant is tune_<id>"),
-        column("scenario", pa.string(), "latency (highest load per GPU meeting the SLO) or throughput"),
+        column("scenario", pa.string(), "latency (concurrency per GPU at which the SLO is reached) or throughput"),
         column("status", pa.string(), "measured, failed or pruned"),
         column("value", pa.float64(), "the scenario's figure: concurrency per GPU, or output tok/s per GPU"),
         column("values_json", pa.string(), "the candidate's flag values (and variant) as JSON"),
