@@ -19,7 +19,7 @@ from worthit.loadgen.levels import LoadLevel
 
 # Workload kinds whose prompts are real text (the user's, or a corpus's); every other kind sends random tokens.
 REAL_TEXT_KINDS = ("sharegpt", "jsonl")
-CONTENT_FREE = "content cannot change KV capacity, a batch cap or a kernel's speed"
+CONTENT_FREE = "content cannot change KV capacity, a batch cap, a cache hit or a kernel's speed"
 CONTENT_DECIDES = (
     "speculative decoding depends on what is generated: on random tokens the model loops and a drafter "
     "predicts the loop"
@@ -54,7 +54,7 @@ def _sends(study: Study, variant: str, level: LoadLevel) -> tuple[str, bool]:
     kind = str(spec["kind"])
     if kind == "sharegpt":
         turns = spec.get("turns", 1)
-        what = "first turns" if turns == 1 else f"{turns} turns a conversation"
+        what = "first turns" if turns == 1 else f"conversations replayed, up to {turns} turns"
         source = "ShareGPT V3" if not spec.get("path") else str(spec["path"])
         return f"{name} ({source} {what})", True
     if kind == "jsonl":
