@@ -23,6 +23,7 @@ from worthit.experiments.specdec.model import (
     k_for_speedup,
     predicted_speedup,
     rule_of_thumb,
+    tokens_per_step,
     verify_medians,
 )
 
@@ -87,6 +88,9 @@ def test_draft_coverage_is_how_often_the_drafter_proposed_at_all():
     full = {"vllm:spec_decode_num_drafts_total": 21.0, "vllm:spec_decode_num_accepted_tokens_total": 84.0}
     assert draft_coverage({**full, "vllm:generation_tokens_total": 96.0}, 3) == 1.0  # a draft at every step
     assert draft_coverage({**delta, "vllm:generation_tokens_total": 3.0}, 3) is None  # no decode step
+    # tokens a step yields, steps without a draft included: 5 drafted steps of 1.6 tokens, 85 plain ones
+    assert tokens_per_step({**delta, "vllm:generation_tokens_total": 96.0}, 3) == pytest.approx(93 / 90)
+    assert tokens_per_step({"vllm:generation_tokens_total": 96.0}, 3) is None  # nothing drafted
 
 
 def test_gamma_is_the_tpot_ratio_of_draft_to_target():

@@ -123,9 +123,11 @@ def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity
         lt = ctx.study.cfg.get("loadtest") or {}
         context = float(lt.get("prompt_tokens", 0)) + float(lt.get("output_tokens", 0)) / 2
         read = bytes_per_step(wb, (kv or {}).get("kv_bytes_per_token"), context, first.concurrency)
-        # a speculative step yields alpha tokens (the level's counters): it lasts TPOT x alpha, not TPOT
-        alpha = specdec.alpha_of(first.metrics_delta)
-        step_ms = first.tpot_p50.value * alpha if alpha and first.tpot_p50.value is not None else first.tpot_p50.value
+        # a speculative step yields several tokens (the level's counters: alpha where it drafted, one where it did
+        # not): it lasts TPOT x its tokens, not TPOT
+        per_step = specdec.tokens_per_step(first.metrics_delta, first.requests)
+        tpot = first.tpot_p50.value
+        step_ms = tpot * per_step if per_step and tpot is not None else tpot
         # the weights are split over the tensor-parallel GPUs: each reads its share, so the peak is theirs together
         tp = int(eargs.get(ctx.engine_args(variant), "tensor-parallel-size") or 1)
         util = mbu(read, step_ms, bw.gb_s * tp if bw else None)

@@ -117,6 +117,14 @@ def draft_coverage(delta: Mapping[str, float], requests: int) -> float | None:
     return delta.get(DRAFTS, 0.0) / steps[1] if steps and steps[1] > 0 else None
 
 
+def tokens_per_step(delta: Mapping[str, float], requests: int) -> float | None:
+    """Tokens a decode step yields on average, steps without a draft included: f alpha + 1 - f (the numerator
+    of :func:`predicted_speedup`, f = :func:`draft_coverage`); None where nothing was drafted (a plain decode
+    step yields one token) or the level decoded nothing."""
+    alpha, f = alpha_of(delta), draft_coverage(delta, requests)
+    return None if alpha is None or f is None else f * alpha + 1 - f
+
+
 def gamma_from_tpot(draft_tpot_ms: float | None, target_tpot_ms: float | None) -> float | None:
     """gamma = the draft model's TPOT served alone / the target's, at the lowest concurrency."""
     if draft_tpot_ms is None or not target_tpot_ms:
