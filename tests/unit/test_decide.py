@@ -410,3 +410,19 @@ def test_a_tail_the_medians_hide_counts_against_an_optimisation_only_when_demons
     tail_better = fig("TTFT P99", 9200, 5700, 0.05, guard=True)
     equal = [fig("TPOT P50", 100, 100, 0.01), fig("TTFT P50", 100, 100, 0.01)]
     assert decide(Evidence("x", comparisons=[*equal, tail_better], lossless=True), Rules()).outcome == REJECT
+
+
+def test_a_benefit_at_every_level_too_small_for_one_level_is_decided_over_the_range() -> None:
+    def lvl(c: int, base: float, var: float, rel: float = 0.12) -> Comparison:
+        return Comparison("E2E P50", "ms", _m3(base, rel), _m3(var, rel), False, LATENCY, Setting.concurrency(c))
+
+    steady = [lvl(1, 100, 80), lvl(4, 200, 160), lvl(16, 400, 320)]  # 20 % shorter waits at every level
+    alone = [judge(c, Rules())[0] for c in Evidence("x", comparisons=steady, lossless=True).comparisons]
+    assert alone == [UNDETERMINED] * 3  # no level decides it on its own simultaneous interval
+    v = decide(Evidence("x", comparisons=steady, lossless=True), Rules())
+    assert v.outcome == ADOPT and v.condition == "latency-first, at concurrency 1 to 16 (pooled over the levels)"
+    assert "E2E P50 -20% over concurrency 1 to 16, pooled over the 3 levels" in v.reason
+    # a level that is rejected keeps the range from being pooled over it: the levels speak for themselves
+    split = [*steady[:2], lvl(16, 400, 600, 0.02)]
+    v = decide(Evidence("x", comparisons=split, lossless=True), Rules())
+    assert v.outcome == REJECT and "pooled" not in v.reason
