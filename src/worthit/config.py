@@ -405,6 +405,34 @@ class Study:
         """The variant ``name`` is judged against: its own ``baseline:``, else ``baseline_variant``."""
         return str(self.cfg["variants"][name].get("baseline") or self.cfg["baseline_variant"])
 
+    def changes(self, name: str) -> list[str]:
+        """What variant ``name`` changes against the variant it is judged against (:meth:`baseline_of`), one
+        entry per change: its model, each engine argument (flags compared in any spelling, prefix caching on or
+        off as one change), its extra arguments, its environment. One entry is a comparison that isolates one
+        change; more, a comparison whose effect no row can split between them (docs/verdicts.md). Empty for the
+        baseline and for a control (the baseline's configuration measured again)."""
+        base = self.baseline_of(name)
+        if base == name:
+            return []
+        a, b = self.variant(base), self.variant(name)
+        out: list[str] = []
+        if a.model != b.model:
+            out.append(f"model {b.model} (vs {a.model})")
+        if a.prefix_caching != b.prefix_caching:
+            on = {True: "on", False: "off"}
+            out.append(f"prefix caching {on[b.prefix_caching]} (vs {on[a.prefix_caching]})")
+        skip = {eargs.PREFIX_CACHING, eargs.NO_PREFIX_CACHING}
+        for key in sorted({eargs.flag(k) for k in (*a.engine_args, *b.engine_args)} - skip):
+            va, vb = eargs.get(a.engine_args, key), eargs.get(b.engine_args, key)
+            if va != vb:
+                out.append(f"{key} {vb} (vs {va})")
+        if a.extra_args != b.extra_args:
+            out.append(f"extra arguments {b.extra_args} (vs {a.extra_args})")
+        for key in sorted({*a.env, *b.env}):
+            if a.env.get(key) != b.env.get(key):
+                out.append(f"environment {key}={b.env.get(key)} (vs {a.env.get(key)})")
+        return out
+
     def variants_with(self, experiment: str) -> list[str]:
         return [v for v in self.variants if experiment in self.variant(v).experiments]
 

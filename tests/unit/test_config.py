@@ -264,3 +264,22 @@ def test_an_accuracy_task_listed_twice_is_refused():
     tasks = [{"name": "worthit_arc", "limit": 50}, {"name": "worthit_gsm"}, {"name": "worthit_arc"}]
     with pytest.raises(ConfigError, match=r"key 'accuracy.tasks\[2\].name': task 'worthit_arc' is listed twice"):
         validate({**MIN, "accuracy": {"tasks": tasks}}, "s.yaml")
+
+
+def test_each_comparison_of_the_default_study_changes_one_thing_and_a_second_change_is_named():
+    study = Study(load(ROOT / "config" / "config.yaml"))
+    changes = {v: study.changes(v) for v in study.variants if v != study.baseline_of(v)}
+    assert all(len(c) == 1 for c in changes.values()), changes
+    assert changes["awq_int4"] == ["model smollm2-135m-awq (vs smollm2-135m)"]  # against the bf16 baseline
+    assert changes["baseline_bf16"] == ["dtype bfloat16 (vs float32)"]
+    assert changes["no_prefix_cache"] == ["prefix caching off (vs on)"]
+    assert study.changes(study.cfg["baseline_variant"]) == []
+    # the same AWQ variant judged against the fp32 baseline changes two things, and says which
+    cfg = load(ROOT / "config" / "config.yaml")
+    cfg["variants"]["awq_int4"]["baseline"] = None
+    assert Study(cfg).changes("awq_int4") == ["model smollm2-135m-awq (vs smollm2-135m)", "dtype bfloat16 (vs float32)"]
+    # prefix caching turned off in either spelling is one change; a control changes nothing
+    cfg["variants"]["no_prefix_cache"]["engine_args"] = {"enable_prefix_caching": False}
+    cfg["variants"]["again"] = {**cfg["variants"]["baseline"], "experiments": ["loadtest"]}
+    assert Study(cfg).changes("no_prefix_cache") == ["prefix caching off (vs on)"]
+    assert Study(cfg).changes("again") == []
