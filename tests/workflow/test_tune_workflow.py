@@ -143,7 +143,18 @@ def test_a_candidate_the_build_refuses_is_a_recorded_failure_and_the_tune_ends_c
     assert "Traceback" not in proc.stderr
 
 
-def test_a_sigterm_mid_round_stops_everything_tells_no_outcome_and_the_same_command_resumes(tmp_path, model_dir):
+def test_a_killed_tune_is_told_nothing_a_sigtermed_one_stops_everything_and_each_resumes(tmp_path, model_dir):
+    """One tune of one candidate, stopped twice before the run that measures it (the two stops share the
+    candidate's one measurement instead of a tune each).
+
+    Killed outright: a tune SIGKILLed together with its Snakemake while a candidate's server starts (a
+    time-boxed call's end, a lost node: tried on the H100, examples/h200-qwen/README.md) leaves Snakemake's lock
+    and the server's state file marked incomplete. The next tune may not read the candidate as failed: the lock
+    stops it with what to do (Snakemake 9 would otherwise run the marked server alone, without the measurements
+    that need it).
+
+    SIGTERMed mid-round, once unlocked: while the candidate's load level runs, the tune stops everything, tells
+    no outcome for the candidate (still pending, not a failure), and the same command resumes and measures it."""
     cfg = study_config(
         model_dir,
         loadtest={**LOADTEST, "levels": [1], "num_requests": {"min": 40, "per_concurrency": 1}},
@@ -155,48 +166,13 @@ def test_a_sigterm_mid_round_stops_everything_tells_no_outcome_and_the_same_comm
     f = tmp_path / "study.yaml"
     f.write_text(yaml.safe_dump(cfg, sort_keys=False))
     cmd = [str(Path(sys.executable).parent / "worthit"), "tune", "--config", str(f), "--no-hub", "--no-confirm"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    logs = results_dir(tmp_path, "stopped") / "logs" / "loadtest"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:  # until the candidate's load level is running
-        if any("request 1/" in p.read_text() for p in logs.rglob("*.log")):
-            break
-        time.sleep(1)
-    assert proc.poll() is None, "the tune ended before its candidate's load level started"
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 143, out[-3000:]
-    # worthit's own: the servers' logs Snakemake shows for the jobs the stop ended may hold vLLM's shutdown
-    assert "run the same command to resume" in out and not uncaught(out)
-    deadline = time.monotonic() + 60
-    while (left := processes_in(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert left == [], "processes left after SIGTERM to worthit tune"
-    # no outcome was told for the stopped candidate: it is still pending, not a failure
-    assert not (results_dir(tmp_path, "stopped") / "tune" / "trace.parquet").exists() or not trace(tmp_path, "stopped")
-    again = tune(tmp_path, cfg, "--no-confirm")
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    rows = trace(tmp_path, "stopped")
-    assert {r["status"] for r in rows} == {"measured"} and len(rows) == 2, rows
-    assert "served 1 candidate(s) in this run" in again.stdout
+    told = results_dir(tmp_path, "stopped") / "tune" / "trace.parquet"
 
-
-def test_a_tune_killed_outright_with_its_workflow_is_told_nothing_and_resumes_its_candidate(tmp_path, model_dir):
-    """A tune SIGKILLed together with its Snakemake while a candidate's server starts (a time-boxed call's end,
-    a lost node: tried on the H100, examples/h200-qwen/README.md) leaves Snakemake's lock and the server's
-    state file marked incomplete. The next tune may not read the candidate as failed: the lock stops it with
-    what to do, and once unlocked the candidate is measured (Snakemake 9 would otherwise run the marked server
-    alone, without the measurements that need it)."""
-    cfg = study_config(model_dir, loadtest={**LOADTEST, "levels": [1]}, study="killed", validate_deployments=False)
-    cfg["variants"]["base"]["experiments"] = ["loadtest"]
-    cfg["tune"] = {"space": {"max-num-seqs": {"choices": [2]}}, "rounds": 1, "per_round": 1}
-    f = tmp_path / "study.yaml"
-    f.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    cmd = [str(Path(sys.executable).parent / "worthit"), "tune", "--config", str(f), "--no-hub", "--no-confirm"]
+    # killed outright while the candidate's server starts
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    serve_logs = results_dir(tmp_path, "killed") / "logs" / "serve"
+    serve_logs = results_dir(tmp_path, "stopped") / "logs" / "serve"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:  # until the candidate's server is starting
         if any("starting:" in p.read_text() for p in serve_logs.glob("tune_*.log")):
@@ -216,16 +192,38 @@ def test_a_tune_killed_outright_with_its_workflow_is_told_nothing_and_resumes_it
     assert locked.returncode == 1, locked.stdout[-3000:] + locked.stderr[-3000:]
     assert "ran no measurement of 1 candidate(s)" in locked.stdout and "--unlock" in locked.stdout, locked.stdout
     assert not uncaught(locked.stdout + locked.stderr)
-    told = results_dir(tmp_path, "killed") / "tune" / "trace.parquet"
-    assert not told.exists() or all(r["status"] != "failed" for r in trace(tmp_path, "killed"))
+    assert not told.exists() or all(r["status"] != "failed" for r in trace(tmp_path, "stopped"))
 
-    state = results_dir(tmp_path, "killed") / "tune" / "study.yaml"
+    state = results_dir(tmp_path, "stopped") / "tune" / "study.yaml"
     unlock = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "--unlock"]
     subprocess.run([*unlock, "--configfile", str(state)], cwd=tmp_path, check=True, capture_output=True)
+
+    # unlocked, the same command again: SIGTERM while the candidate's load level runs
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    logs = results_dir(tmp_path, "stopped") / "logs" / "loadtest"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:  # until the candidate's load level is running
+        if any("request 1/" in p.read_text() for p in logs.rglob("*.log")):
+            break
+        time.sleep(1)
+    assert proc.poll() is None, "the tune ended before its candidate's load level started"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 143, out[-3000:]
+    # worthit's own: the servers' logs Snakemake shows for the jobs the stop ended may hold vLLM's shutdown
+    assert "run the same command to resume" in out and not uncaught(out)
+    deadline = time.monotonic() + 60
+    while (left := processes_in(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert left == [], "processes left after SIGTERM to worthit tune"
+    # no outcome was told for the stopped candidate: it is still pending, not a failure
+    assert not told.exists() or not trace(tmp_path, "stopped")
+
     again = tune(tmp_path, cfg, "--no-confirm")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    rows = trace(tmp_path, "killed")
+    rows = trace(tmp_path, "stopped")
     assert {r["status"] for r in rows} == {"measured"} and len(rows) == 2, rows
+    assert "served 1 candidate(s) in this run" in again.stdout
     assert processes_in(tmp_path) == []
 
 
