@@ -777,6 +777,7 @@ def test_a_failed_search_is_a_failed_row_with_its_reason(results: Path, cfg: dic
 # ------------------------------------------------------------------------------------------- workload levels
 def _chat_level(results: Path, variant: str, ttft_factor: float) -> None:
     src = schemas.read(results / "variant~baseline/load/conc~4.parquet", LOAD_REQUESTS)
+
     def slower(r: dict) -> dict:  # the first token later, and the whole answer with it
         if r["ttft_ms"] is None:
             return {**r, "variant": variant}
