@@ -1,5 +1,5 @@
 """Speculative decoding: the verify-cost measurement on the base variant's server and the predicted against the
-measured speed-up of every speculative variant (S = α / (kγ + c)).
+measured speed-up of every speculative variant (S = α / (kγ + c) where every step drafts: :mod:`.model`).
 
 Config key ``specdec`` (its section.yaml); it runs whenever a variant has a
 ``speculative_config``. Its files:

@@ -32,7 +32,7 @@ REPORT_SPECDEC = Table(
     "report_specdec",
     "Report: speculative decoding per variant x workload x load level, from measurements only: the spec-decode "
     "counters (drafts, draft tokens, accepted), alpha, the acceptance rate and how often the drafter proposed, "
-    "gamma, c at the level's concurrency, predicted S = alpha / (k gamma + c) and the measured TPOT speed-up "
+    "gamma, c at the level's concurrency, the predicted speed-up S and the measured TPOT speed-up "
     "against the base variant's level of the same workload, with its interval.",
     (
         VARIANT,
@@ -68,9 +68,14 @@ REPORT_SPECDEC = Table(
         column(
             "c_implied",
             pa.float64(),
-            "alpha TPOT_spec / TPOT_base - k gamma: the c that would make S match the measurement (a diagnostic)",
+            "the c at which predicted S equals the measured speed-up (a diagnostic, not an input)",
         ),
-        column("predicted_speedup", pa.float64(), "S = alpha / (k gamma + c)"),
+        column(
+            "predicted_speedup",
+            pa.float64(),
+            "S = (f alpha + 1 - f) / (f (k gamma + c) + 1 - f), f = draft_coverage_pct / 100 (alpha / (k gamma + c) "
+            "where every step drafts)",
+        ),
         *measure_columns("measured_speedup", "base TPOT P50 / speculative TPOT P50"),
         column("rule", pa.string(), "predicted S against decide.min_predicted_speedup"),
         column("note", pa.string(), "what a missing number lacks"),
