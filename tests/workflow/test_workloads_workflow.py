@@ -1,6 +1,7 @@
 """Workloads, open-loop rate levels and the server timeline through the real workflow on real vLLM (CPU): the
-loadtest rule makes load/conc~C, load/rate~R and load/<workload>/conc~C with a timeline beside each, and the
-summary names each level and whether its rate was delivered."""
+loadtest rule makes load/conc~C, load/rate~R and load/<workload>/conc~C (a ShareGPT level among them) with a
+timeline beside each, and the summary names each level, whether its rate was delivered and how much its
+responses repeat themselves."""
 
 from __future__ import annotations
 
@@ -25,18 +26,21 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
         "levels": [2],
         "rates": [2],
         "rate_duration_s": 3,
-        "workload_levels": [{"workload": "chat", "concurrency": 2}],
+        "workload_levels": [{"workload": "chat", "concurrency": 2}, {"workload": "sg", "concurrency": 2}],
         "num_requests": {"min": 4, "per_concurrency": 2},
         "warmup_requests": 1,
         "timeline_interval_s": 0.25,
     }
-    workloads = {"chat": {"kind": "conversation", "turns": 2, "user_tokens": 12, "output_tokens": 12}}
+    workloads = {
+        "chat": {"kind": "conversation", "turns": 2, "user_tokens": 12, "output_tokens": 12},
+        "sg": {"kind": "sharegpt", "output_tokens": 12},  # ShareGPT V3 first turns, from its package
+    }
     cfg = study_config(model_dir, loadtest=loadtest, workloads=workloads, validate_deployments=False)
     cfg["variants"]["base"]["experiments"] = ["loadtest"]
     run_snakemake(tmp_path, cfg, "results/t/summary.parquet")
     load = tmp_path / "results/t/variant~base/load"
     peak_running = {}
-    for name, n in (("conc~2", 4), ("rate~2", 6), ("chat/conc~2", 4)):
+    for name, n in (("conc~2", 4), ("rate~2", 6), ("chat/conc~2", 4), ("sg/conc~2", 4)):
         res = schemas.read(load / f"{name}.parquet", LOAD_REQUESTS)
         assert res.ok and res.table.num_rows == n and all(res.table.column("success").to_pylist()), name
         timeline = schemas.read(load / f"{name}.timeline.parquet", SERVER_TIMELINE)
@@ -61,9 +65,17 @@ def test_rate_and_workload_levels_with_timelines_are_measured_and_summarised(tmp
     chat = schemas.read(load / "chat/conc~2.parquet", LOAD_REQUESTS).table.to_pylist()
     assert [r["turn"] for r in chat] == [0, 1, 0, 1] and chat[1]["prompt_tokens"] > chat[0]["prompt_tokens"]
 
+    sg = schemas.read(load / "sg/conc~2.parquet", LOAD_REQUESTS)
+    described = sg.metadata["workload"]  # the package's file is cut off mid-record: its complete records, counted
+    assert described["torn_tail"] is True and described["records_read"] > 17_000
+    assert described["conversations_sent"] == 4 and described["output_tokens"]["value"] == 12
+    assert len({r["prompt_tokens"] for r in sg.table.to_pylist()}) > 1  # real prompts, each its own length
+
     summary = schemas.read(tmp_path / "results/t/summary.parquet", SUMMARY).table.to_pylist()
     by_level = {r["level"]: r for r in summary}
-    assert set(by_level) == {None, "rate~2", "chat/conc~2"}  # the plain concurrency level keeps no level name
+    assert set(by_level) == {None, "rate~2", "chat/conc~2", "sg/conc~2"}  # the plain level keeps no level name
+    for r in summary:  # every level's responses measured for repetition (12 output tokens each)
+        assert 0 <= r["repeated_ngram_share_p50"] <= 1 and 0 <= r["looping_share"] <= 1, r
     assert by_level["rate~2"]["rate_delivered"] is delivered and by_level["rate~2"]["achieved_rate_per_s"] > 0
     assert by_level["chat/conc~2"]["workload"] == "chat" and by_level["chat/conc~2"]["rate_delivered"] is None
     md = (tmp_path / "results/t/summary.md").read_text()
