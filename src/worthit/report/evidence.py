@@ -68,10 +68,12 @@ class Comparison:
     # The study's run-to-run spread of this kind of figure on the machine of a single-run comparison (the
     # prefix sweep, a level measured once): it goes on top of the within-run interval (docs/statistics.md).
     run_spread: PooledSpread | None = None
-    # How many judged figures the verdict this comparison belongs to weighs: its interval is the simultaneous
-    # one over all of them (Bonferroni, 1 - 5%/family), so that the verdict errs at most 5 %, not each figure
-    # (docs/statistics.md, "Error rates per verdict"). Set by :class:`Evidence`.
+    # How many judged figures the verdict this comparison belongs to weighs, and whether it also judges ranges
+    # of levels as a whole: its interval is the simultaneous one over all of them (Bonferroni: 1 - 5%/family,
+    # or 1 - 2.5%/family where the other half goes to the ranges), so that the verdict errs at most 5 %, not
+    # each figure (docs/statistics.md, "What the rules promise"). Set by :class:`Evidence`.
     family: int = 1
+    ranged: bool = False
 
     @property
     def change_pct(self) -> float | None:
@@ -89,7 +91,7 @@ class Comparison:
         num, den = (self.with_, self.without) if self.higher_is_better else (self.without, self.with_)
         r, coverage = _small_samples(ratio(num, den), num, den)
         spread = _with_run_spread(r, self.run_spread, coverage)
-        r = _simultaneous(spread, self.family, 0.95 if spread is not r else coverage)
+        r = _simultaneous(spread, self.family, self.ranged, 0.95 if spread is not r else coverage)
         if self.spread <= 1 or r.is_exact or r.low is None or r.high is None:
             return r
         g = self.spread
@@ -168,20 +170,23 @@ def _with_run_spread(r: Measure, pool: PooledSpread | None, coverage: float = 0.
     return replace(r, low=low, high=high, basis=f"{SINGLE_RUN}; {pool.describe()}", df=df, pool=pool)
 
 
-def _simultaneous(r: Measure, family: int, coverage: float = 0.95) -> Measure:
-    """A 95% interval widened to the simultaneous one over ``family`` figures (each 1 - 5%/family: Bonferroni),
-    on the log scale about the estimate; a t quantile where the interval's degrees of freedom are known."""
+def _simultaneous(r: Measure, family: int, ranged: bool = False, coverage: float = 0.95) -> Measure:
+    """A 95% interval widened to the simultaneous one over ``family`` figures (each 1 - 5%/family: Bonferroni;
+    1 - 2.5%/family where the verdict spends the other half on ranges: ``ranged``), on the log scale about the
+    estimate; a t quantile where the interval's degrees of freedom are known."""
     iv = r.interval()
-    if family <= 1 or r.is_exact or iv is None or r.value is None or r.value <= 0 or iv[0] <= 0:
+    shares = 2 * family if ranged else family
+    if shares <= 1 or r.is_exact or iv is None or r.value is None or r.value <= 0 or iv[0] <= 0:
         return r
-    want = family_coverage(family)
+    want = family_coverage(shares)
     finite = r.df is not None and math.isfinite(r.df) and r.df > 0
     q0 = t_quantile(r.df, coverage) if finite and r.df is not None else z_quantile(coverage)
     q1 = t_quantile(r.df, want) if finite and r.df is not None else z_quantile(want)
     k = q1 / q0
     f = r.value
     low, high = f * (iv[0] / f) ** k, f * (iv[1] / f) ** k
-    note = f"simultaneous {want:.2%} interval over {family} judged figures"
+    note = f"simultaneous {want:.2%} interval over {family} judged figure{'s' if family > 1 else ''}"
+    note += " and their ranges" if ranged else ""
     return replace(r, low=min(low, f), high=max(high, f), method=f"{r.method}; {note}" if r.method else note)
 
 
@@ -207,20 +212,13 @@ def range_groups(cs: Sequence[Comparison]) -> dict[tuple[str, str, str], list[Co
     return {k: sorted(v, key=lambda c: c.setting.value or 0.0) for k, v in groups.items() if len(v) >= 2}
 
 
-def figure_family(cs: Sequence[Comparison]) -> int:
-    """The Bonferroni family each judged figure's interval is made for: its judged figures, twice over where
-    the verdict also tests ranges (half of the 5 % goes to the figures, half to the ranges)."""
-    m = judged_family(cs)
-    return 2 * m if m and range_groups(cs) else m
-
-
 def pooled_range(cs: Sequence[Comparison], coverage: float) -> Measure:
     """One figure over a range of settings as a whole: the geometric mean of its improvement factors with the
     ``coverage`` interval exp(mean log f +- t se), se = sqrt(sum se_i^2) / k (the levels' runs are
     independent), t on the fewest degrees of freedom of any level; the machines' spread on top."""
     logs, ses, dfs = [], [], []
     for c in cs:
-        imp = replace(c, family=1, spread=1.0).improvement
+        imp = replace(c, family=1, ranged=False, spread=1.0).improvement
         iv = imp.interval()
         if imp.value is None or iv is None or imp.value <= 0 or iv[0] <= 0:
             return Measure(None)
@@ -351,6 +349,8 @@ class Evidence:
 
     def __post_init__(self) -> None:
         # every figure's interval is the simultaneous one over the judged figures of this verdict
-        m = figure_family(self.comparisons)
-        if any(c.family != m for c in self.comparisons):
-            object.__setattr__(self, "comparisons", tuple(replace(c, family=m) for c in self.comparisons))
+        m, ranged = judged_family(self.comparisons), bool(range_groups(self.comparisons))
+        if any(c.family != m or c.ranged != ranged for c in self.comparisons):
+            object.__setattr__(
+                self, "comparisons", tuple(replace(c, family=m, ranged=ranged) for c in self.comparisons)
+            )
