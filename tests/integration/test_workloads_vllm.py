@@ -118,6 +118,8 @@ def test_user_prompts_trace_and_conversation_counts_match_the_server(
                 wl,
                 endpoint,
             )
+            if wl["kind"] == "sharegpt":  # the server's context, read off GET /v1/models, bounds its requests
+                assert run.meta["workload"]["max_model_len"] == CPU_ENGINE_ARGS["max-model-len"]
             if wl["kind"] == "conversation":
                 turns = [r["turn"] for r in run.rows]
                 assert turns == [0, 1, 2] * (len(turns) // 3) and run.rows[-1]["session_id"] == len(turns) // 3 - 1
