@@ -81,7 +81,9 @@ def test_the_rounds_find_the_known_best_and_a_resumed_tune_measures_nothing_twic
     one, eight = candidate_id({"max-num-seqs": 1}), candidate_id({"max-num-seqs": 8})
     defaults_id = candidate_id({})
     assert {r["status"] for r in rows} == {"measured"} and len(rows) == 4, rows
-    assert by[(one, "latency")]["value"] == 1  # concurrency 8 queues behind one sequence: ~9.7 s P99 TTFT
+    # it meets the SLO at concurrency 1, not at 8 (queued behind one sequence: ~9.7 s P99 TTFT): the concurrency
+    # at which it reaches the SLO lies between them
+    assert 1 <= by[(one, "latency")]["value"] < 8
     assert by[(eight, "latency")]["value"] >= 1
     assert by[(eight, "throughput")]["value"] > 1.5 * by[(one, "throughput")]["value"], rows
     out = proc.stdout
