@@ -226,6 +226,37 @@ def model_dir(serve_python: Path) -> Path:
     return out / "model"
 
 
+EMBEDDED_STUDY = ROOT / "results" / "embedded-default"
+
+
+def embedded_snakemake(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+    """The README's first command (``.venvs/workflow/bin/snakemake --cores 1``) with ``args`` added, as CI runs it:
+    the same executable, so that Snakemake reads the jobs it ran as the same code (a job's command names the
+    Python that runs Snakemake; another path to it would plan every server again)."""
+    cmd = [str(VENVS / "workflow" / "bin" / "snakemake"), "--cores", "1", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def embedded_study() -> Path:
+    """The embedded default study (config/config.yaml) finished in results/embedded-default: CI runs it, the
+    README's first command, just before the suite (.ci/run), so a test that checks what a whole study measured
+    reads it instead of measuring the same again. The command runs here once more under a lock the two workers
+    share: nothing to do where the study is current (Snakemake's own check: the same config, rules and inputs),
+    what is missing or out of date otherwise (the whole study, 8-12 minutes on two cores, where none ran)."""
+    for stage in ("workflow", "serve", "evaluate", "quantize"):
+        require_env(stage)
+    EMBEDDED_STUDY.parent.mkdir(parents=True, exist_ok=True)
+    with open(EMBEDDED_STUDY.parent / ".embedded-default.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = embedded_snakemake()
+    if run.returncode != 0:
+        raise AssertionError(
+            f"the embedded default study failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-6000:]}"
+        )
+    return EMBEDDED_STUDY
+
+
 def study_config(model_dir: Path, **overrides: object) -> dict:
     """A small study config on the embedded model (used in place through a path: source)."""
     cfg: dict = {
