@@ -296,3 +296,33 @@ def test_a_checkpoint_saved_in_fp32_is_rewritten_in_the_base_dtype(quantize_pyth
     assert proc.stdout.split("\n")[:3] == ["1", "torch.bfloat16 torch.float32 torch.int32", "32.0"]
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg["dtype"] == cfg["torch_dtype"] == "bfloat16"
+
+
+def test_kv_cache_scales_cover_every_calibration_window_not_a_moving_average(quantize_python: Path) -> None:
+    """A static FP8 scale below the range of the calibration text saturates every larger key or value at
+    448 x scale: llm-compressor's default observer for keys and values is a moving average (constant 0.01)
+    of each window's range. The recipe's KV scheme, fed through llm-compressor's own observer set-up, must
+    give the range of all the windows (docs/hardware-results.md, "FP8 KV cache with calibrated scales")."""
+    code = (
+        "import torch\n"
+        "from compressed_tensors.quantization import QuantizationScheme\n"
+        "from llmcompressor.modifiers.quantization.calibration import initialize_observer\n"
+        "from worthit.experiments.quantize.backends import llmcompressor_recipe\n"
+        "from worthit.experiments.quantize.spec import QuantizePlan\n"
+        "plan = QuantizePlan.from_config('kv', {'base': 'b', 'scheme': 'NONE', 'method': 'rtn', 'kv_cache': 'fp8'})\n"
+        "kv = llmcompressor_recipe(plan)[0].kv_cache_scheme\n"
+        "for default in (False, True):\n"
+        "    args = kv.model_copy(update={'observer': None}) if default else kv\n"
+        "    m = torch.nn.Module()\n"
+        "    m.quantization_scheme = QuantizationScheme(targets=['Attention'], input_activations=args)\n"
+        "    initialize_observer(m, 'k')\n"
+        "    for amax in (1.0, 10.0, 2.0):  # three calibration windows' keys: [batch, heads, tokens, head_dim]\n"
+        "        m.k_observer(torch.full((1, 2, 4, 8), amax))\n"
+        "    print(float(m.k_observer.get_qparams()['scale'].max()) * 448)\n"
+    )
+    out = subprocess.run(
+        [str(quantize_python), "-c", code], capture_output=True, text=True, check=True, timeout=600
+    ).stdout.split()
+    recipe, default = float(out[-2]), float(out[-1])
+    assert recipe == pytest.approx(10.0, rel=1e-3)  # the largest window's range
+    assert default < 1.2  # llm-compressor's default: near the first window's range, the 10 would saturate

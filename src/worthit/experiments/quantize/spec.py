@@ -15,8 +15,19 @@ NO_WEIGHTS = "NONE"  # weights left as they are: a checkpoint carrying KV-cache 
 SCHEMES = ("W4A16_ASYM", "W4A16", "W8A8", "FP8_DYNAMIC", NO_WEIGHTS)
 # KV-cache schemes (models.<m>.quantize.kv_cache): llm-compressor's kv_cache_scheme, static per-tensor
 # scales calibrated on the calibration text; vLLM uses them when the variant serves kv-cache-dtype fp8.
+# The observer is named: without one llm-compressor takes "minmax" for keys and values, a moving average
+# (constant 0.01) of each calibration batch's range, so the scale stays near the first window's range and
+# every larger key or value saturates at 448 x scale; "static_minmax" keeps the range of all the calibration
+# text (docs/hardware-results.md, "FP8 KV cache with calibrated scales").
 KV_CACHE_SCHEMES: dict[str, dict[str, Any]] = {
-    "fp8": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor", "dynamic": False},
+    "fp8": {
+        "num_bits": 8,
+        "type": "float",
+        "symmetric": True,
+        "strategy": "tensor",
+        "dynamic": False,
+        "observer": "static_minmax",
+    },
 }
 METHODS = ("awq", "rtn", "autoawq")
 # What each method can produce; W8A8/FP8 are per-channel weights with dynamic activations (no
