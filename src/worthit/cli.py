@@ -26,7 +26,6 @@ from typing import Any
 from worthit import errors, prom, secrets
 from worthit.fmt import cell
 from worthit.loadgen.client import ClientConfig, Refused, RequestSpec, open_loop, run
-from worthit.loadgen.records import spec_tokens
 from worthit.metrics import LevelSummary, Slo, Stat, prometheus_delta, summarize
 
 
@@ -138,7 +137,11 @@ def loadtest(a: argparse.Namespace) -> int:
 
 
 def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec], warm: list[RequestSpec]) -> int:
-    before = _counters(a.url, cfg.api_key)
+    scraped: list[dict[str, float] | None] = []
+
+    def read_before() -> None:  # after the warm-up: the deltas count the measured requests only
+        scraped.append(_counters(a.url, cfg.api_key))
+
     if a.request_rate:
         result = asyncio.run(
             open_loop(
@@ -150,10 +153,20 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
                 max_concurrency=a.concurrency,
                 warmup=warm,
                 duration_s=a.duration_s,
+                after_warmup=read_before,
             )
         )
     else:
-        result = run(cfg, specs, a.concurrency, processes=a.processes, warmup=warm, duration_s=a.duration_s)
+        result = run(
+            cfg,
+            specs,
+            a.concurrency,
+            processes=a.processes,
+            warmup=warm,
+            duration_s=a.duration_s,
+            after_warmup=read_before,
+        )
+    before = scraped[0] if scraped else None
     after = _counters(a.url, cfg.api_key)
     deltas = {k: v for k, v in prometheus_delta(before, after).items() if v} if before and after else None
     rows = result.rows()
@@ -161,8 +174,7 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
     s = summarize(rows, slo)
     mode = f"rate {a.request_rate}/s" if a.request_rate else f"concurrency {a.concurrency}"
     print_summary(s, f"{a.url} {a.model}: {mode}, {a.prompt_tokens} → {a.output_tokens} tokens", deltas)
-    warm_tokens = spec_tokens(warm)
-    traffic = prom.other_traffic(deltas, rows, result.warmup, warmup_tokens=warm_tokens) if before and after else None
+    traffic = prom.other_traffic(deltas, rows) if before and after else None
     if traffic and traffic["shared"]:
         print(f"warning: {prom.traffic_reason(traffic)}", file=sys.stderr)
     if a.out:
@@ -177,6 +189,7 @@ def _loadtest(a: argparse.Namespace, cfg: ClientConfig, specs: list[RequestSpec]
             "n_warmup": result.warmup,
             "wall_s": result.wall_s,
             "metrics_delta": deltas,
+            "metrics_after_warmup": True,
             "traffic": traffic,
             "workload": {
                 "prompt_tokens": a.prompt_tokens,

@@ -70,9 +70,9 @@ def other_traffic(
     is then inside the run's latencies and counters). ``rows``: the run's measured requests (``prompt_tokens``,
     ``prompt_tokens_reported``, ``output_tokens``, ``success``); ``n_warmup`` warm-up requests are allowed
     up to the largest measured request each, or up to ``warmup_tokens`` (their prompt tokens and their
-    ``max_tokens``, summed) where that is more: a level of a named workload warms up with the study's default
-    requests, whose answers can be longer than the workload's (512 -> 256 tokens before a 64-token
-    shared-prefix level). None when the server exposes none of the counters.
+    ``max_tokens``, summed) where that is more: for a run whose counted window holds warm-up requests (a
+    load level reads its counters after its warm-up and passes none). None when the server exposes none of the
+    counters.
 
     vLLM counts every prompt token once per request (``vllm:prompt_tokens_total``), every generated token
     (``vllm:generation_tokens_total``) and every request it finishes (``vllm:request_success_total``, whatever

@@ -57,16 +57,18 @@ def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: st
             assert r["e2e_ms"] <= r["ttft_ms"] and sum(r["itl_ms"]) <= 1e-6, r
         else:
             assert r["tpot_ms"] > 0 and r["tpot_ms"] * (r["output_tokens"] - 1) >= sum(r["itl_ms"]) - 1e-6 >= 0
-    # the server generated what the client counted (4 measured + 1 warm-up request, 8 tokens each)
-    assert meta["metrics_delta"]["vllm:generation_tokens_total"] == 5 * 8
-    assert meta["metrics_delta"]["vllm:prompt_tokens_total"] == 5 * 32
+    # the server generated what the client counted (4 measured requests, 8 tokens each): the counters were read
+    # after the warm-up request, so the delta describes the measured requests only
+    assert meta["metrics_delta"]["vllm:generation_tokens_total"] == 4 * 8
+    assert meta["metrics_delta"]["vllm:prompt_tokens_total"] == 4 * 32
+    assert meta["metrics_delta"]["vllm:request_success_total"] == 4 and meta["metrics_after_warmup"] is True
     assert meta["traffic"]["shared"] is False and meta["traffic"]["other_generation_tokens"] == 0
 
 
-def test_a_named_workloads_level_is_its_own_traffic_beside_a_longer_warm_up(vllm_url: str, model_dir: Path) -> None:
+def test_a_named_workloads_level_counts_its_own_requests_not_its_warm_up(vllm_url: str, model_dir: Path) -> None:
     # a shared-prefix level of 4-token answers warmed up with the study's default requests (32 -> 48 tokens):
-    # the warm-up's answers are the run's own, not another client's (they were, on an H100, until the
-    # warm-up's own sizes were allowed)
+    # the counters are read after the warm-up, so its longer answers are neither the level's (a random-token
+    # warm-up's loop once added to a level's speculative acceptance) nor another client's
     shared = {
         "name": "shared",
         "kind": "conversation",
@@ -82,7 +84,7 @@ def test_a_named_workloads_level_is_its_own_traffic_beside_a_longer_warm_up(vllm
     assert len(run.rows) == 4 and all(r["success"] for r in run.rows), [r["error"] for r in run.rows]
     assert all(r["output_tokens"] == 4 for r in run.rows)
     traffic = run.meta["traffic"]
-    assert traffic["server_generation_tokens"] == 4 * 4 + 2 * 48, traffic  # the warm-up answered in full
+    assert traffic["server_generation_tokens"] == 4 * 4, traffic  # the measured requests', not the warm-up's
     assert traffic["shared"] is False and traffic["other_generation_tokens"] == 0, traffic
 
 
@@ -144,7 +146,7 @@ def test_cli_loadtest_writes_a_readable_level(vllm_url: str, model_dir: Path, tm
             "--tokenizer",
             str(model_dir),
             "--warmup",
-            "0",
+            "1",
             "--endpoint",
             "chat",
             "--out",
@@ -152,8 +154,12 @@ def test_cli_loadtest_writes_a_readable_level(vllm_url: str, model_dir: Path, tm
         ]
     )
     assert rc == 0
-    df = schemas.read(out, LOAD_REQUESTS).to_pandas()
+    res = schemas.read(out, LOAD_REQUESTS)
+    df = res.to_pandas()
     assert len(df) == 3 and df["success"].all() and (df["output_tokens"] == 4).all()
+    # the counters were read after the warm-up request: the delta counts the 3 measured requests only
+    assert res.metadata["metrics_delta"]["vllm:generation_tokens_total"] == 3 * 4
+    assert res.metadata["metrics_delta"]["vllm:request_success_total"] == 3
 
 
 # Prompts that make SmolLM2 answer in multi-byte characters: vLLM then streams a chunk with empty text

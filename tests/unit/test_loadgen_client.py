@@ -24,7 +24,7 @@ from tests.unit.loadgen_server import (  # noqa: F401  (fixture)
     running_calibration_server,
 )
 from worthit.loadgen import transports
-from worthit.loadgen.client import ClientConfig, RequestRecord, RequestSpec, closed_loop, open_loop, run
+from worthit.loadgen.client import ClientConfig, RequestRecord, RequestSpec, closed_loop, open_loop, run, sessions_loop
 from worthit.loadgen.sse import SseTimer
 from worthit.metrics import summarize
 from worthit.testing.calibration import Timing
@@ -306,3 +306,32 @@ def test_worker_processes_merge_their_records(server: str) -> None:
     assert [r.request_id for r in res.records] == list(range(12))
     assert all(r.success for r in res.records)
     assert max(r.start_ns for r in res.records) - res.t0_ns < 5e9  # one clock across processes
+
+
+@pytest.mark.parametrize("loop", ["closed", "sessions", "open", "processes"])
+def test_after_warmup_runs_between_the_warm_up_and_the_first_measured_request(server: str, loop: str) -> None:
+    # a level reads the server's counters here (worthit.experiments.loadtest.measure): every warm-up request
+    # has been served by then, and no measured request has started
+    prefix = f"warm-{loop}-"
+    cfg = ClientConfig(base_url=server, model="m", request_id_prefix=prefix)
+    specs, warm = [RequestSpec("x", 1, 4)] * 6, [RequestSpec("w", 1, 16)] * 3
+    seen: list[tuple[int, int]] = []
+
+    def hook() -> None:
+        seen.append((len(server_records(server, prefix)), time.perf_counter_ns()))
+
+    if loop == "closed":
+        res = asyncio.run(closed_loop(cfg, specs, 2, warmup=warm, after_warmup=hook))
+    elif loop == "sessions":
+        res = asyncio.run(
+            sessions_loop(cfg, [specs[:3], specs[3:]], arrivals_s=[0.0, 0.01], warmup=warm, after_warmup=hook)
+        )
+    elif loop == "open":
+        res = asyncio.run(open_loop(cfg, specs, rate_per_s=200, seed=1, warmup=warm, after_warmup=hook))
+    else:
+        res = run(cfg, specs, concurrency=4, processes=2, warmup=warm, after_warmup=hook)
+    assert len(seen) == 1 and all(r.success for r in res.records) and len(res.records) == 6
+    served_then, at_ns = seen[0]
+    assert served_then == len(warm)  # the warm-up answered in full, nothing measured finished yet
+    assert at_ns < min(r.start_ns for r in res.records)  # and nothing measured had started
+    assert len(server_records(server, prefix)) == len(warm) + len(specs)

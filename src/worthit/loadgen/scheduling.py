@@ -5,7 +5,9 @@ up. Open loop (:func:`open_loop`): requests start at Poisson (or gamma, with bur
 rate, however many are in flight. Sessions (:func:`sessions_loop`): a conversation's turns sent one after the
 other, with either loop starting the sessions. When one process cannot keep up, :func:`run` spreads a closed
 loop's clients over worker processes and merges their records (``perf_counter_ns`` is the system-wide
-monotonic clock, so times compare). A request the server refuses (HTTP 401/403) ends the level at once with
+monotonic clock, so times compare). Every loop sends its warm-up first and then calls ``after_warmup``
+(when given) before the first measured request: a level reads the server's counters there, so its deltas
+count the measured requests only. A request the server refuses (HTTP 401/403) ends the level at once with
 :class:`~worthit.loadgen.records.Refused`. How each request travels is :mod:`worthit.loadgen.transports`'.
 """
 
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import queue
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from contextlib import nullcontext
 from typing import Any
 
@@ -41,21 +45,27 @@ async def closed_loop(
     ids: Sequence[int] | None = None,
     start_at_ns: int | None = None,
     id_stride: int | None = None,
+    after_warmup: Callable[[], object] | None = None,
 ) -> RunResult:
     """Exactly ``concurrency`` requests in flight until ``specs`` is used up.
 
     With ``duration_s``, requests cycle through ``specs`` until that many seconds have passed since the
-    first start; requests in flight at the deadline run to completion and are recorded.
+    first start; requests in flight at the deadline run to completion and are recorded. ``after_warmup``
+    runs (in a thread) once the warm-up has ended, before the first measured request.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if not specs:
+        if after_warmup is not None:
+            after_warmup()
         return RunResult([], time.perf_counter_ns(), 0, 0.0)
     ids = list(ids) if ids is not None else list(range(len(specs)))
     stride = id_stride or len(specs)  # ids of the k-th pass through specs: id + k * stride, never reused
     async with Client(cfg, concurrency) as client:
         if warmup:
             await asyncio.gather(*(client.send(s, -1 - i) for i, s in enumerate(warmup)))
+        if after_warmup is not None:
+            await asyncio.to_thread(after_warmup)
         if start_at_ns is not None:
             await asyncio.sleep(max(0.0, (start_at_ns - time.perf_counter_ns()) / 1e9))
         records: list[RequestRecord] = []
@@ -139,6 +149,7 @@ async def sessions_loop(
     warmup: Sequence[RequestSpec] = (),
     on_done: Progress | None = None,
     max_concurrency: int | None = None,
+    after_warmup: Callable[[], object] | None = None,
 ) -> RunResult:
     """Sessions of requests sent one after the other (a conversation's turns), ``think_time_s`` apart.
 
@@ -148,7 +159,8 @@ async def sessions_loop(
     ``max_concurrency`` requests when set: the others wait, and the wait counts as their queueing
     delay). Open-loop records carry ``scheduled_ns``: the session's arrival for its first request, the
     previous request's end plus the think time for the others; ``start_s`` counts from the first
-    arrival. Request ids number the requests session by session.
+    arrival. Request ids number the requests session by session. ``after_warmup`` runs (in a thread) once
+    the warm-up has ended, before the first session starts.
     """
     if (concurrency is None) == (arrivals_s is None):
         raise ValueError("give either concurrency (closed loop) or arrivals_s (open loop)")
@@ -165,6 +177,8 @@ async def sessions_loop(
     async with Client(cfg, width) as client:
         if warmup:
             await asyncio.gather(*(client.send(s, -1 - i) for i, s in enumerate(warmup)))
+        if after_warmup is not None:
+            await asyncio.to_thread(after_warmup)
         sem = asyncio.Semaphore(max_concurrency) if max_concurrency and arrivals_s is not None else None
 
         async def session(i: int, due: int | None) -> None:
@@ -209,10 +223,12 @@ async def open_loop(
     warmup: Sequence[RequestSpec] = (),
     on_done: Progress | None = None,
     duration_s: float | None = None,
+    after_warmup: Callable[[], object] | None = None,
 ) -> RunResult:
     """Start requests at a target rate (Poisson or gamma arrivals), independent of completions.
 
     With ``duration_s``, arrivals stop at the deadline (cycling through ``specs`` if needed).
+    ``after_warmup`` runs (in a thread) once the warm-up has ended, before the first arrival.
     """
     n_max = len(specs) if duration_s is None else max(len(specs), int(rate_per_s * duration_s * 2) + 16)
     gaps = arrival_gaps(n_max, rate_per_s, burstiness, seed)
@@ -220,6 +236,8 @@ async def open_loop(
     async with Client(cfg, limit) as client:
         if warmup:
             await asyncio.gather(*(client.send(s, -1 - i) for i, s in enumerate(warmup)))
+        if after_warmup is not None:
+            await asyncio.to_thread(after_warmup)
         sem = asyncio.Semaphore(limit)
         records: list[RequestRecord] = []
 
@@ -258,11 +276,20 @@ def _worker(
     duration_s: float | None,
     ready: Any,
     go: Any,
+    warmed: Any,
+    measure: Any,
     start_at: Any,
     id_stride: int,
 ) -> list[RequestRecord]:
-    """One worker process of :func:`run`: report that it started, wait for the go, warm up, then run its share
-    of the level from the common start instant."""
+    """One worker process of :func:`run`: report that it started, wait for the go, warm up, report that, wait
+    for the go to measure, then run its share of the level from the common start instant."""
+
+    def measured_start() -> None:
+        warmed.put(1)
+        measure.wait()
+        if start_at.value < 0:
+            raise RuntimeError("the level was abandoned before it was measured")
+        time.sleep(max(0.0, (start_at.value - time.perf_counter_ns()) / 1e9))
 
     async def main() -> RunResult:
         ready.put(1)
@@ -274,11 +301,25 @@ def _worker(
             warmup=warmup,
             duration_s=duration_s,
             ids=ids,
-            start_at_ns=start_at.value,
             id_stride=id_stride,
+            after_warmup=measured_start,
         )
 
     return asyncio.run(main()).records
+
+
+def _wait_for(q: Any, n: int, futs: Sequence[Future[list[RequestRecord]]]) -> None:
+    """Take ``n`` reports off ``q``; a worker that ended before reporting raises its exception here."""
+    got = 0
+    while got < n:
+        try:
+            q.get(timeout=0.5)
+            got += 1
+        except queue.Empty:
+            ended = [f for f in futs if f.done()]
+            if ended:
+                ended[0].result()  # raises the worker's exception
+                raise RuntimeError("a load worker ended before its warm-up did") from None
 
 
 def run(
@@ -290,21 +331,26 @@ def run(
     warmup: Sequence[RequestSpec] = (),
     duration_s: float | None = None,
     on_done: Progress | None = None,
+    after_warmup: Callable[[], object] | None = None,
 ) -> RunResult:
     """A closed-loop level, in this process or spread over ``processes`` worker processes.
 
     Workers get every ``processes``-th request and a share of the concurrency, warm up, then start at
-    the same instant; their records are merged. ``on_done`` is only called in-process. Workers are
-    spawned, so a script calling this with ``processes`` > 1 needs the ``if __name__ == "__main__"`` guard.
+    the same instant; their records are merged. ``after_warmup`` runs here once every worker's warm-up has
+    ended, before any measured request. ``on_done`` is only called in-process. Workers are spawned, so a
+    script calling this with ``processes`` > 1 needs the ``if __name__ == "__main__"`` guard.
     """
     processes = max(1, min(processes, concurrency, max(1, len(specs))))
     if processes == 1:
-        return asyncio.run(closed_loop(cfg, specs, concurrency, warmup=warmup, on_done=on_done, duration_s=duration_s))
+        loop = closed_loop(
+            cfg, specs, concurrency, warmup=warmup, on_done=on_done, duration_s=duration_s, after_warmup=after_warmup
+        )
+        return asyncio.run(loop)
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = mp.get_context("spawn")
     manager = ctx.Manager()
-    ready, go = manager.Queue(), manager.Event()
+    ready, go, warmed, measure = manager.Queue(), manager.Event(), manager.Queue(), manager.Event()
     start_at = manager.Value("q", 0)
     shares = [concurrency // processes + (1 if w < concurrency % processes else 0) for w in range(processes)]
     t0 = time.perf_counter_ns()
@@ -320,6 +366,8 @@ def run(
                 duration_s=duration_s,
                 ready=ready,
                 go=go,
+                warmed=warmed,
+                measure=measure,
                 start_at=start_at,
                 id_stride=len(specs),
             )
@@ -327,10 +375,19 @@ def run(
         ]
         for _ in range(processes):
             ready.get()
-        # Start together, after every worker's warm-up: a little ahead, so all are waiting.
-        start_at.value = time.perf_counter_ns() + int(0.5e9) + int(2e9 if warmup else 0)
-        begin = start_at.value
         go.set()
+        try:
+            _wait_for(warmed, processes, futs)
+            if after_warmup is not None:
+                after_warmup()
+            # Start together, after every worker's warm-up: a little ahead, so all are waiting.
+            start_at.value = time.perf_counter_ns() + int(0.5e9)
+        except BaseException:
+            start_at.value = -1  # the workers give up instead of measuring
+            raise
+        finally:
+            measure.set()
+        begin = start_at.value
         records = [r for f in futs for r in f.result()]
     wall = (time.perf_counter_ns() - begin) / 1e9
     return _result(records, t0, warmup=len(warmup), wall=wall, processes=processes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from worthit.loadgen import timeline as tl
 from worthit.loadgen.client import ClientConfig, Refused, RequestRecord, closed_loop, sessions_loop
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.loadgen.prompts import RandomWorkload, load_tokenizer
-from worthit.loadgen.records import RequestSpec, spec_tokens
+from worthit.loadgen.records import RequestSpec, RunResult
 from worthit.loadgen.repetition import repeated_ngram_share
 from worthit.loadgen.workloads import LevelRequests, NamedWorkload, ShareGPT, from_config
 from worthit.metrics import prometheus_delta
@@ -76,9 +76,9 @@ def add_repetition(rows: list[dict[str, Any]], records: list[RequestRecord], tok
 
 
 def _corpus_warmup(wl: NamedWorkload, tok: Any, endpoint: str, n: int, *, seed: int, offset: int) -> list[RequestSpec]:
-    """A sharegpt level's warm-up, drawn from the corpus too (its next seed's draw; nothing for other kinds):
-    the level's /metrics deltas include the warm-up, and a random-token one would add a loop's speculative
-    acceptance to the real prompts' counters."""
+    """A sharegpt level's warm-up, drawn from the corpus too (its next seed's draw; nothing for other kinds), so
+    the server warms up on the prompts it then serves (the level's /metrics deltas start after the warm-up
+    whatever it sent: :func:`measure_level`)."""
     if not isinstance(wl, ShareGPT) or n <= 0:
         return []
     return wl.build(tok, endpoint, n, seed=seed + 1, offset=offset).specs[:n]
@@ -100,6 +100,42 @@ def _offset(level: LoadLevel) -> int:
     if level.kind == CONC:
         return int(level.concurrency or 0)
     return 1_000_000 + round(float(level.rate_per_s or 0) * 1000) if level.kind == levelmod.RATE else 2_000_000
+
+
+def _loop(
+    cfg: ClientConfig,
+    level: LoadLevel,
+    to_send: LevelRequests,
+    arrivals: list[float] | None,
+    warm: list[RequestSpec],
+    on_done: Callable[[RequestRecord], None] | None,
+    max_concurrency: int | None,
+    after_warmup: Callable[[], None],
+) -> Coroutine[Any, Any, RunResult]:
+    """The loop a level runs: closed over requests or sessions, or sessions at their arrivals."""
+    if arrivals is None and to_send.flat:
+        conc = int(level.concurrency or 1)
+        return closed_loop(cfg, to_send.specs, conc, warmup=warm, on_done=on_done, after_warmup=after_warmup)
+    if arrivals is None:
+        return sessions_loop(
+            cfg,
+            to_send.sessions,
+            concurrency=int(level.concurrency or 1),
+            think_time_s=to_send.think_time_s,
+            warmup=warm,
+            on_done=on_done,
+            after_warmup=after_warmup,
+        )
+    return sessions_loop(
+        cfg,
+        to_send.sessions,
+        arrivals_s=arrivals,
+        think_time_s=to_send.think_time_s,
+        warmup=warm,
+        on_done=on_done,
+        max_concurrency=max_concurrency,
+        after_warmup=after_warmup,
+    )
 
 
 def measure_level(
@@ -126,8 +162,11 @@ def measure_level(
     ``workload``: ``{"name": ..., **its config}`` (None: random prompts of exactly ``prompt_tokens``
     tokens, the study's default); ``open_loop``: the loadtest section's arrival, max_concurrency,
     rate_tolerance and max_queue_delay_ms; ``timeline_interval_s``: scrape /metrics that often meanwhile;
-    ``api_key``: the server's key, sent with every request and scrape. A request the server refuses (HTTP
-    401/403) ends the level at once: :class:`ServerFailed` naming the cause and the fix.
+    ``api_key``: the server's key, sent with every request and scrape. The server's counters are read after
+    the warm-up and after the last measured request, so ``metrics_delta`` (and the speculative acceptance,
+    the prefix-cache hit rate and the traffic check read off it) counts the measured requests only. A request
+    the server refuses (HTTP 401/403) ends the level at once: :class:`ServerFailed` naming the cause and the
+    fix.
     """
     tok = load_tokenizer(tokenizer_dir)
     offset = _offset(level)
@@ -166,30 +205,14 @@ def measure_level(
     cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s, api_key=api_key)
     label = f"conc={level.concurrency}" if level.kind == CONC else level.name
     on_done = _progress(label, len(to_send.specs)) if progress else None
-    before = counters(url, api_key)
+    before: dict[str, float] = {}
+
+    def read_before() -> None:  # between the warm-up and the first measured request
+        before.update(counters(url, api_key))
+
     scraper = tl.Scraper(url, timeline_interval_s, api_key=api_key).start() if timeline_interval_s else None
     try:
-        if arrivals is None and to_send.flat:
-            run = closed_loop(cfg, to_send.specs, int(level.concurrency or 1), warmup=warm, on_done=on_done)
-        elif arrivals is None:
-            run = sessions_loop(
-                cfg,
-                to_send.sessions,
-                concurrency=int(level.concurrency or 1),
-                think_time_s=to_send.think_time_s,
-                warmup=warm,
-                on_done=on_done,
-            )
-        else:
-            run = sessions_loop(
-                cfg,
-                to_send.sessions,
-                arrivals_s=arrivals,
-                think_time_s=to_send.think_time_s,
-                warmup=warm,
-                on_done=on_done,
-                max_concurrency=ol.get("max_concurrency"),
-            )
+        run = _loop(cfg, level, to_send, arrivals, warm, on_done, ol.get("max_concurrency"), read_before)
         result = asyncio.run(run)
     except Refused as e:
         raise refused(e, api_key) from None
@@ -212,9 +235,10 @@ def measure_level(
         "n_warmup": result.warmup,
         "wall_s": result.wall_s,
         "metrics_delta": prometheus_delta(before, after),
+        "metrics_after_warmup": True,  # the delta counts the measured requests, not the warm-up
         "workload": described,
     }
-    traffic = prom.other_traffic(meta["metrics_delta"], rows, result.warmup, warmup_tokens=spec_tokens(warm))
+    traffic = prom.other_traffic(meta["metrics_delta"], rows)
     if traffic is not None:
         meta["traffic"] = traffic
         if traffic["shared"]:

@@ -66,7 +66,7 @@ class Level:
     spread_tpot_p50: tuple[float, float] | None = None
     spread_output_tok_per_s: tuple[float, float] | None = None
     metrics_delta: dict[str, float] = field(default_factory=dict)  # summed over the runs
-    requests: int = 0  # measured + warm-up requests over the runs (counters count both)
+    requests: int = 0  # the requests metrics_delta counts over the runs (measured; warm-up too in older files)
     machine: str | None = None  # the one machine of its runs (None: several, or not recorded)
 
     @property
@@ -129,7 +129,12 @@ def level(
     for f in good:
         for k, val in (f.metadata.get("metrics_delta") or {}).items():
             delta[k] = delta.get(k, 0.0) + float(val)
-    requests = sum(len(f.rows) + int(f.metadata.get("n_warmup") or 0) for f in good)
+    # the requests the counters counted: the measured ones, and the warm-up where the counters were read
+    # before it (levels measured before metrics_after_warmup was recorded)
+    requests = sum(
+        len(f.rows) + (0 if f.metadata.get("metrics_after_warmup") else int(f.metadata.get("n_warmup") or 0))
+        for f in good
+    )
     where = files_machine(good)
     common: dict[str, Any] = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
     figs: dict[str, Any]
