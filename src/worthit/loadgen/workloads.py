@@ -198,6 +198,10 @@ class NamedWorkload:
     """A workload of the study's ``workloads:`` (its name, its kind); :meth:`build` makes a level's requests."""
 
     kind = ""
+    # Whether its prompts are real text (the user's own, or a corpus's): a drafter's acceptance and what a
+    # model generates depend on it. Random-token and generated kinds (random, trace, conversation) are
+    # synthetic: a model fed random tokens falls into loops (worthit.loadgen.repetition).
+    realistic = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -301,6 +305,7 @@ class UserPrompts(NamedWorkload):
     ``output_tokens``. A level takes them in file order, from the start again when it needs more."""
 
     kind = "jsonl"
+    realistic = True
     PROMPT_KEYS = ("prompt", "messages")
 
     def __init__(self, name: str, path: Path, output: Lengths, *, limit: int | None = None) -> None:
@@ -732,6 +737,7 @@ class ShareGPT(NamedWorkload):
     """
 
     kind = "sharegpt"
+    realistic = True
 
     def __init__(
         self,
@@ -863,6 +869,19 @@ class ShareGPT(NamedWorkload):
 
     def files(self) -> list[str]:
         return [str(self.path)] if self.path else []
+
+
+# Each kind's class, and the kinds whose prompts are real text: the one place that knows which workloads are
+# realistic (the plan's workload lines and the report's per-workload verdicts read it).
+KIND_CLASSES: dict[str, type[NamedWorkload]] = {
+    c.kind: c for c in (RandomLengths, UserPrompts, Trace, Conversations, ShareGPT)
+}
+REAL_TEXT_KINDS = tuple(k for k in KINDS if KIND_CLASSES[k].realistic)
+
+
+def real_text(kind: str | None) -> bool:
+    """Whether a workload of this kind sends real text (None, no workload: the fixed-length random prompts)."""
+    return kind is not None and kind in KIND_CLASSES and KIND_CLASSES[kind].realistic
 
 
 def from_config(

@@ -16,9 +16,9 @@ from typing import Any
 
 from worthit.config import Study
 from worthit.loadgen.levels import LoadLevel
+from worthit.loadgen.workloads import REAL_TEXT_KINDS, real_text
 
-# Workload kinds whose prompts are real text (the user's, or a corpus's); every other kind sends random tokens.
-REAL_TEXT_KINDS = ("sharegpt", "jsonl")
+__all__ = ["REAL_TEXT_KINDS", "WorkloadChoice", "workload_choices", "workload_lines"]
 CONTENT_FREE = "content cannot change KV capacity, a batch cap, a cache hit or a kernel's speed"
 CONTENT_DECIDES = (
     "speculative decoding depends on what is generated: on random tokens the model loops and a drafter "
@@ -56,10 +56,10 @@ def _sends(study: Study, variant: str, level: LoadLevel) -> tuple[str, bool]:
         turns = spec.get("turns", 1)
         what = "first turns" if turns == 1 else f"conversations replayed, up to {turns} turns"
         source = "ShareGPT V3" if not spec.get("path") else str(spec["path"])
-        return f"{name} ({source} {what})", True
+        return f"{name} ({source} {what})", real_text(kind)
     if kind == "jsonl":
-        return f"{name} (your prompts, {spec['path']})", True
-    return f"{name} (random tokens, {kind} workload)", False
+        return f"{name} (your prompts, {spec['path']})", real_text(kind)
+    return f"{name} (random tokens, {kind} workload)", real_text(kind)
 
 
 def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:

@@ -225,6 +225,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         control=pair.control,
         perf_settle=perf_settle,
         machines=_machines_basis(ctx, pair, comps),
+        content_dependent=pair.content_dependent,
     )
 
 

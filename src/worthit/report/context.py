@@ -53,6 +53,8 @@ class Pair:
     lossless: bool
     base: str = ""  # the variant it is judged against (variants.<v>.baseline, else baseline_variant)
     control: bool = False  # the base's own configuration measured again: how far two measurements differ
+    # its effect depends on what is generated (speculative decoding, every method): judged on real text
+    content_dependent: bool = False
 
     @property
     def inverted(self) -> bool:
@@ -257,7 +259,7 @@ class Context:
         if drafted:  # served for gamma: judged as what it also is, another model, but named for what it is for
             name += f" [the draft model of {', '.join(drafted)}, served alone for gamma]"
         without = variant if with_ == base else base
-        return Pair(variant, name, without, with_, lossless, base, control)
+        return Pair(variant, name, without, with_, lossless, base, control, content_dependent=sa != sb)
 
     # --- hardware --------------------------------------------------------------------------------
     @property

@@ -38,7 +38,7 @@ The public names of all four are importable from here, as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +48,7 @@ from worthit.report.evidence import (
     Evidence,
     Setting,
     TaskAccuracy,
+    Workload,
     pooled_range,
     range_groups,
 )
@@ -79,6 +80,7 @@ from worthit.report.outcomes import (
     RegimeVerdict,
     SettingOutcome,
     Verdict,
+    WorkloadVerdict,
 )
 from worthit.report.wording import (
     comparisons_basis,
@@ -127,14 +129,18 @@ __all__ = [
     "SettingOutcome",
     "TaskAccuracy",
     "Verdict",
+    "Workload",
+    "WorkloadVerdict",
     "accuracy_outcome",
     "control_spread",
     "decide",
     "judge",
+    "judged_on",
     "regime_verdict",
     "setting_outcome",
     "tail_harms",
     "trade_offs",
+    "workloads_of",
 ]
 
 
@@ -547,7 +553,88 @@ def _overall(finals: Mapping[str, str], regimes: Mapping[str, RegimeVerdict]) ->
     return INCONCLUSIVE, "; ".join(leans)
 
 
+# --- which workload a verdict rests on -------------------------------------------------------------
+def _tagger(e: Evidence) -> Callable[[Setting], Workload | None]:
+    """The workload of a setting: its own tag, else that of the load test's figures at the same setting (an
+    experiment's check at a level does not know what the level sent)."""
+    tags = {c.setting: c.setting.workload for c in e.comparisons if c.setting.workload is not None}
+    return lambda s: s.workload if s.workload is not None else tags.get(s)
+
+
+def workloads_of(e: Evidence) -> list[Workload]:
+    """The workloads the judged figures were measured on, in order, each once (loops: on any of its levels)."""
+    found: dict[str, Workload] = {}
+    for c in e.comparisons:
+        w = c.setting.workload
+        if not c.judged or w is None:
+            continue
+        old = found.get(w.name)
+        loops = w.loops if old is None or old.loops is None else (old.loops or bool(w.loops))
+        found[w.name] = replace(w, loops=loops)
+    return list(found.values())
+
+
+def _only(e: Evidence, keep: Callable[[Workload | None], bool]) -> Evidence:
+    tag = _tagger(e)
+    return replace(
+        e,
+        comparisons=[c for c in e.comparisons if keep(tag(c.setting))],
+        checks=[k for k in e.checks if keep(tag(k.setting))],
+    )
+
+
+def _named(name: str) -> Callable[[Workload | None], bool]:
+    return lambda w: w is not None and w.name == name
+
+
+def judged_on(e: Evidence) -> Evidence:
+    """The evidence a verdict rests on: for an optimisation whose effect depends on what is generated
+    (speculative decoding), measured on real text and on random tokens, the real-text levels (and what is
+    not a load level); else all of it."""
+    ws = workloads_of(e)
+    if e.content_dependent and any(w.real_text for w in ws) and not all(w.real_text for w in ws):
+        return _only(e, lambda w: w is None or w.real_text)
+    return e
+
+
+def _workload_note(e: Evidence, ws: Sequence[Workload]) -> str:
+    real = [w.name for w in ws if w.real_text]
+    synthetic = [w for w in ws if not w.real_text]
+    loops = [w.name for w in synthetic if w.loops]
+    looping = f" ({', '.join(loops)}: the responses are mostly loops)" if loops else ""
+    if real and synthetic and e.content_dependent:
+        return (
+            f"judged on real text ({', '.join(real)}); {', '.join(w.name for w in synthetic)} shown beside it, not "
+            f"judged: its effect depends on what is generated{looping}"
+        )
+    if synthetic and not real and e.content_dependent:
+        return (
+            f"measured on {', '.join(w.name for w in synthetic)} only, and its effect depends on what is "
+            f"generated{looping}: measure it on real text (a sharegpt or jsonl workload in loadtest.workload_levels)"
+        )
+    return f"measured on {len(ws)} workloads ({', '.join(w.label for w in ws)}), judged on all of them"
+
+
 def decide(e: Evidence, rules: Rules) -> Verdict:
+    """The verdict on one optimisation; measured on several workloads (or a content-dependent one on random
+    tokens only), it says the verdict on each alone, and a content-dependent optimisation is judged on its
+    real-text levels where it has any (docs/verdicts.md, "Which workload")."""
+    ws = workloads_of(e) if e.status == "ok" and not e.control else []
+    synthetic_only = e.content_dependent and bool(ws) and not any(w.real_text for w in ws)
+    if len(ws) < 2 and not synthetic_only:
+        return _decide(e, rules)
+    on = judged_on(e)
+    v = _decide(on, rules)
+    judged = {w.name for w in workloads_of(on)}
+    parts = []
+    for w in ws:
+        sub = _only(e, _named(w.name))
+        parts.append(WorkloadVerdict(w, _decide(sub, rules), sub, w.name in judged))
+    parts.sort(key=lambda p: (not p.judged, not p.workload.real_text))
+    return replace(v, by_workload=tuple(parts), reason="; ".join(filter(None, [v.reason, _workload_note(e, ws)])))
+
+
+def _decide(e: Evidence, rules: Rules) -> Verdict:
     effort = rules.effort.get(e.variant, "not stated")
     base: dict[str, Any] = {
         "variant": e.variant,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from worthit.report.measure import SINGLE_RUN, Measure, ratio
 from worthit.report.outcomes import LATENCY
@@ -29,16 +29,37 @@ from worthit.stats import (
 
 
 @dataclass(frozen=True)
+class Workload:
+    """What a load level sent: its workload (a name of ``workloads:``, or the grid's random tokens), whether
+    its prompts are real text (the kind says: :func:`worthit.loadgen.workloads.real_text`), and whether the
+    level's responses are mostly loops (:func:`worthit.loadgen.repetition.mostly_loops`; None: not recorded)."""
+
+    name: str  # "sharegpt", or "random tokens" for the grid's fixed-length random prompts
+    real_text: bool
+    loops: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """ "sharegpt (real text)", "random tokens" ."""
+        if self.real_text:
+            return f"{self.name} (real text)"
+        return self.name if "random" in self.name else f"{self.name} (random tokens)"
+
+
+@dataclass(frozen=True)
 class Setting:
     """Where a figure was measured: a load level, a shared-prefix length, or the regime as a whole."""
 
     label: str  # "concurrency 4", "1500-token shared prefix", "best under the TPOT ceiling"
     dimension: str = ""  # "concurrency", "shared prefix" ('' for a one-off setting)
     value: float | None = None
+    # what the level sent, where it is a load level (None elsewhere); not part of the setting's identity, so
+    # an experiment's check at a level meets the load test's figures there without knowing the workload
+    workload: Workload | None = field(default=None, compare=False)
 
     @classmethod
-    def concurrency(cls, c: int) -> Setting:
-        return cls(f"concurrency {c}", "concurrency", c)
+    def concurrency(cls, c: int, workload: Workload | None = None) -> Setting:
+        return cls(f"concurrency {c}", "concurrency", c, workload)
 
     @classmethod
     def prefix(cls, tokens: int) -> Setting:
@@ -346,6 +367,9 @@ class Evidence:
     control: bool = False  # the base's configuration measured again (worthit.report.context.Pair.control)
     perf_settle: str = ""  # what would settle performance beyond more runs (one machine for both sides)
     machines: str = ""  # where the two sides were measured: "one machine", or the machines' widening
+    # its effect depends on what is generated (speculative decoding): judged on real-text levels where any
+    # was measured, its random-token levels shown beside the verdict (docs/verdicts.md, "Which workload")
+    content_dependent: bool = False
 
     def __post_init__(self) -> None:
         # every figure's interval is the simultaneous one over the judged figures of this verdict

@@ -14,6 +14,7 @@ served alone so that γ can be measured). They appear under the table, in "how t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -38,8 +39,11 @@ from worthit.report.decide import (
     Rules,
     TaskAccuracy,
     Verdict,
+    Workload,
+    WorkloadVerdict,
     control_spread,
     judge,
+    judged_on,
     tail_harms,
 )
 from worthit.report.measure import SINGLE_RUN
@@ -124,7 +128,11 @@ def _log_size(c: Comparison) -> float:
 def deciding(v: Verdict, e: Evidence, rules: Rules) -> tuple[Comparison, str] | None:
     """The figure that carries the verdict, with its finding: for an adoption the largest benefit where it is
     adopted, for a rejection the largest harm (else the benefit shown to be below the margin), for an open
-    verdict the way a single run leans, else the largest effect that could not be decided."""
+    verdict the way a single run leans, else the largest effect that could not be decided. Only figures the
+    verdict rests on (:func:`worthit.report.decide.judged_on`: a content-dependent optimisation's real-text
+    levels), and among equal findings a real-text level's first: the headline never comes from random
+    tokens where real text tells the same."""
+    e = judged_on(e)
     judged = [(c, judge(c, rules)[0]) for c in e.comparisons if c.judged and c.improvement.value is not None]
     judged += [(c, WORSE) for c, _ in tail_harms(e.comparisons, rules)]
     if not judged:
@@ -140,10 +148,56 @@ def deciding(v: Verdict, e: Evidence, rules: Rules) -> tuple[Comparison, str] | 
     for want in order:
         found = [(c, f) for c, f in judged if f == want]
         if found:
-            # the latency-first regime first (the interactive SLO), a judged figure before a tail, then the
-            # largest effect
-            return max(found, key=lambda cf: (cf[0].regime == "latency", cf[0].judged, _log_size(cf[0])))
+            # the latency-first regime first (the interactive SLO), real text before random tokens, a judged
+            # figure before a tail, then the largest effect
+            return max(found, key=lambda cf: (cf[0].regime == "latency", _real(cf[0]), cf[0].judged, _log_size(cf[0])))
     return max(judged, key=lambda cf: _log_size(cf[0]))
+
+
+def _real(c: Comparison) -> bool:
+    return c.setting.workload is not None and c.setting.workload.real_text
+
+
+LOOPS = "the drafter predicts the model's loops, not your traffic"
+
+
+def _at_level(text: str) -> str:
+    """A workload level's figure at its concurrency, the workload being named before it."""
+    return re.sub(r"workload level [^ ]+/conc~(\d+)", r"concurrency \1", text)
+
+
+def _workload_word(wv: WorkloadVerdict, d: tuple[Comparison, str] | None) -> str:
+    """How one workload came out, in a word or two: "no gain" where the benefit is shown to be below the
+    margin, else the outcome."""
+    v = wv.verdict
+    if v.outcome == REJECT and d is not None and d[1] == EQUIVALENT:
+        return "no gain"
+    if v.outcome == INCONCLUSIVE and (v.condition or "").startswith("leaning"):
+        return v.condition.split(" (single run)")[0] + " (single run)"
+    return v.outcome
+
+
+def workload_part(wv: WorkloadVerdict, rules: Rules, content_dependent: bool) -> str:
+    """ "sharegpt (real text): no gain, E2E P50 −1 % at concurrency 4 [−9, +8 %]" ; random tokens shown
+    beside a real-text verdict say so, and where the responses are mostly loops."""
+    w: Workload = wv.workload
+    d = deciding(wv.verdict, wv.evidence, rules)
+    effect = _at_level(effect_text(*d)) if d else "nothing compares"
+    text = f"{w.label}: {_workload_word(wv, d)}, {effect}"
+    if w.loops and not w.real_text:
+        text += ", where the model loops" + (f" ({LOOPS})" if content_dependent else "")
+    if not wv.judged:
+        text += " (shown, not judged)"
+    return text
+
+
+def workload_line(v: Verdict, e: Evidence, rules: Rules) -> str:
+    """The verdict per workload in one line (empty where it was measured on one): the workloads it rests on
+    first."""
+    line = "; ".join(workload_part(wv, rules, e.content_dependent) for wv in v.by_workload)
+    if line and e.content_dependent and not any(wv.workload.real_text for wv in v.by_workload):
+        line += "; no real-text level measured, and its effect depends on what is generated"
+    return line
 
 
 def worst_task(e: Evidence) -> TaskAccuracy | None:
@@ -223,6 +277,7 @@ class Headline:
     why: str
     comparison: Comparison | None = None  # the deciding figure, for the figure beside the table
     finding: str = ""
+    by_workload: str = ""  # the verdict per workload in one line, where it was measured on several
 
 
 def headline(ctx: Context, pair: Pair, v: Verdict, e: Evidence) -> Headline:
@@ -239,7 +294,14 @@ def headline(ctx: Context, pair: Pair, v: Verdict, e: Evidence) -> Headline:
     if r == HELPER:
         return Headline(pair.variant, r, effect, "\u2014", helper_line(ctx, pair), d[0] if d else None)
     return Headline(
-        pair.variant, r, effect, accuracy_text(v, e), why_line(v, e), d[0] if d else None, d[1] if d else ""
+        pair.variant,
+        r,
+        effect,
+        accuracy_text(v, e),
+        why_line(v, e),
+        d[0] if d else None,
+        d[1] if d else "",
+        workload_line(v, e, ctx.rules),
     )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worthit.report.evidence import Setting
+    from worthit.report.evidence import Evidence, Setting, Workload
 
 # --- the six outcomes on an optimisation, and a control's ------------------------------------------
 ADOPT = "adopt"
@@ -101,3 +101,17 @@ class Verdict:
     effort: str = "not stated"
     status: str = "ok"
     tradeoffs: Sequence[str] = ()  # what it costs where it is adopted, within the harm tolerance
+    # measured on several workloads: the verdict on each alone, the ones it rests on marked judged
+    by_workload: Sequence[WorkloadVerdict] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadVerdict:
+    """An optimisation's verdict on one workload's levels alone (docs/verdicts.md, "Which workload"):
+    ``judged``: the overall verdict rests on it (a content-dependent optimisation's synthetic workloads are
+    shown beside a real-text verdict, not judged)."""
+
+    workload: Workload
+    verdict: Verdict
+    evidence: Evidence
+    judged: bool = True

@@ -58,7 +58,8 @@ def markdown_decision(ctx: Context, verdicts: View | None) -> list[str]:
     out = ["## Decision", "", "| " + " | ".join(DECISION_HEADERS) + " |", "|" + "---|" * len(DECISION_HEADERS)]
     for r in rows:
         verdict = f"**{r['outcome']}**" + (f" ({r['condition']})" if r["condition"] else "")
-        cells = [f"{r['optimisation']} (`{r['label']}`)", verdict, r["effect"], r["accuracy"], r["effort"], r["why"]]
+        effect = r["effect"] + (f"; per workload: {r['by_workload']}" if r["by_workload"] else "")
+        cells = [f"{r['optimisation']} (`{r['label']}`)", verdict, effect, r["accuracy"], r["effort"], r["why"]]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     out += [""] + [f"- **{c['label']}** ({c['role']}): {c['why']}" for c in checks] + [""]
     return out
@@ -191,6 +192,7 @@ def decision_rows(ctx: Context, verdicts: View | None) -> tuple[list[dict[str, A
             "badge": badge(_text(r.get("outcome"))),
             "condition": _text(r.get("condition")),
             "effect": _text(r.get("effect")) or _text(r.get("benefit")),
+            "by_workload": _text(r.get("by_workload")),
             "accuracy": _text(r.get("accuracy_summary")) or _text(r.get("accuracy_cost")),
             "accuracy_badge": badge(_text(r.get("accuracy_outcome"))),
             "effort": _text(r.get("effort")),

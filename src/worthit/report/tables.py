@@ -59,6 +59,7 @@ def verdict_rows(
                 "effect": h.effect if h else None,
                 "accuracy_summary": h.accuracy if h else None,
                 "why": h.why if h else None,
+                "by_workload": (h.by_workload or None) if h else None,
             }
         )
     return rows

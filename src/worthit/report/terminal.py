@@ -72,7 +72,8 @@ def decision_table(verdicts: Sequence[Mapping[str, Any]], width: int = 160) -> T
         t.add_row(
             f"{_t(r.get('optimisation'))}\n[dim]{_t(r.get('variant'))}[/dim]",
             verdict,
-            _t(r.get("effect")) or _t(r.get("benefit")),
+            (_t(r.get("effect")) or _t(r.get("benefit")))
+            + (f"\n[dim]per workload: {_t(r.get('by_workload'))}[/dim]" if r.get("by_workload") else ""),
             _t(r.get("accuracy_summary")) or _t(r.get("accuracy_cost")),
             _t(r.get("effort")),
             *([_t(r.get("why")) or _t(r.get("reason"))[:200]] if why else []),

@@ -100,6 +100,12 @@ REPORT_VERDICTS = Table(
         column("effect", pa.string(), "the figure that decided it, as measured, with its interval, in words"),
         column("accuracy_summary", pa.string(), "the worst task's change with its interval, and the decision"),
         column("why", pa.string(), "the reason in one line (at most 200 characters)"),
+        column(
+            "by_workload",
+            pa.string(),
+            "where it was measured on several workloads, the verdict on each alone in one line (the workloads it "
+            "rests on first; random tokens shown beside a real-text verdict say so, and where the model loops)",
+        ),
     ),
 )
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from worthit import schemas
 from worthit.experiments.loadtest.tables import REPORT_LEVELS
+from worthit.loadgen.repetition import level_repetition
+from worthit.loadgen.workloads import real_text
 from worthit.metrics import Slo, summarize
 from worthit.report import plots
 from worthit.report.context import Context, Pair
@@ -38,6 +40,7 @@ from worthit.report.decide import (
     Check,
     Comparison,
     Setting,
+    Workload,
 )
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, pooled_over_runs, quantile, runs_basis
@@ -68,6 +71,7 @@ class Level:
     metrics_delta: dict[str, float] = field(default_factory=dict)  # summed over the runs
     requests: int = 0  # the requests metrics_delta counts over the runs (measured; warm-up too in older files)
     machine: str | None = None  # the one machine of its runs (None: several, or not recorded)
+    mostly_loops: bool | None = None  # its responses are mostly loops (None: responses' repetition not recorded)
 
     @property
     def ok(self) -> bool:
@@ -136,6 +140,7 @@ def level(
         for f in good
     )
     where = files_machine(good)
+    rep = level_repetition([r.get("repeated_ngram_share") for r in ok])
     common: dict[str, Any] = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
     figs: dict[str, Any]
     spread: dict[str, Any]
@@ -174,6 +179,7 @@ def level(
         metrics_delta=delta,
         requests=requests,
         machine=where,
+        mostly_loops=rep.mostly_loops if rep.n else None,
     )
 
 
@@ -321,6 +327,26 @@ def _slo_check(ctx: Context, b: Level, v: Level, s: Setting) -> Check | None:
     return None
 
 
+def _loops(*levels: Level | None) -> bool | None:
+    """Whether either side's responses at a level are mostly loops (None: recorded on neither)."""
+    seen = [lv.mostly_loops for lv in levels if lv is not None and lv.mostly_loops is not None]
+    return any(seen) if seen else None
+
+
+def workload(ctx: Context, variant: str, name: str | None, loops: bool | None = None) -> Workload:
+    """What a level of ``variant`` sent: the named workload (a workload level's, else the variant's or the
+    study's ``loadtest.workload``), real text or not as its kind says; the grid's random tokens without one."""
+    cfg = ctx.study.cfg
+    if name is None and ctx.configured(variant):
+        name = (cfg.get("variants") or {}).get(variant, {}).get("workload") or (cfg.get("loadtest") or {}).get(
+            "workload"
+        )
+    if not name:
+        return Workload("random tokens", False, loops)
+    kind = ((cfg.get("workloads") or {}).get(name) or {}).get("kind")
+    return Workload(str(name), real_text(kind), loops)
+
+
 def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
     out: list[EvidenceItem] = []
     wo, w = pair.without, pair.with_
@@ -328,7 +354,7 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
     for c in common:
         b, v = a.at(wo, c), a.at(w, c)
         assert b is not None and v is not None
-        s = Setting.concurrency(c)
+        s = Setting.concurrency(c, workload(ctx, w, None, _loops(b, v)))
         out += _with_pool(a, b, v, _latency_figures(b, v, s, guards_p99=True))
         out += [x for x in [_slo_check(ctx, b, v, s)] if x is not None]
     # levels of a named workload both sides measured (a conversation level: realistic prefix reuse)
@@ -336,11 +362,15 @@ def evidence(ctx: Context, a: LoadAnalysis, pair: Pair) -> list[EvidenceItem]:
         b, v = a.workload_levels[wo][name], a.workload_levels[w][name]
         if not (b.ok and v.ok):
             continue
-        s = Setting(f"workload level {name}", "workload level")
+        sent = workload(ctx, w, name.split("/")[0], _loops(b, v))
+        s = Setting(f"workload level {name}", "workload level", workload=sent)
         out += _with_pool(a, b, v, _latency_figures(b, v, s, guards_p99=False))
     ceiling = ctx.rules.throughput_tpot_ms
     bb, bv = a.best_within(wo, ceiling), a.best_within(w, ceiling)
-    where = Setting(f"best level {ceiling_text(ceiling)}" if ceiling is not None else "best level")
+    where = Setting(
+        f"best level {ceiling_text(ceiling)}" if ceiling is not None else "best level",
+        workload=workload(ctx, w, None, _loops(*a.ok(wo), *a.ok(w))),
+    )
     if a.ok(wo) and a.ok(w):
         if bb and bv:
             out.append(
