@@ -289,7 +289,9 @@ def test_duration_bounded_closed_loop_stops_starting_requests_at_the_deadline(se
     res = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 4)] * 2, 2, duration_s=0.3))
     assert len(res.records) >= 4  # cycled through the two specs
     assert len({r.request_id for r in res.records}) == len(res.records)
-    assert all(r.start_ns - res.t0_ns < 0.3e9 + 0.05e9 for r in res.records)
+    # a worker checks the deadline before each request, so at most its last one starts after the deadline
+    # (a stall of a busy machine between the check and the start); how far after is the machine's load
+    assert sum(1 for r in res.records if r.start_ns - res.t0_ns >= 0.3e9) <= 2
     assert all(r.success for r in res.records)
 
 
@@ -305,7 +307,9 @@ def test_worker_processes_merge_their_records(server: str) -> None:
     assert res.processes == 2
     assert [r.request_id for r in res.records] == list(range(12))
     assert all(r.success for r in res.records)
-    assert max(r.start_ns for r in res.records) - res.t0_ns < 5e9  # one clock across processes
+    # one clock across processes: another clock's zero (boot, epoch) would put starts hours apart; the
+    # bound is loose so that a busy machine's stalls cannot fail it
+    assert max(r.start_ns for r in res.records) - res.t0_ns < 60e9
 
 
 @pytest.mark.parametrize("loop", ["closed", "sessions", "open", "processes"])
