@@ -251,7 +251,7 @@ def test_every_outcome_has_its_own_wording_and_badge() -> None:
     from worthit.report.decide import WORDING
     from worthit.report.render import badge
 
-    assert len(OUTCOMES) == 7  # the six verdicts on an optimisation, and a control's
+    assert len(OUTCOMES) == 8  # the six verdicts on an optimisation, a control's, and a suspect result's
     assert set(WORDING) == set(OUTCOMES) and len(set(WORDING.values())) == len(OUTCOMES)
     assert len({badge(o) for o in OUTCOMES}) == len(OUTCOMES)
 

@@ -1134,10 +1134,12 @@ def test_a_lossless_variant_s_configured_accuracy_check_is_said_until_it_runs_th
     )
     failures = rows(report(results, validate(cfg)), schemas.REPORT_FAILURES)
     assert {(r["variant"], r["experiment"], r["status"]) for r in failures} == {("no_cache", "accuracy", "not run")}
-    # measured: judged like any other (here prefix caching, the baseline's side, scores 20 points lower)
+    # measured: judged like any other (here prefix caching, the baseline's side, scores 20 points lower), and
+    # suspect: a lossless optimisation cannot move accuracy that far (docs/verdicts.md, "Suspect results")
     _accuracy(results, "no_cache", {"arc_easy": 0.95}, {"arc_easy": [1.0] * 380 + [0.0] * 20})
     v = _verdicts(results, cfg)["no_cache"]
-    assert v["accuracy_outcome"] == "unacceptable" and v["outcome"] == "reject"
+    assert v["accuracy_outcome"] == "unacceptable" and v["outcome"] == "suspect"
+    assert "(the figures alone: reject)" in v["reason"] and "lossless accuracy" in v["reason"]
     assert not rows(report(results, validate(cfg)), schemas.REPORT_FAILURES)
 
 

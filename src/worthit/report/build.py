@@ -29,7 +29,7 @@ from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.experiments.deploy.recommend import deployments_view, validation_view
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.experiments.tune import page as tune_page
-from worthit.report import data, headline, plots, terminal
+from worthit.report import data, headline, plausibility, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
 from worthit.report.experiments import Figure as ExpFigure
@@ -208,7 +208,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         reason = f"the baseline '{pair.base or ctx.baseline}' {base.status[0]}: {base.status[1]}"
     elif status == schemas.STATUS_OK and not any(c.judged for c in comps) and not checks and not acc:
         reason = f"nothing to compare: {v} measured {_measured(res)}, the baseline {_measured(base)}"
-    return Evidence(
+    e = Evidence(
         v,
         pair.optimisation,
         status,
@@ -227,6 +227,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         machines=_machines_basis(ctx, pair, comps),
         content_dependent=pair.content_dependent,
     )
+    return replace(e, findings=tuple(plausibility.findings(ctx, pair, e)))
 
 
 def _drawer(f: ExpFigure, ctx: Context, a: Any) -> Callable[[], Figure | None]:

@@ -73,10 +73,12 @@ from worthit.report.outcomes import (
     REGIME_NAMES,
     REGIMES,
     REJECT,
+    SUSPECT,
     THROUGHPUT,
     UNDETERMINED,
     WORDING,
     WORSE,
+    Finding,
     RegimeVerdict,
     SettingOutcome,
     Verdict,
@@ -115,6 +117,7 @@ __all__ = [
     "REGIMES",
     "REGIME_NAMES",
     "REJECT",
+    "SUSPECT",
     "THROUGHPUT",
     "UNACCEPTABLE",
     "UNDETERMINED",
@@ -123,6 +126,7 @@ __all__ = [
     "Check",
     "Comparison",
     "Evidence",
+    "Finding",
     "RegimeVerdict",
     "Rules",
     "Setting",
@@ -616,7 +620,29 @@ def _workload_note(e: Evidence, ws: Sequence[Workload]) -> str:
 
 
 def decide(e: Evidence, rules: Rules) -> Verdict:
-    """The verdict on one optimisation; measured on several workloads (or a content-dependent one on random
+    """The verdict on one optimisation (:func:`decide_figures`), unless a plausibility check tripped
+    (``e.findings``, :mod:`worthit.report.plausibility`): then it is **suspect**, never adopt or reject, says
+    what to check, and keeps what the figures alone would have decided (``would_be``)."""
+    v = decide_figures(e, rules)
+    if not e.findings or v.outcome in (FAILED, NOT_APPLICABLE, NOT_RUN, CONTROL):
+        return v
+    checks = "; ".join(dict.fromkeys(f.what_to_check for f in e.findings))
+    tripped = "; ".join(f"{f.check}: {f.reason}" for f in e.findings)
+    return replace(
+        v,
+        outcome=SUSPECT,
+        condition=checks,
+        finals={r: SUSPECT for r in v.finals},
+        would_be=v.outcome,
+        findings=tuple(e.findings),
+        reason=f"suspect, before it is published (the figures alone: {v.outcome}): {tripped}; {v.reason}",
+        settle="; ".join(filter(None, [checks, v.settle])),
+        tradeoffs=(),
+    )
+
+
+def decide_figures(e: Evidence, rules: Rules) -> Verdict:
+    """The verdict on one optimisation's figures; measured on several workloads (or a content-dependent one on random
     tokens only), it says the verdict on each alone, and a content-dependent optimisation is judged on its
     real-text levels where it has any (docs/verdicts.md, "Which workload")."""
     ws = workloads_of(e) if e.status == "ok" and not e.control else []

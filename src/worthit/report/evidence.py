@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from worthit.report.measure import SINGLE_RUN, Measure, ratio
-from worthit.report.outcomes import LATENCY
+from worthit.report.outcomes import LATENCY, Finding
 from worthit.stats import (
     ACC_INCONCLUSIVE,
     NO_CHANGE,
@@ -370,6 +370,8 @@ class Evidence:
     # its effect depends on what is generated (speculative decoding): judged on real-text levels where any
     # was measured, its random-token levels shown beside the verdict (docs/verdicts.md, "Which workload")
     content_dependent: bool = False
+    # plausibility checks that tripped (worthit.report.plausibility): the verdict is suspect, not published
+    findings: Sequence[Finding] = ()
 
     def __post_init__(self) -> None:
         # every figure's interval is the simultaneous one over the judged figures of this verdict

@@ -32,6 +32,7 @@ from worthit.report.decide import (
     NOT_RUN,
     REGIME_NAMES,
     REJECT,
+    SUSPECT,
     UNDETERMINED,
     WORSE,
     Comparison,
@@ -137,11 +138,12 @@ def deciding(v: Verdict, e: Evidence, rules: Rules) -> tuple[Comparison, str] | 
     judged += [(c, WORSE) for c, _ in tail_harms(e.comparisons, rules)]
     if not judged:
         return None
-    adopted = {r for r, o in v.finals.items() if o == ADOPT}
-    if v.outcome == ADOPT:
+    outcome = v.would_be if v.outcome == SUSPECT else v.outcome  # a suspect verdict's figures as they fell
+    adopted = {r for r, o in v.finals.items() if o in (ADOPT, SUSPECT)}
+    if outcome == ADOPT:
         order = [BETTER]
         judged = [(c, f) for c, f in judged if c.regime in adopted] or judged
-    elif v.outcome == REJECT or f"leaning {REJECT}" in (v.condition or ""):
+    elif outcome == REJECT or f"leaning {REJECT}" in (v.condition or ""):
         order = [WORSE, EQUIVALENT, UNDETERMINED, BETTER]
     else:
         order = [BETTER, UNDETERMINED, WORSE, EQUIVALENT]
@@ -253,6 +255,8 @@ def why_line(v: Verdict, e: Evidence) -> str:
     decision, and what kept a figure open (the machines' spread, a single run)."""
     if v.outcome in (FAILED, NOT_APPLICABLE, NOT_RUN) and not v.finals:
         return _short(v.reason)
+    if v.outcome == SUSPECT:  # what tripped first: the figures' own verdict is one click away
+        return _short(f"suspect ({v.would_be} on its figures alone): " + "; ".join(f.reason for f in v.findings))
     if v.accuracy_outcome == UNACCEPTABLE:
         perf = ", ".join(_regimes(v, with_final=False))
         parts = [f"accuracy unacceptable ({accuracy_text(v, e).split(':')[0]})", f"on speed: {perf}"]

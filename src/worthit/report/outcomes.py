@@ -19,7 +19,8 @@ NOT_APPLICABLE = "not applicable"
 FAILED = "failed"
 NOT_RUN = "not run"
 CONTROL = "control"
-OUTCOMES = (ADOPT, REJECT, INCONCLUSIVE, NOT_APPLICABLE, FAILED, NOT_RUN, CONTROL)
+SUSPECT = "suspect"
+OUTCOMES = (ADOPT, REJECT, INCONCLUSIVE, NOT_APPLICABLE, FAILED, NOT_RUN, CONTROL, SUSPECT)
 WORDING = {
     ADOPT: "turn it on: the benefit is demonstrated and accuracy holds",
     REJECT: "leave it off: it is worse, its benefit is below the margin, or accuracy drops too far",
@@ -29,6 +30,8 @@ WORDING = {
     NOT_RUN: "nothing measured that compares with the baseline",
     CONTROL: "not an optimisation: the baseline's configuration measured again; it says how far two "
     "measurements of one configuration differ (another machine, another day)",
+    SUSPECT: "not published as adopt or reject: the result contradicts how the technique works; the verdict says "
+    'what to check first (docs/verdicts.md, "Suspect results")',
 }
 
 # --- findings on one figure -----------------------------------------------------------------------
@@ -50,6 +53,15 @@ REGIME_NAMES = {LATENCY: "latency-first", THROUGHPUT: "throughput-first"}
 NOT_MEASURED = "not measured"
 NOT_NEEDED = "not needed (lossless)"
 NOT_REPORTED = "not reported (random weights)"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A plausibility check that tripped (:mod:`worthit.report.plausibility`): which, why, what to check."""
+
+    check: str  # "calibrated KV scales", "lossless accuracy", "bandwidth floor", "speculative model", ...
+    reason: str  # what was measured against what the technique allows
+    what_to_check: str
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,9 @@ class Verdict:
     tradeoffs: Sequence[str] = ()  # what it costs where it is adopted, within the harm tolerance
     # measured on several workloads: the verdict on each alone, the ones it rests on marked judged
     by_workload: Sequence[WorkloadVerdict] = ()
+    # a suspect verdict: what the figures alone would have decided, and the checks that tripped
+    would_be: str = ""
+    findings: Sequence[Finding] = ()
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ BADGES = (
     (("failed",), "broken"),
     (("not run", "not measured", "not reported"), "absent"),
     (("control",), "control"),
+    (("suspect",), "suspect"),
 )
 
 
@@ -57,7 +58,10 @@ def markdown_decision(ctx: Context, verdicts: View | None) -> list[str]:
         return []
     out = ["## Decision", "", "| " + " | ".join(DECISION_HEADERS) + " |", "|" + "---|" * len(DECISION_HEADERS)]
     for r in rows:
-        verdict = f"**{r['outcome']}**" + (f" ({r['condition']})" if r["condition"] else "")
+        sep = ": " if r["outcome"] == "suspect" else " ("
+        verdict = f"**{r['outcome']}**" + (
+            f"{sep}{r['condition']}{')' if sep == ' (' else ''}" if r["condition"] else ""
+        )
         effect = r["effect"] + (f"; per workload: {r['by_workload']}" if r["by_workload"] else "")
         cells = [f"{r['optimisation']} (`{r['label']}`)", verdict, effect, r["accuracy"], r["effort"], r["why"]]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

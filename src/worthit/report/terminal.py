@@ -25,7 +25,13 @@ from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDAT
 from worthit.report.decide import REGIME_NAMES
 from worthit.report.views import measure_text
 
-STYLES = {"adopt": "bold green", "reject": "bold red", "inconclusive": "bold yellow", "failed": "bold magenta"}
+STYLES = {
+    "adopt": "bold green",
+    "reject": "bold red",
+    "inconclusive": "bold yellow",
+    "failed": "bold magenta",
+    "suspect": "bold dark_orange",
+}
 PROMISED = (
     ("ttft_ms_p99", "TTFT P99", "ms"),
     ("tpot_ms_p99", "TPOT P99", "ms"),
@@ -67,7 +73,7 @@ def decision_table(verdicts: Sequence[Mapping[str, Any]], width: int = 160) -> T
             continue
         outcome = _t(r.get("outcome"))
         verdict = f"[{STYLES.get(outcome, 'bold')}]{outcome}[/]" + (
-            f"\n{_t(r.get('condition'))}" if r.get("condition") else ""
+            (":" if outcome == "suspect" else "") + f"\n{_t(r.get('condition'))}" if r.get("condition") else ""
         )
         t.add_row(
             f"{_t(r.get('optimisation'))}\n[dim]{_t(r.get('variant'))}[/dim]",
