@@ -53,6 +53,18 @@ def test_a_decode_step_faster_than_its_bytes_allow_is_suspect() -> None:
     assert P.bandwidth_floor("awq_int4", None, 4.0) is None  # a CPU: no MBU
 
 
+def test_a_speed_up_beyond_the_weights_bytes_is_suspect() -> None:
+    def factor(f: float) -> Measure:
+        return Measure(f, 3, f * 0.95, f * 1.05, runs_basis(3))
+
+    # one H100's AWQ INT4: 3.55 GB of bf16 weights against 1.63 GB
+    assert P.weight_bytes_speedup(3_554_176_000, 1_634_947_136, factor(1.3)) is None
+    fast = P.weight_bytes_speedup(3_554_176_000, 1_634_947_136, factor(3.0), "concurrency 1")
+    assert fast is not None and "at most 2.17x" in fast.reason and "concurrency 1" in fast.reason
+    assert P.weight_bytes_speedup(3_554_176_000, 3_554_176_000, factor(3.0)) is None  # same bytes: not this check
+    assert P.weight_bytes_speedup(None, 1_634_947_136, factor(3.0)) is None
+
+
 def _spec(predicted: float, measured: float, rel: float = 0.05) -> P.SpecPoint:
     m = Measure(measured, 3, measured * (1 - rel), measured * (1 + rel), runs_basis(3))
     return P.SpecPoint("concurrency 1", predicted, m, "alpha 2.70, k 5, gamma 0.70, c 3.45", 20.7)

@@ -10,7 +10,8 @@ or None; :func:`findings` reads their inputs off a study's context and analyses 
 - :func:`lossless_accuracy`: an optimisation that cannot change the outputs (prefix caching, speculative
   decoding's exact rejection sampling, a batch cap) whose accuracy moved beyond the noise of nondeterministic
   batching;
-- :func:`bandwidth_floor`: a decode step faster than reading the weights allows (MBU above 100 %);
+- :func:`bandwidth_floor`: a decode step faster than reading the weights allows (MBU above 100 %), and
+  :func:`weight_bytes_speedup`: a speed-up above the ratio of the two sides' weight bytes;
 - :func:`speculative_model`: speculative decoding measured far outside its own prediction, either way;
 - :func:`one_change`: a comparison whose two sides differ in more than the optimisation.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "SpecPoint",
     "bandwidth_floor",
     "calibrated_kv_scales",
+    "weight_bytes_speedup",
     "findings",
     "lossless_accuracy",
     "one_change",
@@ -109,6 +111,27 @@ def bandwidth_floor(variant: str, mbu: float | None, tpot_ms: float | None, limi
         "weights once allows",
         "the weights' bytes per step (weight_bytes in kv.parquet), the GPU's peak bandwidth "
         "(hardware.peak_bandwidth_gb_s) and whether the requests generated the tokens they asked for",
+    )
+
+
+def weight_bytes_speedup(
+    bytes_without: int | None, bytes_with: int | None, tpot_factor: Measure, where: str = ""
+) -> Finding | None:
+    """A decode step sped up by more than the ratio of the weights' bytes allows (the TPOT P50 improvement's
+    whole interval above bytes without / bytes with), on a comparison whose KV cache and drafting are the same:
+    a bandwidth-bound step reads every weight once, so fewer bytes can speed it up at most in proportion."""
+    if not bytes_without or not bytes_with or bytes_without <= bytes_with or tpot_factor.value is None:
+        return None
+    bound = bytes_without / bytes_with
+    lo = (tpot_factor.interval() or (tpot_factor.value, tpot_factor.value))[0]
+    if lo <= bound:
+        return None
+    return Finding(
+        "bandwidth floor",
+        f"TPOT P50 {tpot_factor.value:.2f}x faster{' at ' + where if where else ''} (at least {lo:.2f}x) where the "
+        f"weights' bytes allow at most {bound:.2f}x ({bytes_without / 1e9:.2f} GB vs {bytes_with / 1e9:.2f} GB)",
+        "that both sides generated the tokens they asked for (output_tokens), the weights' bytes per step "
+        "(weight_bytes in kv.parquet) and what else differs between the sides",
     )
 
 
@@ -235,6 +258,23 @@ def _spec_points(ctx: Context, variant: str) -> list[SpecPoint]:
     return out
 
 
+def _bytes_check(ctx: Context, pair: Pair, e: Evidence) -> Finding | None:
+    """:func:`weight_bytes_speedup` at the lowest concurrency both sides measured, where only the weights
+    differ in bytes (the same KV-cache dtype, no speculative drafting on either side)."""
+    a, b = ctx.engine_args(pair.without), ctx.engine_args(pair.with_)
+    if eargs.speculative_config(a) or eargs.speculative_config(b):
+        return None
+    if eargs.get(a, "kv-cache-dtype") != eargs.get(b, "kv-cache-dtype"):
+        return None
+    capacity = ctx.analyses.get("capacity") or {}
+    cw, cv = capacity.get(pair.without), capacity.get(pair.with_)
+    tpot = [c for c in e.comparisons if c.quantity == "TPOT P50" and c.setting.dimension == "concurrency"]
+    if cw is None or cv is None or not tpot:
+        return None
+    low = min(tpot, key=lambda c: c.setting.value or 0.0)
+    return weight_bytes_speedup(cw.weight_bytes, cv.weight_bytes, low.improvement, low.setting.label)
+
+
 def findings(ctx: Context, pair: Pair, e: Evidence) -> list[Finding]:
     """Every plausibility check on one optimisation, with its inputs read off the study (none for a control)."""
     if pair.control or e.status != "ok":
@@ -250,6 +290,7 @@ def findings(ctx: Context, pair: Pair, e: Evidence) -> list[Finding]:
             for side in dict.fromkeys((pair.without, pair.with_))
             if (c := capacity.get(side)) is not None
         ),
+        _bytes_check(ctx, pair, e),
         speculative_model(_spec_points(ctx, pair.variant)),
         one_change(_changes(ctx, pair), pair.variant),
     ]
