@@ -4,6 +4,9 @@ beside the verdict, said as such, and flagged where the model loops (docs/verdic
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from worthit import schemas
 from worthit.loadgen.workloads import KINDS, REAL_TEXT_KINDS, real_text
 from worthit.report.decide import (
     ADOPT,
@@ -19,7 +22,7 @@ from worthit.report.decide import (
     decide,
     judged_on,
 )
-from worthit.report.headline import deciding, effect_text, workload_line
+from worthit.report.headline import LOOPS, deciding, effect_text, workload_line
 from worthit.report.measure import Measure, runs_basis
 
 RULES = Rules()
@@ -115,3 +118,22 @@ def test_a_content_free_optimisation_is_judged_on_every_workload_and_said_per_wo
     assert all(w.judged for w in v.by_workload)
     assert "(shown, not judged)" not in workload_line(v, e, RULES)
     assert decide(Evidence("x", comparisons=[_e2e(_grid(1), 900.0, 300.0)]), RULES).by_workload == ()
+
+
+def test_the_report_tags_each_level_with_what_it_sent_and_whether_it_loops(tmp_path: Path) -> None:
+    """On the committed embedded default, the baseline's chat level copied to spec_ngram (every response a
+    loop): the verdict's line names both synthetic workloads, flags the chat's loops, and asks for real text."""
+    from tests.unit.test_specdec import _chat_level_on_spec, _report
+
+    looping = _report(_chat_level_on_spec(tmp_path / "a", 40.0, 160.0, 150.0, share=0.9))
+    v = looping.verdicts["spec_ngram"]
+    names = [w.workload.name for w in v.by_workload]
+    assert sorted(names) == ["chat", "random tokens"] and all(w.judged for w in v.by_workload)
+    chat = next(w.workload for w in v.by_workload if w.workload.name == "chat")
+    assert chat.loops is True and not chat.real_text  # a conversation workload is generated random tokens
+    row = next(r for r in looping.rows(schemas.REPORT_VERDICTS) if r["variant"] == "spec_ngram")
+    assert "chat (random tokens): " in row["by_workload"] and LOOPS in row["by_workload"]
+    assert "no real-text level measured" in row["by_workload"]
+    plain = _report(_chat_level_on_spec(tmp_path / "b", 40.0, 160.0, 150.0, share=0.1))
+    chat = next(w.workload for w in plain.verdicts["spec_ngram"].by_workload if w.workload.name == "chat")
+    assert chat.loops is False
