@@ -39,7 +39,8 @@ return {left:r.left,top:r.top,right:r.right,bottom:r.bottom,width:r.width,height
 var out={innerWidth:window.innerWidth,innerHeight:window.innerHeight,rows:[],tables:[]};
 document.querySelectorAll('#decision tbody tr').forEach(function(tr){
  out.rows.push({variant:tr.id.replace(/^row-/,''),verdict:box(tr.querySelector('td.verdict .badge')),
-  effect:box(tr.querySelector('td.effect .headline')),effectText:(tr.querySelector('td.effect .headline')||{}).textContent||'',
+  effect:box(tr.querySelector('td.effect .headline')),
+  effectText:(tr.querySelector('td.effect .headline')||{}).textContent||'',
   verdictText:(tr.querySelector('td.verdict .badge')||{}).textContent||''});});
 document.querySelectorAll('details').forEach(function(d){d.open=true;});
 document.querySelectorAll('table').forEach(function(t,i){
