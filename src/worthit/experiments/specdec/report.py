@@ -58,6 +58,7 @@ from worthit.report.data import Loaded
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import Measure, ratio
+from worthit.report.plausibility import SpecPoint, speculative_model
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "specdec"
@@ -255,6 +256,14 @@ def _level_row(
     loops = rep.mostly_loops if rep.n else None
     if loops and alpha is not None:
         note.append("responses mostly loops: the acceptance measures the drafter predicting the model's loops")
+    predicted = predicted_speedup(alpha, k, gamma, c, coverage if coverage is not None else 1.0)
+    # the report's own plausibility check, level by level: a measurement far from its model says what to check
+    off = speculative_model([SpecPoint(name, predicted, measured)])
+    if off is not None and predicted is not None and measured.value is not None:
+        note.append(
+            f"far from its own model (measured \u00d7{measured.value:.2f} against \u00d7{predicted:.2f} predicted): "
+            f"check {off.what_to_check}"
+        )
     return SpecLevel(
         v,
         base,
@@ -269,7 +278,7 @@ def _level_row(
         gamma,
         c,
         src,
-        predicted_speedup(alpha, k, gamma, c, coverage if coverage is not None else 1.0),
+        predicted,
         measured,
         "; ".join(note),
         workload=workload_of(files),
