@@ -72,6 +72,7 @@ class Level:
     requests: int = 0  # the requests metrics_delta counts over the runs (measured; warm-up too in older files)
     machine: str | None = None  # the one machine of its runs (None: several, or not recorded)
     mostly_loops: bool | None = None  # its responses are mostly loops (None: responses' repetition not recorded)
+    repeated_ngram_share_p50: float | None = None  # its median response's share of repeated 4-grams
 
     @property
     def ok(self) -> bool:
@@ -180,6 +181,7 @@ def level(
         requests=requests,
         machine=where,
         mostly_loops=rep.mostly_loops if rep.n else None,
+        repeated_ngram_share_p50=rep.repeated_ngram_share_p50,
     )
 
 

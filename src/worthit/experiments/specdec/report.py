@@ -51,7 +51,6 @@ from worthit.experiments.specdec.model import (
     verify_medians,
 )
 from worthit.experiments.specdec.tables import REPORT_SPECDEC, VERIFY
-from worthit.loadgen.repetition import LevelRepetition, level_repetition
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded
@@ -109,12 +108,6 @@ def workload_of(files: Sequence[Loaded]) -> str:
         if name:
             return str(name)
     return RANDOM
-
-
-def loops_of(files: Sequence[Loaded]) -> LevelRepetition:
-    """How much the level's responses repeat themselves (:mod:`worthit.loadgen.repetition`: each response's share
-    of repeated 4-grams, recorded per request); n = 0 where the files predate the measure."""
-    return level_repetition([r.get("repeated_ngram_share") for f in files if f.ok for r in f.rows])
 
 
 def step_time(levels: Sequence[Level], x: float) -> tuple[float | None, str]:
@@ -252,8 +245,7 @@ def _level_row(
     note = list(notes)
     if alpha is None:
         note.append("alpha unknown: the drafter proposed nothing at this level")
-    rep = loops_of(files)
-    loops = rep.mostly_loops if rep.n else None
+    loops = lv.mostly_loops  # the load level's own reading of its responses (experiments/loadtest/report.py)
     if loops and alpha is not None:
         note.append("responses mostly loops: the acceptance measures the drafter predicting the model's loops")
     predicted = predicted_speedup(alpha, k, gamma, c, coverage if coverage is not None else 1.0)
@@ -293,7 +285,7 @@ def _level_row(
             coverage=coverage if coverage is not None else 1.0,
         ),
         mostly_loops=loops,
-        repeated_ngram_share_p50=rep.repeated_ngram_share_p50,
+        repeated_ngram_share_p50=lv.repeated_ngram_share_p50,
     )
 
 
