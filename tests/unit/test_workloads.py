@@ -502,7 +502,7 @@ def write_sharegpt(path: Path, records: list[dict[str, Any]], *, cut: int = 0) -
 
 
 def test_sharegpt_reads_the_complete_records_of_a_file_cut_off_mid_record(tmp_path: Path, monkeypatch: Any) -> None:
-    from worthit.loadgen import workloads as wlmod
+    from worthit.loadgen.workloads import corpus as wlmod
 
     records = [sharegpt_record(i, [("human", 6), ("gpt", 8)]) for i in range(5)]
     whole = wlmod.read_sharegpt(write_sharegpt(tmp_path / "whole.json", records))
