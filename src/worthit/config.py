@@ -336,6 +336,8 @@ class Variant:
     gpus: int
     experiments: list[str]
     description: str = ""
+    # the card whose KV pool the server gets (GiB; worthit.plan.emulate), None: this machine's own
+    emulate_gpu_memory_gib: float | None = None
 
     @property
     def served_dtype(self) -> str | None:
@@ -354,6 +356,18 @@ class Variant:
     def prefix_caching(self) -> bool:
         """vLLM's automatic prefix caching: on unless the variant turns it off."""
         return eargs.prefix_caching_on(self.engine_args)
+
+
+def emulated_gib(cfg: Mapping[str, Any], variant: str) -> float | None:
+    """The card size whose KV pool ``variant`` is served with: its own ``emulate_gpu_memory_gib`` when it sets
+    one (null: none), else serve's; None: the machine's own pool."""
+    v = cfg["variants"][variant]
+    gib = (
+        v["emulate_gpu_memory_gib"]
+        if "emulate_gpu_memory_gib" in v
+        else (cfg.get("serve") or {}).get("emulate_gpu_memory_gib")
+    )
+    return None if gib is None else float(gib)
 
 
 class Study:
@@ -383,6 +397,7 @@ class Study:
             gpus=int(v["gpus"]),
             experiments=list(v["experiments"]),
             description=v.get("description", ""),
+            emulate_gpu_memory_gib=emulated_gib(self.cfg, name),
         )
 
     @property

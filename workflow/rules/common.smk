@@ -169,6 +169,8 @@ def get_serve_spec(wildcards):
                 extra_args=v.extra_args,
             ),
             "gpus": v.gpus,
+            # the KV pool of a smaller card (worthit.plan.emulate), sized at start from the model's files
+            **({"emulate_gpu_memory_gib": v.emulate_gpu_memory_gib} if v.emulate_gpu_memory_gib else {}),
             # where the server's API key comes from (never the key: worthit.secrets), when not VLLM_API_KEY
             **({"api_key": STUDY.api_key_source} if STUDY.api_key_source else {}),
         },

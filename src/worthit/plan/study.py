@@ -13,12 +13,14 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit import models
 from worthit.config import Study
+from worthit.config import emulated_gib as emulated_gib_of
 from worthit.experiments.quantize import NO_WEIGHTS
+from worthit.plan import emulate
 from worthit.plan.hardware import Hardware, hardware_for
 from worthit.plan.memory import CUDA_GRAPH_GIB_PER_LAYER, NON_TORCH_GIB
 from worthit.plan.model_sources import model_configs
 from worthit.plan.predictions import DEFAULT_BANDWIDTH_FRACTION, PlanCalibration, WorkloadShape, predict
-from worthit.plan.prerequisites import UNKNOWN, PrerequisiteCheck, Subject, check, first_unmet
+from worthit.plan.prerequisites import NOT_MET, UNKNOWN, PrerequisiteCheck, Subject, check, first_unmet
 from worthit.plan.shapes import PlanError, Quant
 from worthit.plan.workloads import workload_lines
 
@@ -128,6 +130,16 @@ def make_plan(
         d = configs.get(str(sc["model"])) if sc and sc.get("model") else None
         if sc and d is not None and d[0] is not None:
             s.draft, s.draft_name, s.draft_tokenizer = d[0], str(sc["model"]), d[2]
+        emulated_gib = emulated_gib_of(cfg, vname)
+        emulated: emulate.EmulatedPool | emulate.EmulationError | None = None
+        if emulated_gib is not None and s.shape is not None:
+            where = f"variant '{vname}' (serve.emulate_gpu_memory_gib or variants.{vname}.emulate_gpu_memory_gib)"
+            try:
+                emulated = emulate.emulated_pool(s.shape, args, s.weights(hw.cpu)[0] or 0, emulated_gib, where=where)
+            except emulate.EmulationError as e:
+                emulated = e
+            else:
+                s.args = {**args, emulate.FLAG: emulated.kv_bytes}
         try:
             checks = check(s, hw, pcfg.get("memory_overhead_gib"))
             pred = predict(
@@ -141,6 +153,14 @@ def make_plan(
             )
         except PlanError as e:
             checks, pred = [PrerequisiteCheck("model", UNKNOWN, str(e))], {"notes": [str(e)]}
+        if isinstance(emulated, emulate.EmulationError):
+            checks.append(PrerequisiteCheck("memory_fit", NOT_MET, str(emulated), "worthit.plan.emulate"))
+        elif emulated is not None:
+            pred["notes"] = [emulated.describe(), *pred.get("notes", [])]
+        elif emulated_gib is not None:
+            pred.setdefault("notes", []).append(
+                f"{emulate.KEY} {emulated_gib:g}: the emulated KV pool needs the model's shapes (sized at start)"
+            )
         failed = first_unmet(checks)
         row = {
             "variant": vname,
@@ -154,6 +174,7 @@ def make_plan(
             "gpu_count": hw.count,
             "tensor_parallel_size": s.parallel[0],
             "data_parallel_size": s.parallel[2],
+            "emulated_gpu_memory_gib": emulated_gib,
             **{k: v for k, v in pred.items() if k != "notes"},
             "notes": "; ".join(pred.get("notes", [])) or None,
         }

@@ -51,6 +51,11 @@ PLAN = Table(
         column("block_size_tokens", pa.int32(), "tokens per KV block"),
         column("gpu_memory_utilization", pa.float64(), "share of GPU memory vLLM may use"),
         column("gpu_memory_gib", pa.float64(), "GPU memory as CUDA reports it, per GPU"),
+        column(
+            "emulated_gpu_memory_gib",
+            pa.float64(),
+            "the card whose KV pool the variant is served with (serve.emulate_gpu_memory_gib; null: this one's)",
+        ),
         column("max_num_seqs", pa.int32(), "max-num-seqs (vLLM's default for this hardware when unset)"),
         column("tokens_per_request", pa.int32(), "prompt + output tokens of the study's requests"),
         column(

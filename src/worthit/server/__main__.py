@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worthit.experiments.quantize import manifest_status
+from worthit.plan import emulate
 from worthit.server.supervisor import refuse, supervise
 
 
@@ -57,13 +58,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             parent=os.getppid(),
             status=status if spec.get("refuse") else "failed",
         )
+    args = spec.get("args")
+    if spec.get("emulate_gpu_memory_gib"):  # the KV pool of a smaller card, from the model's own files
+        where = f"variant '{spec['variant']}' (serve.emulate_gpu_memory_gib or variants.{spec['variant']}.*)"
+        try:
+            args, pool = emulate.serve_args(args, model_dir, float(spec["emulate_gpu_memory_gib"]), where=where)
+        except emulate.EmulationError as e:
+            stop2: list[int] = []
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, lambda *_: stop2.append(1))
+            return refuse(
+                ns.state,
+                ns.log,
+                variant=spec["variant"],
+                model_dir=model_dir,
+                cmd=[],
+                port=0,
+                reason=str(e),
+                locks=[],
+                stopping=lambda: bool(stop2),
+                parent=os.getppid(),
+                status="failed",
+            )
+        ns.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(ns.log, "a") as log:
+            log.write(f"[worthit] {pool.describe()}\n[worthit] emulated: {json.dumps(pool.as_record())}\n")
     return supervise(
         ns.state,
         ns.log,
         variant=spec["variant"],
         model_dir=model_dir,
         python=spec["python"],
-        args=spec.get("args"),
+        args=args,
         extra=spec.get("extra", []),
         env=spec.get("env", {}),
         gpus=int(spec.get("gpus", 0)),
