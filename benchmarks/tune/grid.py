@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from worthit.config import ConfigError, validate
-from worthit.experiments.tune.space import VARIANT, Choices, engine_args, parse
+from worthit.tune.space import VARIANT, Choices, engine_args, parse
 
 
 def points(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -42,11 +42,12 @@ from replay import WITHIN, Grid, worthit_tune  # benchmarks/tune/replay.py (the 
 from worthit import cost
 from worthit.config import Study, validate
 from worthit.experiments.loadtest.report import levels_of
-from worthit.experiments.tune import confirm
-from worthit.experiments.tune.rounds import candidate_results, gpus_of, outcome, start_variant, variant_of
-from worthit.experiments.tune.search import MEASURED, candidate_id
 from worthit.metrics import Slo
 from worthit.report.decide import Rules
+from worthit.tune import confirm
+from worthit.tune.candidates import gpus_of, start_variant, variant_of
+from worthit.tune.reached import candidate_results, outcome
+from worthit.tune.search import MEASURED, candidate_id
 
 SCENARIO = "throughput"
 

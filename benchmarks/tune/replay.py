@@ -13,9 +13,9 @@ Strategies, each over many seeds:
   repeats; the best measured figure wins (its gpu-memory-utilization probe is counted as
   ``--probe-starts`` extra starts of the first point);
 - ``random``: points in a random order, one measurement each, until the budget; the best measured wins;
-- ``worthit``: :class:`worthit.experiments.tune.search.TuneSearch` (Optuna TPE) proposes rounds of candidates,
+- ``worthit``: :class:`worthit.tune.search.TuneSearch` (Optuna TPE) proposes rounds of candidates,
   each measured once, then the top candidates and vLLM's defaults are measured again
-  (:func:`worthit.experiments.tune.confirm.decide`: a winner only when its interval clears the runner-up's and
+  (:func:`worthit.tune.confirm.decide`: a winner only when its interval clears the runner-up's and
   the defaults', else the tie's fewest changed flags).
 
     .venvs/workflow/bin/python benchmarks/tune/replay.py GRID.json --seeds 200 --out RESULTS.json
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worthit.experiments.tune import confirm
-from worthit.experiments.tune.search import Outcome, TuneSearch, candidate_id
-from worthit.experiments.tune.space import parse
 from worthit.report.decide import Rules
+from worthit.tune import confirm
+from worthit.tune.search import Outcome, TuneSearch, candidate_id
+from worthit.tune.space import parse
 
 WITHIN = 0.05  # "a configuration within 5 % of the grid's best"
 

@@ -8,7 +8,7 @@ the key in OPENAI_API_KEY (as ``vllm bench serve`` does; ``--api-key-env NAME`` 
 ``worthit plan`` checks each variant's prerequisites and predicts its figures from the roofline, before
 anything runs (:mod:`worthit.plan`).
 ``worthit tune --dry-run --config FILE`` checks a study's ``tune:`` section against the installed vLLM and
-counts its search, the candidates the plan prunes before serving among them (:mod:`worthit.experiments.tune`).
+counts its search, the candidates the plan prunes before serving among them (:mod:`worthit.tune`).
 ``worthit report`` re-decides and re-renders a results folder (:mod:`worthit.report.build`); ``worthit combine``
 brings chosen variants of several results folders (sittings on several machines) into one (:mod:`worthit.combine`).
 """
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_cli(a)
     if a.command == "tune":
-        from worthit.experiments.tune.dry_run import run_cli as tune_cli
+        from worthit.tune.dry_run import run_cli as tune_cli
 
         return tune_cli(a)
     if a.command == "loadtest":

@@ -4,7 +4,7 @@ Not a list of ours: the serve environment's vLLM is asked once per version (abou
 lines parsed, and the set kept under the user's cache (``$WORTHIT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/worthit`` or ``~/.cache/worthit``; ``vllm-flags/<version>.json``), shared by every study
 and test on the machine. Two users of it: ``worthit tune`` refuses a space key whose flag is not accepted
-(:mod:`worthit.experiments.tune.flags`), and the server supervisor refuses to start a variant whose engine
+(:mod:`worthit.tune.flags`), and the server supervisor refuses to start a variant whose engine
 arguments vLLM would misread (:func:`problems`): a misspelt flag, or an abbreviation, which vLLM's argument parser takes
 for the full flag (``max-num-seq: 8`` serves ``--max-num-seqs 8``) while worthit reads the full name only.
 Standard library only (and :mod:`worthit.errors`, :mod:`worthit.atomic`, :mod:`worthit.engine_args`,

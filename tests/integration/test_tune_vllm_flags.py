@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from worthit.config import ConfigError
-from worthit.experiments.tune import flags as F
+from worthit.tune import flags as F
 
 pytestmark = pytest.mark.vllm
 

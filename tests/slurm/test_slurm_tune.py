@@ -15,8 +15,8 @@ import yaml
 from tests.conftest import ROOT, VENVS, processes_in, require_env, study_config
 from tests.slurm.test_slurm_study import RUN_TIMEOUT_S, ci_overrides, scontrol_job, slurm_jobs
 from worthit import schemas
-from worthit.experiments.tune.search import candidate_id
-from worthit.experiments.tune.tables import TUNE_TRACE
+from worthit.tune.search import candidate_id
+from worthit.tune.tables import TUNE_TRACE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm, pytest.mark.slow]
 

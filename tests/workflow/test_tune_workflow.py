@@ -26,9 +26,9 @@ import yaml
 from tests.conftest import pids_in, processes_in, study_config
 from worthit import schemas
 from worthit.config import ROOT
-from worthit.experiments.tune.rounds import variant_of
-from worthit.experiments.tune.search import candidate_id
-from worthit.experiments.tune.tables import TUNE_CONFIRMATION, TUNE_TRACE
+from worthit.tune.candidates import variant_of
+from worthit.tune.search import candidate_id
+from worthit.tune.tables import TUNE_CONFIRMATION, TUNE_TRACE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

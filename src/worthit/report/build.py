@@ -28,7 +28,6 @@ from worthit.errors import InputError
 from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.experiments.deploy.recommend import deployments_view, validation_view
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
-from worthit.experiments.tune import page as tune_page
 from worthit.report import data, headline, plausibility, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
@@ -37,6 +36,7 @@ from worthit.report.experiments import registered
 from worthit.report.render import markdown_page, write_html
 from worthit.report.tables import capability_view, comparison_view, failures_view, verdicts_view
 from worthit.report.views import View, stored
+from worthit.tune import page as tune_page
 
 PathLike = str | os.PathLike[str]
 # What the decide_study rule writes; report_validation needs the deployments' validation runs, which

@@ -334,7 +334,7 @@ def html_page(
     each), the deployments as commands, then every view folded with a one-line summary.
 
     ``decision_figures``: each optimisation's small figure as inline SVG (worthit.report.headline.figures);
-    ``tune``: the study's tune, where one ran (worthit.experiments.tune.page.section), folded under the
+    ``tune``: the study's tune, where one ran (worthit.tune.page.section), folded under the
     deployments."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),

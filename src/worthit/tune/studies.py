@@ -1,4 +1,4 @@
-"""The studies a tune writes from the user's (:func:`own_study`): its candidates' (:mod:`.rounds`) and its
+"""The studies a tune writes from the user's (:func:`own_study`): its candidates' (:mod:`.candidates`) and its
 accuracy screens' (:mod:`.accuracy_gate`), each measuring its own variants and nothing the user's study
 configured beside them."""
 

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from worthit.config import ROOT, load
-from worthit.experiments.tune.confirm import DEFAULTS
-from worthit.experiments.tune.fresh_starts import confirm
-from worthit.experiments.tune.rounds import TuneRun, start_variant
-from worthit.experiments.tune.search import TuneSearch
-from worthit.experiments.tune.space import LATENCY, THROUGHPUT, parse
-from worthit.experiments.tune.summary import write
+from worthit.tune.candidates import start_variant
+from worthit.tune.confirm import DEFAULTS
+from worthit.tune.fresh_starts import confirm
+from worthit.tune.rounds import TuneRun
+from worthit.tune.search import TuneSearch
+from worthit.tune.space import LATENCY, THROUGHPUT, parse
+from worthit.tune.summary import write
 
 CONFIG = ROOT / "config/studies/h200-qwen2.5-coder-tune.yaml"
 TUNE = ROOT / "examples/h200-qwen/tune/results"

@@ -1,10 +1,10 @@
 """``worthit tune --dry-run``: the tune a study config asks for, checked and counted, with nothing served.
 
-It validates the ``tune:`` section (config/schema.yaml, then :func:`~worthit.experiments.tune.space.parse`),
+It validates the ``tune:`` section (config/schema.yaml, then :func:`~worthit.tune.space.parse`),
 checks every space flag against the serve environment's ``vllm serve --help=all``, and prints the space, the
 number of candidates, the candidates the plan prunes before anything is served (a max-num-seqs the
 predicted KV pool can never use) and the budget. Without ``--dry-run`` the same checks come first, then the
-rounds (:mod:`worthit.experiments.tune.rounds`).
+rounds (:mod:`worthit.tune.rounds`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from typing import Any
 from worthit import errors
 from worthit.config import ROOT, Study, load
 from worthit.errors import InputError
-from worthit.experiments.tune import flags as flagsmod
-from worthit.experiments.tune.accuracy_gate import changes_outputs, describe_key, served_key
-from worthit.experiments.tune.prune import MAX_NUM_SEQS, bound, candidate_args, kv_prune
-from worthit.experiments.tune.space import Choices, Dimension, Range, TuneSection, parse
 from worthit.plan.cli import parse_model_configs
 from worthit.plan.hardware import Hardware, hardware_for
 from worthit.plan.model_sources import model_configs
+from worthit.tune import flags as flagsmod
+from worthit.tune.accuracy_gate import changes_outputs, describe_key, served_key
+from worthit.tune.prune import MAX_NUM_SEQS, bound, candidate_args, kv_prune
+from worthit.tune.space import Choices, Dimension, Range, TuneSection, parse
 
 MAX_CHECKED = 4096  # combinations of the other flags checked one by one; past it, their range ends x choices
 
@@ -180,7 +180,7 @@ def run_cli(a: Any) -> int:
     print("\n".join(lines(d) if a.dry_run else lines(d)[:-1]), flush=True)
     if a.dry_run:
         return 0
-    from worthit.experiments.tune.live import run_live
+    from worthit.tune.live import run_live
 
     return run_live(a, cfg, source=source, hw=hw, given=given, hub=hub)
 

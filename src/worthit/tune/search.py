@@ -36,7 +36,7 @@ from optuna.trial import TrialState
 
 from worthit import atomic
 from worthit.errors import InputError
-from worthit.experiments.tune.space import Choices, Range, TuneSection
+from worthit.tune.space import Choices, Range, TuneSection
 
 MEASURED = "measured"
 FAILED = "failed"

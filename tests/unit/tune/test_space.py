@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import ROOT
 from worthit.config import ConfigError, load, validate
-from worthit.experiments.tune import space as S
+from worthit.tune import space as S
 
 EMBEDDED = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

@@ -21,12 +21,15 @@ from worthit import schemas
 from worthit.config import Study, validate
 from worthit.errors import InputError
 from worthit.experiments.loadtest.report import Level
-from worthit.experiments.tune import rounds as R
-from worthit.experiments.tune.search import Candidate
-from worthit.experiments.tune.space import LATENCY, THROUGHPUT, changed_args, parse
 from worthit.metrics import Slo
 from worthit.report.measure import Measure
 from worthit.server import engine_flags
+from worthit.tune import candidates as C
+from worthit.tune import reached as RE
+from worthit.tune import rounds as R
+from worthit.tune.prune import candidate_args
+from worthit.tune.search import FAILED, Candidate
+from worthit.tune.space import LATENCY, THROUGHPUT, changed_args, parse
 
 
 def _cfg(tmp_path: Path) -> dict:
@@ -43,7 +46,7 @@ def test_the_tunes_study_has_one_load_tested_variant_per_candidate_with_its_flag
     cfg = _cfg(tmp_path)
     a = Candidate({"max-num-seqs": 8, "variant": "base"})
     b = Candidate({"max-num-seqs": 1, "variant": "fp8"})
-    d = R.derived_config(cfg, [a, b])
+    d = C.derived_config(cfg, [a, b])
     assert d["study"] == "t-tune" and not d["tune"]["space"]  # the tune's study runs no tune of its own
     assert list(d["variants"]) == [f"tune_{a.id}", f"tune_{b.id}"]
     va, vb = d["variants"][f"tune_{a.id}"], d["variants"][f"tune_{b.id}"]
@@ -53,10 +56,10 @@ def test_the_tunes_study_has_one_load_tested_variant_per_candidate_with_its_flag
     assert va["experiments"] == vb["experiments"] == ["loadtest"] and vb.get("baseline") is None
     assert d["sweet_spot"]["variants"] == [] and d["validate_deployments"] is False
     study = Study(d)
-    files = R.load_files(study, f"tune_{a.id}", tmp_path)
+    files = RE.load_files(study, f"tune_{a.id}", tmp_path)
     assert [f.name for f in files] == ["conc~1.parquet", "conc~2.parquet"]
     with pytest.raises(InputError, match="no candidate to serve"):
-        R.derived_config(cfg, [])
+        C.derived_config(cfg, [])
 
 
 def _level(c: int, ttft_p99: float, tpot_p99: float, tok_s: float, ok: bool = True) -> Level:
@@ -77,33 +80,33 @@ def _level(c: int, ttft_p99: float, tpot_p99: float, tok_s: float, ok: bool = Tr
 def test_what_a_candidate_reached_is_where_it_reaches_the_slo_and_the_most_tokens_under_the_ceiling() -> None:
     slo = Slo(ttft_ms=1500)
     levels = [_level(1, 300, 20, 100), _level(4, 900, 60, 350), _level(8, 9700, 70, 420), _level(16, 0, 0, 0, ok=False)]
-    got = R.reached(levels, slo, tpot_ceiling_ms=65, gpus=1)
+    got = RE.reached(levels, slo, tpot_ceiling_ms=65, gpus=1)
     assert got is not None
     # 4 meets the TTFT SLO at 0.6 of it, 8 misses at 6.5x: the crossing, log-linear between them (the failed 16
     # counts for nothing)
     crossing = 4 * 2 ** (math.log(1 / 0.6) / math.log(9700 / 900))
     assert got.latency == pytest.approx(crossing) and 4 < got.latency < 5
     assert got.throughput == 350 and got.throughput_low == pytest.approx(315)  # 8 is over the 65 ms ceiling
-    per_gpu = R.reached(levels, slo, tpot_ceiling_ms=None, gpus=2)
+    per_gpu = RE.reached(levels, slo, tpot_ceiling_ms=None, gpus=2)
     assert per_gpu is not None and per_gpu.latency == pytest.approx(crossing / 2) and per_gpu.throughput == 210
     # two candidates that meet the SLO at the same grid level are told apart by how close they come to it
     near = [_level(1, 300, 20, 100), _level(4, 1400, 60, 350), _level(8, 9700, 70, 420)]
-    assert 4 < R.reached(near, slo, None, 1).latency < got.latency
+    assert 4 < RE.reached(near, slo, None, 1).latency < got.latency
     # every level meets it: beyond the top level by the top two's slope, at most one grid step
     calm = [_level(1, 300, 20, 100), _level(4, 600, 60, 350)]
-    assert 4 < R.reached(calm, slo, None, 1).latency <= 16
-    assert R.reached([_level(1, 300, 20, 100)], slo, None, 1).latency == 1
-    assert R.reached([_level(1, 0, 0, 0, ok=False)], slo, None, 1) is None
-    none_meet = R.reached([_level(1, 2000, 20, 100)], slo, None, 1)
+    assert 4 < RE.reached(calm, slo, None, 1).latency <= 16
+    assert RE.reached([_level(1, 300, 20, 100)], slo, None, 1).latency == 1
+    assert RE.reached([_level(1, 0, 0, 0, ok=False)], slo, None, 1) is None
+    none_meet = RE.reached([_level(1, 2000, 20, 100)], slo, None, 1)
     assert none_meet is not None and none_meet.latency == 0 and none_meet.figures()[THROUGHPUT] == 100
 
 
 def test_a_candidate_whose_results_are_missing_is_a_failure_that_says_which(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path)
     c = Candidate({"max-num-seqs": 8, "variant": "base"})
-    study = Study(R.derived_config(cfg, [c]))
-    o = R.outcome(study, R.variant_of(c.id), tmp_path / "results" / "t-tune", gpus=1, workflow_note=" (exit 1)")
-    assert o.status == R.FAILED and "2 of 2 load results were not written" in o.reason and o.reason.endswith("(exit 1)")
+    study = Study(C.derived_config(cfg, [c]))
+    o = RE.outcome(study, C.variant_of(c.id), tmp_path / "results" / "t-tune", gpus=1, workflow_note=" (exit 1)")
+    assert o.status == FAILED and "2 of 2 load results were not written" in o.reason and o.reason.endswith("(exit 1)")
 
 
 def test_the_summary_names_each_scenarios_best_with_its_flags_and_leaves_the_choice_to_the_confirmation(
@@ -126,8 +129,8 @@ def test_the_summary_names_each_scenarios_best_with_its_flags_and_leaves_the_cho
 
 
 def test_the_confirmation_takes_each_scenarios_top_and_counts_the_flags_each_changes(tmp_path: Path) -> None:
-    from worthit.experiments.tune import fresh_starts as FS
-    from worthit.experiments.tune.search import Outcome, TuneSearch
+    from worthit.tune import fresh_starts as FS
+    from worthit.tune.search import Outcome, TuneSearch
 
     cfg = _cfg(tmp_path)
     section = parse(cfg)
@@ -147,7 +150,7 @@ def test_the_confirmation_takes_each_scenarios_top_and_counts_the_flags_each_cha
 
 
 def test_a_resumed_search_goes_on_at_its_interrupted_round_or_after_its_last(tmp_path: Path) -> None:
-    from worthit.experiments.tune.search import Outcome, TuneSearch
+    from worthit.tune.search import Outcome, TuneSearch
 
     section = replace(parse(_cfg(tmp_path)), per_round=2)
     journal = tmp_path / "journal.log"
@@ -162,7 +165,7 @@ def test_a_resumed_search_goes_on_at_its_interrupted_round_or_after_its_last(tmp
 
 
 def test_the_pareto_front_keeps_the_points_no_other_beats_on_both_axes() -> None:
-    from worthit.experiments.tune.summary import FrontPoint, pareto
+    from worthit.tune.summary import FrontPoint, pareto
 
     pts = [
         FrontPoint("a", 1, 200.0, 150.0),
@@ -175,7 +178,7 @@ def test_the_pareto_front_keeps_the_points_no_other_beats_on_both_axes() -> None
 
 
 def test_the_serve_command_is_the_candidates_model_and_every_flag_it_serves_with(tmp_path: Path) -> None:
-    from worthit.experiments.tune.summary import serve_command
+    from worthit.tune.summary import serve_command
 
     cfg = _cfg(tmp_path)
     cmd = serve_command(cfg, {"max-num-seqs": 8, "variant": "fp8"})
@@ -187,7 +190,7 @@ def test_the_serve_command_is_the_candidates_model_and_every_flag_it_serves_with
 
 
 def test_the_serve_command_names_the_api_key_by_its_variable_never_its_value(tmp_path: Path) -> None:
-    from worthit.experiments.tune.summary import serve_command
+    from worthit.tune.summary import serve_command
 
     cfg = _cfg(tmp_path)
     cfg["variants"]["base"]["engine_args"]["api-key"] = "sk-tune-secret-1234"
@@ -214,8 +217,8 @@ def test_the_rounds_stop_on_whichever_budget_is_spent_first_and_a_server_holds_i
     )
     at = __import__("datetime").datetime(2026, 12, 4, 10, 6, 0).timestamp()
     (results / "variant~tune_x" / "server.json.exit").write_text(json.dumps({"status": "stopped", "at": at}))
-    assert R.gpu_minutes(results, "tune_x", 2) == pytest.approx(12.0)  # 6 minutes x 2 GPUs
-    assert R.gpu_minutes(results, "tune_never_started", 1) == 0.0
+    assert RE.gpu_minutes(results, "tune_x", 2) == pytest.approx(12.0)  # 6 minutes x 2 GPUs
+    assert RE.gpu_minutes(results, "tune_never_started", 1) == 0.0
 
 
 def test_a_speculative_k_of_zero_serves_without_speculation_and_changes_no_flag(tmp_path: Path) -> None:
@@ -233,26 +236,26 @@ def test_a_speculative_k_of_zero_serves_without_speculation_and_changes_no_flag(
     k2 = Candidate({k: 2, "speculative-config.method": "ngram", "variant": "base"})
     # k = 0 over a variant that speculates itself: speculation off, not the variant's k = 4
     spec_off = Candidate({k: 0, "variant": "spec"})
-    d = R.derived_config(cfg, [off, k2, spec_off])
+    d = C.derived_config(cfg, [off, k2, spec_off])
     assert d["variants"][f"tune_{off.id}"]["engine_args"] == {"max-model-len": 1024}
     assert d["variants"][f"tune_{k2.id}"]["engine_args"] == {
         "max-model-len": 1024,
         "speculative-config": {"num_speculative_tokens": 2, "method": "ngram"},
     }
     assert d["variants"][f"tune_{spec_off.id}"]["engine_args"] == {}
-    assert "speculative-config" not in R.candidate_args(cfg, spec_off.values)[1]  # what the plan prunes on
-    assert R.candidate_args(cfg, k2.values)[1]["speculative-config"]["num_speculative_tokens"] == 2
+    assert "speculative-config" not in candidate_args(cfg, spec_off.values)[1]  # what the plan prunes on
+    assert candidate_args(cfg, k2.values)[1]["speculative-config"]["num_speculative_tokens"] == 2
     assert changed_args(off.values) == {}
     assert changed_args(k2.values) == {"speculative-config": {"num_speculative_tokens": 2, "method": "ngram"}}
     # read as served: k = 0 is no speculation, its unserved method is not named
-    assert R.describe(off.values) == "variant=base, no speculation"
-    assert R.describe(k2.values) == f"{k}=2, speculative-config.method=ngram, variant=base"
-    assert R.describe({}) == "vLLM's defaults"
+    assert C.describe(off.values) == "variant=base, no speculation"
+    assert C.describe(k2.values) == f"{k}=2, speculative-config.method=ngram, variant=base"
+    assert C.describe({}) == "vLLM's defaults"
 
 
 def test_two_candidates_that_serve_alike_keep_apart_in_the_confirmation() -> None:
-    from worthit.experiments.tune import fresh_starts as FS
-    from worthit.experiments.tune.confirm import DEFAULTS
+    from worthit.tune import fresh_starts as FS
+    from worthit.tune.confirm import DEFAULTS
 
     k = "speculative-config.num_speculative_tokens"
     a = Candidate({"max-num-seqs": 8, k: 0, "speculative-config.method": "ngram"})
@@ -275,7 +278,7 @@ def test_a_speculative_k_of_zero_turns_off_a_speculative_config_set_in_serve(tmp
     cfg = validate(cfg, "test")
     k = "speculative-config.num_speculative_tokens"
     off, k2 = Candidate({k: 0, "variant": "base"}), Candidate({k: 2, "variant": "base"})
-    study = Study(R.derived_config(cfg, [off, k2]))
+    study = Study(C.derived_config(cfg, [off, k2]))
     flags_off = engine_flags(study.variant(f"tune_{off.id}").engine_args)
     flags_k2 = engine_flags(study.variant(f"tune_{k2.id}").engine_args)
     assert "--speculative-config" not in flags_off
@@ -285,7 +288,7 @@ def test_a_speculative_k_of_zero_turns_off_a_speculative_config_set_in_serve(tmp
     assert sc == {**ngram, "num_speculative_tokens": 2}
     assert flags_k2.count("--speculative-config") == 1
     # the plan sees what is served
-    assert "speculative-config" not in R.candidate_args(cfg, off.values)[1]
+    assert "speculative-config" not in candidate_args(cfg, off.values)[1]
 
 
 def test_a_rounds_workflow_is_stopped_when_the_tune_is_killed_outright(tmp_path: Path) -> None:
@@ -299,7 +302,7 @@ def test_a_rounds_workflow_is_stopped_when_the_tune_is_killed_outright(tmp_path:
         "print('ready', flush=True); time.sleep(120)"
     )
     tune = (
-        "import sys, time; from worthit.experiments.tune.rounds import start_workflow; "
+        "import sys, time; from worthit.tune.driver import start_workflow; "
         f"p = start_workflow([sys.executable, '-c', {child!r}]); print(p.pid, flush=True); time.sleep(120)"
     )
     parent = subprocess.Popen([sys.executable, "-c", tune], stdout=subprocess.PIPE, text=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from worthit.errors import InputError
-from worthit.experiments.tune.search import (
+from worthit.tune.search import (
     FAILED,
     MEASURED,
     PRUNED,
@@ -17,7 +17,7 @@ from worthit.experiments.tune.search import (
     candidate_id,
     distributions,
 )
-from worthit.experiments.tune.space import Choices, Range, TuneSection, parse
+from worthit.tune.space import Choices, Range, TuneSection, parse
 
 SPACE = {
     "max-num-seqs": Range(8, 64, integer=True, step=8),

@@ -9,7 +9,7 @@ import pytest
 
 from worthit import vllm_flags as V
 from worthit.config import ConfigError
-from worthit.experiments.tune import flags as F
+from worthit.tune import flags as F
 
 HELP = """usage: vllm serve [model_tag] [options]
 

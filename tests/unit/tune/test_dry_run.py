@@ -11,8 +11,8 @@ import yaml
 
 from tests.conftest import ROOT
 from worthit import cli
-from worthit.experiments.tune import dry_run as D
-from worthit.experiments.tune import flags as F
+from worthit.tune import dry_run as D
+from worthit.tune import flags as F
 
 SEED = ROOT / "config" / "studies" / "qwen2.5-7b-rtx3090.yaml"
 QWEN7B = ROOT / "tests" / "fixtures" / "models" / "qwen2.5-7b-instruct" / "config.json"

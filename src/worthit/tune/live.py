@@ -22,10 +22,11 @@ def run_live(
     a: Any, cfg: Mapping[str, Any], *, source: str, hw: Hardware, given: Mapping[str, str] | None, hub: bool
 ) -> int:
     """The tune's rounds, its confirmation unless skipped, its summary; exit status 0, or 2 on bad input."""
-    from worthit.experiments.tune import page, summary
-    from worthit.experiments.tune.fresh_starts import ConfirmationRun, confirm
-    from worthit.experiments.tune.fresh_starts import lines as confirmation_lines
-    from worthit.experiments.tune.rounds import Interrupted, NotRun, run_tune, summary_lines
+    from worthit.tune import page, summary
+    from worthit.tune.driver import Interrupted, NotRun
+    from worthit.tune.fresh_starts import ConfirmationRun, confirm
+    from worthit.tune.fresh_starts import lines as confirmation_lines
+    from worthit.tune.rounds import run_tune, summary_lines
 
     workdir = Path.cwd()
     smk = [*(["--profile", a.profile] if a.profile else []), *(getattr(a, "snakemake_args", None) or [])]

@@ -1,10 +1,11 @@
-"""The tune's Parquet table: its trace, one row per candidate and scenario (worthit.experiments.tune.rounds)."""
+"""The tune's Parquet tables: its trace, one row per candidate and scenario (:mod:`worthit.tune.rounds`), and its
+confirmation (:mod:`worthit.tune.fresh_starts`); :func:`worthit.tune.register` adds them to the schema module's
+index."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from worthit import schemas
 from worthit.schemas.definition import Table, column
 
 TUNE_TRACE = Table(
@@ -23,7 +24,6 @@ TUNE_TRACE = Table(
         column("reason", pa.string(), "why it failed or was pruned ('' when measured)"),
     ),
 )
-schemas.register(TUNE_TRACE)
 
 TUNE_CONFIRMATION = Table(
     "tune_confirmation",
@@ -42,4 +42,4 @@ TUNE_CONFIRMATION = Table(
         column("reason", pa.string(), "the decision's reasons, on the recommended row"),
     ),
 )
-schemas.register(TUNE_CONFIRMATION)
+TABLES = (TUNE_TRACE, TUNE_CONFIRMATION)

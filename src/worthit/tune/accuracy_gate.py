@@ -31,11 +31,11 @@ from worthit import atomic
 from worthit import engine_args as eargs
 from worthit.config import Study
 from worthit.experiments.accuracy.summary import accuracy_rows
-from worthit.experiments.tune.prune import candidate_args
-from worthit.experiments.tune.space import TuneSection
-from worthit.experiments.tune.studies import own_study
 from worthit.report.decide import Rules
 from worthit.schemas import STATUS_OK
+from worthit.tune.prune import candidate_args
+from worthit.tune.space import TuneSection
+from worthit.tune.studies import own_study
 
 ACCEPTABLE = "acceptable"
 UNACCEPTABLE = "unacceptable"

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from worthit import engine_args as eargs
-from worthit.experiments.tune.space import SPEC_SOURCES, VARIANT, Choices, Range, TuneSection, engine_args
 from worthit.plan.hardware import Hardware, vllm_defaults
 from worthit.plan.predictions import WorkloadShape, predict
 from worthit.plan.prerequisites import Subject
 from worthit.plan.shapes import ModelShape
+from worthit.tune.space import SPEC_SOURCES, VARIANT, Choices, Range, TuneSection, engine_args
 
 MAX_NUM_SEQS = "max-num-seqs"
 

@@ -18,24 +18,16 @@ from worthit import atomic, secrets
 from worthit.config import Study
 from worthit.experiments.deploy.recommend import model_argv
 from worthit.experiments.loadtest.report import levels_of
-from worthit.experiments.tune.confirm import DEFAULTS
-from worthit.experiments.tune.fresh_starts import ConfirmationRun, ScenarioConfirmation
-from worthit.experiments.tune.prune import candidate_args
-from worthit.experiments.tune.rounds import (
-    UNITS,
-    TuneRun,
-    candidate_results,
-    derived_config,
-    describe,
-    gpus_of,
-    known_candidates,
-    tune_dir,
-    variant_of,
-)
-from worthit.experiments.tune.search import MEASURED, Candidate
 from worthit.metrics import Slo
 from worthit.server import engine_flags
 from worthit.stats import mean_ci95
+from worthit.tune.candidates import derived_config, describe, gpus_of, tune_dir, variant_of
+from worthit.tune.confirm import DEFAULTS
+from worthit.tune.fresh_starts import ConfirmationRun, ScenarioConfirmation
+from worthit.tune.prune import candidate_args
+from worthit.tune.reached import UNITS, candidate_results
+from worthit.tune.rounds import TuneRun, known_candidates
+from worthit.tune.search import MEASURED, Candidate
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ROOT
-from worthit.experiments.tune.prune import bound, candidate_args, kv_prune, screen, throughput_prune
-from worthit.experiments.tune.space import Choices, Range, TuneSection, parse
 from worthit.plan import Hardware, ModelShape
+from worthit.tune.prune import bound, candidate_args, kv_prune, screen, throughput_prune
+from worthit.tune.space import Choices, Range, TuneSection, parse
 
 QWEN7B = ModelShape.from_file(ROOT / "tests" / "fixtures" / "models" / "qwen2.5-7b-instruct" / "config.json")
 RTX3090 = Hardware.named("RTX 3090")
@@ -102,7 +102,7 @@ def test_screen_applies_both_prunes_kv_first() -> None:
 
 
 def test_a_speculative_k_with_nothing_to_propose_it_is_not_served_and_says_why() -> None:
-    from worthit.experiments.tune.prune import unservable
+    from worthit.tune.prune import unservable
 
     assert unservable("bf16", {"max-num-seqs": 8}) is None
     assert unservable("spec", {"speculative-config": {"method": "ngram", "num_speculative_tokens": 4}}) is None

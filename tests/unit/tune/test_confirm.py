@@ -3,8 +3,8 @@ defaults' by decide.min_speedup; else a tie, recommending the fewest changed fla
 
 from __future__ import annotations
 
-from worthit.experiments.tune.confirm import DEFAULTS, TIE, WINNER, Confirmed, changed_flags, decide
 from worthit.report.decide import Rules
+from worthit.tune.confirm import DEFAULTS, TIE, WINNER, Confirmed, changed_flags, decide
 
 RULES = Rules(min_speedup=1.05)
 DEFAULT_RUNS = Confirmed(DEFAULTS, (900.0, 910.0, 905.0, 895.0), 0)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tests.conftest import study_config
 from worthit.config import Study, validate
-from worthit.experiments.tune import accuracy_gate as G
-from worthit.experiments.tune.fresh_starts import picks
-from worthit.experiments.tune.search import Candidate, Outcome, TuneSearch
-from worthit.experiments.tune.space import parse
+from worthit.tune import accuracy_gate as G
+from worthit.tune.fresh_starts import picks
+from worthit.tune.search import Candidate, Outcome, TuneSearch
+from worthit.tune.space import parse
 
 
 def _cfg(tmp_path: Path) -> dict:

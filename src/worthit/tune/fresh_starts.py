@@ -4,7 +4,7 @@ After the rounds, the top ``confirm.top`` measured candidates of each scenario a
 baseline variant as configured, no flag of the space set) are served again ``confirm.repeats`` times each, every
 time on a fresh server start, interleaved: every candidate's first start, then every candidate's second, so
 a drift of the machine over the confirmation falls on all of them alike. Each start is a variant of the tune's
-study (``tune_<id>_start<k>``, :func:`~.rounds.start_variant`) measured by the workflow like any other, so an
+study (``tune_<id>_start<k>``, :func:`~.candidates.start_variant`) measured by the workflow like any other, so an
 interrupted confirmation resumes and a failed start is a failure record. Its figures per start go to
 :func:`.confirm.decide`, the report's own rules: a winner only when its interval clears the runner-up's and
 the defaults' by ``decide.min_speedup``, otherwise a tie that recommends the fewest changed flags.
@@ -22,26 +22,15 @@ import yaml
 
 from worthit import atomic, schemas
 from worthit.config import Study
-from worthit.experiments.tune.confirm import DEFAULTS, Confirmation, Confirmed, decide
-from worthit.experiments.tune.rounds import (
-    UNITS,
-    NotRun,
-    derived_config,
-    describe,
-    gpus_of,
-    known_candidates,
-    load_files,
-    not_run,
-    not_run_message,
-    outcome,
-    run_snakemake,
-    start_variant,
-    tune_dir,
-)
-from worthit.experiments.tune.search import MEASURED, Candidate, TuneSearch
-from worthit.experiments.tune.space import VARIANT, TuneSection, changed_args
-from worthit.experiments.tune.tables import TUNE_CONFIRMATION
 from worthit.report.decide import Rules
+from worthit.tune.candidates import derived_config, describe, gpus_of, start_variant, tune_dir
+from worthit.tune.confirm import DEFAULTS, Confirmation, Confirmed, decide
+from worthit.tune.driver import NotRun, not_run_message, run_snakemake
+from worthit.tune.reached import UNITS, load_files, not_run, outcome
+from worthit.tune.rounds import known_candidates
+from worthit.tune.search import MEASURED, Candidate, TuneSearch
+from worthit.tune.space import VARIANT, TuneSection, changed_args
+from worthit.tune.tables import TUNE_CONFIRMATION
 
 
 @dataclass(frozen=True)

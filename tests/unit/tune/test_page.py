@@ -6,9 +6,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from worthit.experiments.tune import page
+from worthit.tune import page
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TUNE = ROOT / "examples" / "tune-example"
 STUDY = ROOT / "examples" / "embedded-default" / "results"
 
