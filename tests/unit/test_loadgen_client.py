@@ -258,6 +258,30 @@ def test_wrong_output_length_is_a_failure_under_ignore_eos(server: str) -> None:
     assert not rec.success and rec.error == "expected 5 output tokens, got 3"
 
 
+def test_a_reply_ended_early_is_a_success_when_eos_is_honoured(server: str) -> None:
+    """ignore_eos off (a real-text workload's default): the request asks the server to stop at EOS, a reply
+    shorter than max_tokens succeeds with the tokens the server counted, a one-token reply has no TPOT, and
+    the summary's tok/s and goodput count the tokens produced."""
+    from worthit.metrics import Slo
+
+    honour = ClientConfig(base_url=server, model="m", ignore_eos=False)
+    assert transports._payload(honour, RequestSpec("x", 1, 5))["ignore_eos"] is False
+    # tokens 30 ms apart: each its own read, even on a loaded machine
+    spaced = {"calibration": {"itl_ms": 30}}
+    three = ClientConfig(base_url=server, model="m", ignore_eos=False, extra_body={"max_tokens": 3, **spaced})
+    one_token = ClientConfig(base_url=server, model="m", ignore_eos=False, extra_body={"max_tokens": 1})
+    rows = asyncio.run(closed_loop(three, [RequestSpec("x", 1, 5)] * 2, 2)).rows()
+    rows += asyncio.run(closed_loop(one_token, [RequestSpec("x", 1, 5)], 1)).rows()
+    assert [r["success"] for r in rows] == [True] * 3 and [r["error"] for r in rows] == [None] * 3
+    assert [r["output_tokens"] for r in rows] == [3, 3, 1]
+    assert rows[2]["tpot_ms"] is None and all(r["tpot_ms"] is not None for r in rows[:2])
+    s = summarize(rows, Slo(tpot_ms=1e6))
+    assert s.n_errors == 0 and s.tpot_ms.n == 2 and s.ttft_ms.n == 3
+    assert s.duration_s is not None and s.output_tok_per_s == pytest.approx(7 / s.duration_s)
+    # the one-token reply has no TPOT to break the bound: all three requests count as goodput
+    assert s.goodput_requests_per_s == pytest.approx(3 / s.duration_s)
+
+
 def test_errors_are_counted_in_the_summary_not_dropped(server: str) -> None:
     cfg = ClientConfig(base_url=server, model="m")
     bad = ClientConfig(base_url=server, model="m", extra_body={"calibration": {"fail": "http500"}})

@@ -207,7 +207,8 @@ def _chat_level_on_spec(tmp_path: Path, drafts: float, draft_tokens: float, acce
             {**r, "tpot_ms": r["tpot_ms"] / 2 if r["tpot_ms"] is not None else None, "repeated_ngram_share": share}
             for r in res.table.to_pylist()
         ]
-        meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}}
+        # measured as a real-text level is by default: replies end at the model's end-of-sequence
+        meta = {**res.metadata, "metrics_delta": {**res.metadata["metrics_delta"], **spec}, "ignore_eos": False}
         schemas.write(dst, LOAD_REQUESTS, recs, metadata=meta)
     return results
 
@@ -247,6 +248,8 @@ def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path:
     f = chat["draft_coverage_pct"] / 100
     assert chat["predicted_speedup"] == pytest.approx((f * 1.8 + 1 - f) / (f * chat["c"] + 1 - f))
     assert rows[("random", "conc~4")]["mostly_loops"] is None
+    # the row says the level's replies ended at EOS; the grid's levels predate the record
+    assert chat["ends_at_eos"] is True and rows[("random", "conc~4")]["ends_at_eos"] is None
 
 
 def test_a_workload_level_where_the_drafter_never_proposed_is_inconclusive_there_alone(tmp_path: Path) -> None:

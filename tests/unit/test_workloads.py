@@ -22,7 +22,7 @@ from worthit.config import ConfigError, Study, validate
 from worthit.loadgen import levels as lv
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.prompts import WorkloadError
-from worthit.loadgen.workloads import Lengths, from_config
+from worthit.loadgen.workloads import Lengths, from_config, real_text
 
 
 @pytest.fixture(scope="module")
@@ -270,11 +270,34 @@ def test_conversation_count_follows_concurrency_when_not_set(tok: Any) -> None:
 
 
 def test_workload_keys_of_another_kind_and_missing_files_are_refused(tmp_path: Path) -> None:
-    keys = r"\(keys of a random workload: kind, description, prompt_tokens, output_tokens\)"
+    keys = r"\(keys of a random workload: kind, description, prompt_tokens, output_tokens, ignore_eos\)"
     with pytest.raises(WorkloadError, match=rf"key 'workloads\.w\.turns': not read by kind random {keys}"):
         from_config("w", {"kind": "random", "turns": 3})
     with pytest.raises(WorkloadError, match=rf"key 'workloads\.w\.path': file {tmp_path}/nope\.jsonl not found"):
         from_config("w", {"kind": "jsonl", "path": "nope.jsonl"}, base=tmp_path)
+
+
+def test_real_text_kinds_honour_eos_by_default_and_synthetic_ones_ignore_it(tmp_path: Path) -> None:
+    """A real-text workload's replies end where the model ends them (vllm bench serve's sharegpt); a synthetic
+    one's run to their drawn length (the lengths are its experiment); either can say otherwise, and says which."""
+    (tmp_path / "p.jsonl").write_text('{"prompt": "hello there"}\n')
+    (tmp_path / "t.jsonl").write_text('{"arrival_s": 0, "input_tokens": 4, "output_tokens": 2}\n')
+    (tmp_path / "sg.json").write_text(json.dumps([sharegpt_record(0, [("human", 6), ("gpt", 8)])]))
+    specs = {
+        "random": {"kind": "random"},
+        "conversation": {"kind": "conversation"},
+        "trace": {"kind": "trace", "path": "t.jsonl"},
+        "jsonl": {"kind": "jsonl", "path": "p.jsonl"},
+        "sharegpt": {"kind": "sharegpt", "path": "sg.json"},
+    }
+    for kind, spec in specs.items():
+        wl = from_config("w", spec, base=tmp_path)
+        assert wl.ignore_eos is (kind in ("random", "conversation", "trace")), kind
+        assert wl.ignore_eos is not real_text(kind) and wl.describe()["ignore_eos"] is wl.ignore_eos
+        flipped = from_config("w", {**spec, "ignore_eos": not wl.ignore_eos}, base=tmp_path)
+        assert flipped.ignore_eos is not wl.ignore_eos and flipped.describe()["ignore_eos"] is flipped.ignore_eos
+    with pytest.raises(WorkloadError, match=r"key 'workloads\.w\.ignore_eos': 'no' \(allowed: true, false"):
+        from_config("w", {"kind": "random", "ignore_eos": "no"})
 
 
 # ------------------------------------------------------------------------------------------ levels

@@ -171,6 +171,7 @@ def measure_level(
     tok = load_tokenizer(tokenizer_dir)
     offset = _offset(level)
     warm = RandomWorkload(prompt_tokens, output_tokens, warmup, seed=seed + 1).build(tok, offset=offset)
+    ignore_eos = True  # random-token prompts of a fixed output length: every request generates exactly it
     if workload is None:
         specs = RandomWorkload(prompt_tokens, output_tokens, num_requests, seed=seed).build(tok, offset=offset)
         to_send = LevelRequests([[s] for s in specs])
@@ -193,6 +194,7 @@ def measure_level(
         sessions = level.concurrency or (num_requests if level.kind == levelmod.RATE else 1)
         to_send = wl.build(tok, endpoint, num_requests, seed=seed, offset=offset, min_sessions=sessions)
         warm = _corpus_warmup(wl, tok, endpoint, warmup, seed=seed, offset=offset) or warm
+        ignore_eos = wl.ignore_eos  # real text: a reply ends where the model ends it (max_tokens a cap)
         described = {**to_send.describe, "num_requests": len(to_send.specs), "seed": seed, "endpoint": endpoint}
     ol = dict(open_loop or {})
     arrivals: list[float] | None = None
@@ -202,7 +204,14 @@ def measure_level(
         arrivals = levelmod.rate_arrivals(len(to_send.sessions), float(level.rate_per_s or 0), burst, seed)
     elif level.kind == levelmod.REPLAY:
         arrivals = to_send.arrivals_s
-    cfg = ClientConfig(base_url=url, model=model, endpoint=endpoint, request_timeout_s=timeout_s, api_key=api_key)
+    cfg = ClientConfig(
+        base_url=url,
+        model=model,
+        endpoint=endpoint,
+        ignore_eos=ignore_eos,
+        request_timeout_s=timeout_s,
+        api_key=api_key,
+    )
     label = f"conc={level.concurrency}" if level.kind == CONC else level.name
     on_done = _progress(label, len(to_send.specs)) if progress else None
     before: dict[str, float] = {}
@@ -237,6 +246,7 @@ def measure_level(
         "metrics_delta": prometheus_delta(before, after),
         "metrics_after_warmup": True,  # the delta counts the measured requests, not the warm-up
         "workload": described,
+        "ignore_eos": ignore_eos,  # false: replies end at the model's end-of-sequence (output lengths vary)
     }
     traffic = prom.other_traffic(meta["metrics_delta"], rows)
     if traffic is not None:

@@ -73,6 +73,9 @@ class Level:
     machine: str | None = None  # the one machine of its runs (None: several, or not recorded)
     mostly_loops: bool | None = None  # its responses are mostly loops (None: responses' repetition not recorded)
     repeated_ngram_share_p50: float | None = None  # its median response's share of repeated 4-grams
+    # its replies end at the model's end-of-sequence (a real-text workload's default: output lengths vary, as
+    # vllm bench serve's sharegpt); False: every request generated its max_tokens (ignore_eos); None: not recorded
+    ends_at_eos: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -141,6 +144,8 @@ def level(
         for f in good
     )
     where = files_machine(good)
+    eos = {f.metadata.get("ignore_eos") for f in good} - {None}
+    ends_at_eos = (not eos.pop()) if len(eos) == 1 else None
     rep = level_repetition([r.get("repeated_ngram_share") for r in ok])
     common: dict[str, Any] = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
     figs: dict[str, Any]
@@ -182,6 +187,7 @@ def level(
         machine=where,
         mostly_loops=rep.mostly_loops if rep.n else None,
         repeated_ngram_share_p50=rep.repeated_ngram_share_p50,
+        ends_at_eos=ends_at_eos,
     )
 
 

@@ -90,6 +90,7 @@ class SpecLevel:
     c_implied: float | None = None  # the c that would make the model match the measurement (a diagnostic)
     mostly_loops: bool | None = None  # the level's responses are mostly loops (None: not measured)
     repeated_ngram_share_p50: float | None = None  # its median response's share of repeated 4-grams
+    ends_at_eos: bool | None = None  # the level's replies ended at EOS (None: not recorded)
 
     @property
     def setting(self) -> Setting:
@@ -286,6 +287,7 @@ def _level_row(
         ),
         mostly_loops=loops,
         repeated_ngram_share_p50=lv.repeated_ngram_share_p50,
+        ends_at_eos=lv.ends_at_eos,
     )
 
 
@@ -372,6 +374,7 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
                     "draft_coverage_pct": s.draft_coverage * 100 if s.draft_coverage is not None else None,
                     "mostly_loops": s.mostly_loops,
                     "repeated_ngram_share_p50": s.repeated_ngram_share_p50,
+                    "ends_at_eos": s.ends_at_eos,
                     "gamma": s.gamma,
                     "c": s.c,
                     "c_source": s.c_source,
@@ -397,6 +400,7 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
         Column("draft_coverage_pct", "steps drafted", PCT, 1),
         Column("repeated_ngram_share_p50", "repeated 4-grams P50", NUM, 2),
         Column("mostly_loops", "mostly loops", TEXT),
+        Column("ends_at_eos", "ends at EOS", TEXT),
         Column("alpha", "α", NUM, 2),
         Column("gamma", "γ", NUM, 2),
         Column("c", "c", NUM, 2),
@@ -418,7 +422,9 @@ def views(ctx: Context, a: dict[str, list[SpecLevel]]) -> list[View]:
         "against the base's level of the same workload. Repeated 4-grams: the median response's share of 4-grams "
         "repeating an earlier one of it; mostly loops: that median is at least the loop share "
         "(worthit.loadgen.repetition), where an acceptance measures the drafter predicting the model's loops, not "
-        "the traffic. c implied: the c that would make S match the measurement "
+        "the traffic. Ends at EOS: the level's replies stopped where the model ended them (a real-text workload's "
+        "default, as vllm bench serve's sharegpt), not forced on to max_tokens (ignore_eos), where a reply the "
+        "model has finished runs on into loops. c implied: the c that would make S match the measurement "
         f"(a diagnostic, not an input). Predicted S below {th:g}x (decide.min_predicted_speedup): not worth "
         "trying. Counts and their ratios are exact (no interval); predicted S is the model of measured inputs (no "
         "interval); the measured speed-up carries its 95% interval."

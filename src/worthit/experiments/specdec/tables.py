@@ -62,6 +62,12 @@ REPORT_SPECDEC = Table(
             pa.bool_(),
             "the median response is a loop (worthit.loadgen.repetition); null where the level predates the measure",
         ),
+        column(
+            "ends_at_eos",
+            pa.bool_(),
+            "the level's replies ended at the model's end-of-sequence (ignore_eos off, a real-text workload's "
+            "default); false: each generated its max_tokens; null where the level predates the record",
+        ),
         column("gamma", pa.float64(), "draft step cost / target step cost (0 for model-free drafting)"),
         column("c", pa.float64(), "verify step cost / plain decode step cost at this concurrency"),
         column("c_source", pa.string(), "how c was measured at this concurrency"),
@@ -82,5 +88,13 @@ REPORT_SPECDEC = Table(
         INTERVAL_BASIS,
         *REPORT_STATUS,
     ),
-    added=("workload", "level", "draft_coverage_pct", "repeated_ngram_share_p50", "mostly_loops", "c_implied"),
+    added=(
+        "workload",
+        "level",
+        "draft_coverage_pct",
+        "repeated_ngram_share_p50",
+        "mostly_loops",
+        "c_implied",
+        "ends_at_eos",
+    ),
 )

@@ -118,6 +118,7 @@ def from_config(
     sharegpt workload's output, which comes from the corpus's replies unless it sets its own);
     ``base``: the folder relative paths are taken from (default: the working directory);
     ``max_model_len``: the server's context, which a sharegpt workload's requests must fit.
+    ``ignore_eos`` (any kind): true or false; default by kind (:attr:`NamedWorkload.ignore_eos`).
     """
     where = f"{source}: key 'workloads.{name}"
     kind = spec.get("kind")
@@ -129,7 +130,27 @@ def from_config(
         raise WorkloadError(
             f"{where}.{unknown[0]}': not read by kind {kind} (keys of a {kind} workload: {', '.join(allowed)})"
         )
-    d = dict(defaults or {})
+    eos = spec.get("ignore_eos")
+    if eos is not None and not isinstance(eos, bool):
+        raise WorkloadError(
+            f"{where}.ignore_eos': {eos!r} (allowed: true, false, or leave it out for the kind's default)"
+        )
+    wl = _of_kind(name, kind, spec, where, dict(defaults or {}), base, max_model_len)
+    if eos is not None:
+        wl.ignore_eos = eos
+    return wl
+
+
+def _of_kind(
+    name: str,
+    kind: str,
+    spec: Mapping[str, Any],
+    where: str,
+    d: dict[str, Any],
+    base: Path | None,
+    max_model_len: int | None,
+) -> NamedWorkload:
+    """The workload of a checked ``kind`` (its keys known to be the kind's)."""
 
     def lengths(key: str, default: Any) -> Lengths:
         return Lengths.parse(spec.get(key) if spec.get(key) is not None else default, f"{where}.{key}'")

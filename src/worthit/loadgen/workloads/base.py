@@ -18,10 +18,11 @@ from worthit.loadgen.records import RequestSpec
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
 KINDS = ("random", "jsonl", "trace", "conversation", "sharegpt")
 # The keys each kind reads (besides kind and description); any other key is an error naming these.
+# (ignore_eos: every kind's.)
 KIND_KEYS = {
-    "random": ("prompt_tokens", "output_tokens"),
-    "jsonl": ("path", "output_tokens", "limit"),
-    "trace": ("path", "limit", "time_scale", "prefix_tokens"),
+    "random": ("prompt_tokens", "output_tokens", "ignore_eos"),
+    "jsonl": ("path", "output_tokens", "limit", "ignore_eos"),
+    "trace": ("path", "limit", "time_scale", "prefix_tokens", "ignore_eos"),
     "conversation": (
         "turns",
         "user_tokens",
@@ -29,8 +30,21 @@ KIND_KEYS = {
         "system_tokens",
         "conversations",
         "think_time_s",
+        "shape_from",
+        "max_turns",
+        "max_user_tokens",
+        "max_output_tokens",
+        "ignore_eos",
     ),
-    "sharegpt": ("path", "turns", "output_tokens", "min_tokens", "max_prompt_tokens", "max_total_tokens"),
+    "sharegpt": (
+        "path",
+        "turns",
+        "output_tokens",
+        "min_tokens",
+        "max_prompt_tokens",
+        "max_total_tokens",
+        "ignore_eos",
+    ),
 }
 _MAX_REDRAWS = 1000
 
@@ -172,6 +186,12 @@ class NamedWorkload:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # Whether a request asks the server to ignore the end-of-sequence token and generate exactly its
+        # max_tokens. Synthetic kinds do (their lengths are the experiment); real-text kinds do not, as ``vllm
+        # bench serve --dataset-name sharegpt`` does not: a reply the model ends early ends there (its
+        # max_tokens, the recorded reply's length or a fixed one, is a cap), instead of running on into the
+        # loops that flatter an n-gram drafter (docs/experiments.md, "Workloads"). ``ignore_eos`` sets it.
+        self.ignore_eos = not self.realistic
 
     def build(
         self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
@@ -181,7 +201,7 @@ class NamedWorkload:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind}
+        return {"name": self.name, "kind": self.kind, "ignore_eos": self.ignore_eos}
 
     def files(self) -> list[str]:
         """Files the workload reads (inputs of the levels that use it)."""
