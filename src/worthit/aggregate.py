@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from worthit import atomic, fmt, prom, schemas
+from worthit import atomic, energy, fmt, prom, schemas
 from worthit.experiments.kv.tables import KV_CACHE
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
+from worthit.experiments.loadtest.tables import ENERGY_COLUMNS, LOAD_REQUESTS, SUMMARY
 from worthit.loadgen.levels import summary_columns
 from worthit.loadgen.repetition import level_repetition
 from worthit.metrics import Slo, summarize
@@ -87,6 +87,7 @@ def summary_rows(
                     "duration_s": s.duration_s,
                     "repeated_ngram_share_p50": rep.repeated_ngram_share_p50,
                     "looping_share": rep.looping_share,
+                    **level_energy(res.metadata),
                     **kv_cols,
                     **level,
                 }
@@ -94,6 +95,14 @@ def summary_rows(
         # runs of a level next to each other (they are measured round after round)
         rows += sorted(level_rows, key=lambda r: (r["concurrency"] or 0, r["run"]))
     return rows
+
+
+def level_energy(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A level's energy columns from its metadata (worthit.energy); a level recorded without readings says so."""
+    e = metadata.get("energy")
+    if not isinstance(e, Mapping):
+        return {**{c.name: None for c in ENERGY_COLUMNS}, "energy_reason": energy.NOT_RECORDED}
+    return {c.name: e.get(c.name) for c in ENERGY_COLUMNS}
 
 
 def markdown_table(df: pd.DataFrame, columns: Iterable[tuple[str, str]]) -> str:
@@ -128,6 +137,7 @@ SUMMARY_COLUMNS = (
     ("goodput_tok_per_s", "goodput tok/s"),
     ("repeated_ngram_share_p50", "repeated 4-grams P50"),
     ("looping_share", "loops"),
+    ("energy_j_per_output_token", "J/output token"),
 )
 KV_COLUMNS = (
     ("variant", "variant"),
@@ -149,6 +159,14 @@ OPEN_LOOP_COLUMNS = (
     ("rate_delivered", "delivered"),
     ("reason", "why not"),
 )
+
+
+def energy_note(ok: pd.DataFrame) -> list[str]:
+    """Why the J/output token column is empty where it is (worthit.energy): each distinct reason once."""
+    if "energy_reason" not in ok:
+        return []
+    reasons = [str(r) for r in ok.loc[ok["energy_j_per_output_token"].isna(), "energy_reason"].dropna().unique()]
+    return [f"Energy per output token: {'; '.join(reasons)}.", ""] if reasons else []
 
 
 def open_loop_section(ok: pd.DataFrame) -> list[str]:
@@ -183,6 +201,7 @@ def write_summary(
         "",
         markdown_table(ok, columns),
         "",
+        *energy_note(ok),
         *open_loop_section(ok),
         "## KV cache",
         "",

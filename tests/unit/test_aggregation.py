@@ -19,7 +19,7 @@ import yaml
 
 from worthit import metrics, schemas, stats
 from worthit.aggregate import summary_rows
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SUMMARY
+from worthit.experiments.loadtest.tables import ENERGY_COLUMNS, LOAD_REQUESTS, SUMMARY
 from worthit.loadgen.levels import SUMMARY_COLUMNS
 from worthit.metrics import Slo, bootstrap_ratio_ci95, summarize
 
@@ -38,6 +38,7 @@ def _reference():
 
 reference = _reference()
 REPETITION = ("repeated_ngram_share_p50", "looping_share")  # summary columns newer than the recorded study
+ENERGY = tuple(c.name for c in ENERGY_COLUMNS)  # newer too: the recorded levels say energy was not recorded
 
 
 def _fixture_inputs():
@@ -51,7 +52,7 @@ def test_summary_of_the_recorded_study_is_the_committed_one():
     kv, load, slo = _fixture_inputs()
     committed = pq.read_table(FIXTURE / "summary.parquet").to_pylist()
     columns = committed[0].keys()  # the file predates the run column, the open-loop level columns and repetition
-    assert set(columns) >= set(SUMMARY.columns) - {"run", *SUMMARY_COLUMNS, *REPETITION}
+    assert set(columns) >= set(SUMMARY.columns) - {"run", *SUMMARY_COLUMNS, *REPETITION, *ENERGY}
     rows = [{k: r.get(k) for k in columns} for r in summary_rows(kv, load, slo)]
     assert len(rows) == len(committed) == 6
     assert rows == committed  # exact: every percentile, rate and count to the bit
@@ -62,7 +63,9 @@ def test_summary_rows_equal_the_reference_on_the_recorded_study():
     rows = summary_rows(kv, load, slo)
     # the reference predates the responses' repetition, which the recorded study's requests lack (null)
     assert all(r[k] is None for r in rows for k in REPETITION)
-    assert [{k: v for k, v in r.items() if k not in REPETITION} for r in rows] == reference.summary_rows(kv, load, slo)
+    assert all(r["energy_j"] is None and r["energy_reason"] for r in rows if r.get("n"))
+    kept = [{k: v for k, v in r.items() if k not in (*REPETITION, *ENERGY)} for r in rows]
+    assert kept == reference.summary_rows(kv, load, slo)
 
 
 def test_every_recorded_level_summarises_as_the_reference_did_to_the_bit():

@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worthit import prom, schemas
+from worthit import energy, prom, schemas
 from worthit.config import ConfigError, Study
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE
 from worthit.loadgen import levels as levelmod
@@ -138,6 +138,19 @@ def _loop(
     )
 
 
+def level_energy(
+    before: list[energy.Reading], after: energy.Reading, rows: list[dict[str, Any]], no_reader: str | None
+) -> dict[str, Any]:
+    """The level's energy record: the GPUs' joules between the reading after the warm-up and the one after the
+    last measured request, the seconds between them, and per output token of the measured requests."""
+    first = before[0] if before else energy.Reading(None, 0.0, "not measured: the level sent no measured request")
+    out = energy.between(first, after)
+    if out["energy_reason"] and no_reader:
+        out["energy_reason"] = no_reader
+    tokens = sum(int(r.get("output_tokens") or 0) for r in rows)
+    return {**out, "energy_j_per_output_token": energy.per_output_token(out["energy_j"], tokens)}
+
+
 def measure_level(
     url: str,
     model: str,
@@ -156,6 +169,8 @@ def measure_level(
     open_loop: Mapping[str, Any] | None = None,
     timeline_interval_s: float | None = None,
     api_key: str | None = None,
+    gpus: str | None = None,
+    energy_reader: energy.Reader | None = None,
 ) -> LevelRun:
     """One level: closed loop at a concurrency, open loop at a rate, or a trace replayed in time.
 
@@ -166,7 +181,9 @@ def measure_level(
     the warm-up and after the last measured request, so ``metrics_delta`` (and the speculative acceptance,
     the prefix-cache hit rate and the traffic check read off it) counts the measured requests only. A request
     the server refuses (HTTP 401/403) ends the level at once: :class:`ServerFailed` naming the cause and the
-    fix.
+    fix. ``gpus``: the server's CUDA_VISIBLE_DEVICES, whose NVML energy counters are read beside the server's
+    counters (``energy_reader`` replaces NVML; :mod:`worthit.energy`); the level's metadata records the
+    joules, the seconds between the readings and the joules per output token, or why they were not measured.
     """
     tok = load_tokenizer(tokenizer_dir)
     offset = _offset(level)
@@ -215,9 +232,12 @@ def measure_level(
     label = f"conc={level.concurrency}" if level.kind == CONC else level.name
     on_done = _progress(label, len(to_send.specs)) if progress else None
     before: dict[str, float] = {}
+    reader, no_energy = (energy_reader, None) if energy_reader is not None else energy.reader_for(gpus)
+    energy_before: list[energy.Reading] = []
 
     def read_before() -> None:  # between the warm-up and the first measured request
         before.update(counters(url, api_key))
+        energy_before.append(energy.read(reader))
 
     scraper = tl.Scraper(url, timeline_interval_s, api_key=api_key).start() if timeline_interval_s else None
     try:
@@ -227,6 +247,7 @@ def measure_level(
         raise refused(e, api_key) from None
     finally:
         samples = scraper.stop() if scraper is not None else None
+    energy_after = energy.read(reader)
     rows = result.rows()
     add_repetition(rows, result.records, tok)
     try:
@@ -246,6 +267,7 @@ def measure_level(
         "metrics_delta": prometheus_delta(before, after),
         "metrics_after_warmup": True,  # the delta counts the measured requests, not the warm-up
         "workload": described,
+        "energy": level_energy(energy_before, energy_after, rows, no_energy),
         "ignore_eos": ignore_eos,  # false: replies end at the model's end-of-sequence (output lengths vary)
     }
     traffic = prom.other_traffic(meta["metrics_delta"], rows)
@@ -278,6 +300,7 @@ def study_level(
     run: int = 1,
     seed_offset: int = 0,
     timeline_interval_s: float | None = None,
+    gpus: str | None = None,
 ) -> LevelRun:
     """One level as the study's ``loadtest`` section defines it for ``variant``: its workload, request
     count, lengths, warm-up, endpoint, timeout and open-loop settings. Run r uses its own prompts
@@ -302,6 +325,7 @@ def study_level(
         open_loop=lt,
         timeline_interval_s=timeline_interval_s,
         api_key=study.api_key,
+        gpus=gpus,
     )
 
 
@@ -348,6 +372,7 @@ def loadtest(
             run=run,
             seed_offset=0,
             timeline_interval_s=interval,
+            gpus=state.gpus,
         )
         rows = measured.rows
         for r in rows:

@@ -74,6 +74,18 @@ SERVER_TIMELINE = Table(
     ),
 )
 
+# What the level's tokens cost in energy (worthit.energy): NVML's counters of the server's GPUs, read after the
+# warm-up and after the last measured request
+ENERGY_COLUMNS = (
+    column("energy_j", pa.float64(), "energy the server's GPUs drew during the measured requests, joules (NVML)"),
+    column("energy_s", pa.float64(), "seconds between the two energy readings"),
+    column("energy_gpus", pa.int32(), "GPUs whose counters were summed (the server's CUDA_VISIBLE_DEVICES)"),
+    column("energy_j_per_output_token", pa.float64(), "energy_j / output tokens of the measured requests"),
+    column(
+        "energy_reason", pa.string(), "why energy was not measured (no NVIDIA GPU, counter reset); null if measured"
+    ),
+)
+
 SUMMARY = Table(
     "summary",
     "One row per variant x load level: latency percentiles, throughput, goodput and KV capacity.",
@@ -118,7 +130,9 @@ SUMMARY = Table(
             "median over responses of repeated_ngram_share (>= 0.5: the level's responses are mostly loops)",
         ),
         column("looping_share", pa.float64(), "share of responses whose repeated_ngram_share is >= 0.5 (loops)"),
+        *ENERGY_COLUMNS,
     ),
+    added=tuple(c.name for c in ENERGY_COLUMNS),
 )
 
 
