@@ -118,3 +118,17 @@ def test_a_variant_overrides_or_drops_the_study_s_card():
     bad["serve"]["emulate_gpu_memory_gib"] = 0
     with pytest.raises(ConfigError, match="emulate_gpu_memory_gib"):
         validate(bad, "seed")
+
+
+def test_online_fp8_weights_leave_the_pool_of_one_byte_linear_layers():
+    shape = P.ModelShape.from_file(QWEN7B)
+    bf16 = emulate.served_weights(P.Subject("bf16", {}, shape))
+    fp8 = emulate.served_weights(P.Subject("fp8", {"quantization": "fp8"}, shape))
+    # the linear layers (6.5 B weights) drop to one byte; embeddings and lm_head stay bf16
+    assert bf16 - fp8 == pytest.approx(6.53e9, rel=0.01)
+    cfg = emulated_seed(24)
+    cfg["variants"]["fp8_w"] = {**cfg["variants"]["bf16"], "engine_args": {"quantization": "fp8"}}
+    planned = rows(validate(cfg, "seed"), H200)
+    assert planned["fp8_w"]["kv_memory_gib"] - planned["bf16"]["kv_memory_gib"] == pytest.approx(
+        (bf16 - fp8) / GIB, rel=0.01
+    )

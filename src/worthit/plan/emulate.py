@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from worthit import engine_args as eargs
 from worthit.plan.hardware import Hardware
 from worthit.plan.memory import memory_overhead_gib
-from worthit.plan.shapes import GIB, ModelShape, PlanError, parallel_sizes
+from worthit.plan.shapes import GIB, ModelShape, PlanError, Quant, dtype_bytes, parallel_sizes, served_dtype
+
+if TYPE_CHECKING:
+    from worthit.plan.prerequisites import Subject
 
 KEY = "emulate_gpu_memory_gib"
 FLAG = "kv-cache-memory-bytes"
+# vLLM's online weight quantisation of an unquantised checkpoint: linear layers at one byte a weight
+ONLINE_8BIT = ("fp8", "ptpc_fp8")
 
 
 class EmulationError(PlanError):
@@ -106,6 +111,18 @@ def emulated_pool(
     return EmulatedPool(card_gib, util, per_gpu, ovh, kv)
 
 
+def served_weights(s: Subject, cpu: bool = False) -> int:
+    """Weight bytes the variant's server holds: the checkpoint's (or the shapes') as served, except that an
+    unquantised checkpoint served with ``quantization: fp8`` (vLLM quantises its linear layers to FP8 while
+    loading) holds those layers at one byte a weight."""
+    weights = s.weights(cpu)[0] or 0
+    method = str(eargs.get(s.args, "quantization") or "").lower()
+    if s.shape is not None and s.shape.quant is None and method in ONLINE_8BIT:
+        served = dtype_bytes(served_dtype(s.shape, s.args, cpu)) or 2
+        return replace(s.shape, quant=Quant(method, 8, None)).weight_bytes(served)
+    return int(weights)
+
+
 def _finite(x: float) -> bool:
     return x == x and x not in (float("inf"), float("-inf"))
 
@@ -122,7 +139,7 @@ def serve_args(
     from worthit.plan.prerequisites import serving_subject  # prerequisites builds on memory, as this does
 
     s = serving_subject(args, model_dir)
-    weights, _ = s.weights()
+    weights = served_weights(s)
     if s.shape is None or not weights:
         raise EmulationError(
             f"{where}: {KEY} {card_gib:g}: {os.fspath(model_dir)}/config.json or its weight files are missing or "

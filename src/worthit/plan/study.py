@@ -135,7 +135,8 @@ def make_plan(
         if emulated_gib is not None and s.shape is not None:
             where = f"variant '{vname}' (serve.emulate_gpu_memory_gib or variants.{vname}.emulate_gpu_memory_gib)"
             try:
-                emulated = emulate.emulated_pool(s.shape, args, s.weights(hw.cpu)[0] or 0, emulated_gib, where=where)
+                weights = emulate.served_weights(s, hw.cpu)
+                emulated = emulate.emulated_pool(s.shape, args, weights, emulated_gib, where=where)
             except emulate.EmulationError as e:
                 emulated = e
             else:
