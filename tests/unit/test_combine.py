@@ -1,5 +1,6 @@
-"""``worthit combine`` on the committed one-machine sittings (examples/h200-qwen/sitting14..16, real H100
-measurements): the combined folder holds the sittings' own rows under the new names, says where each file came
+"""``worthit combine`` on the three one-machine measurement sessions (examples/h200-qwen/h100-int4-ngram,
+h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows on the evidence branch,
+tests/evidence.py): the combined folder holds the sessions' own rows under the new names, says where each file came
 from, and renders the committed one-machine report (examples/h200-qwen/one-machine/) with every optimisation
 judged on one machine. Bad input names the folder, variant or name and what to do; a plain copy of a result under
 another variant's name is still refused by the report."""
@@ -15,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests import evidence
 from worthit import cli, schemas
 from worthit.combine import COMBINED_FROM
 from worthit.report.build import main as report_main
@@ -22,6 +24,11 @@ from worthit.report.build import main as report_main
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "h200-qwen"
 ONE = EXAMPLE / "one-machine"
+
+
+def _session(name: str) -> Path:
+    """The results folder of one of the measurement sessions the one-machine report combines."""
+    return evidence.sample(f"h200-qwen/{name}") / "results"
 
 
 def _combine_command() -> list[str]:
@@ -36,7 +43,7 @@ def _combine_command() -> list[str]:
 def _combine_example(out: Path) -> None:
     argv = _combine_command()
     argv[argv.index("--out") + 1] = str(out)
-    argv = [str(ROOT / a) if a.startswith("examples/") else a for a in argv]
+    argv = [str(evidence.sample(a.removeprefix("examples/"))) if a.startswith("examples/") else a for a in argv]
     assert cli.main(["combine", *argv]) == 0
 
 
@@ -49,7 +56,7 @@ def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_pat
     assert {v: r["outcome"] for v, r in made.items()} == {v: r["outcome"] for v, r in kept.items()}
     optimisations = [r for r in made.values() if r["role"] == "optimisation"]
     assert {r["variant"] for r in optimisations} >= {"awq_int4", "spec_ngram", "no_prefix_cache", "spec_draft"}
-    for r in optimisations:  # each judged against its own sitting's bf16, never across machines
+    for r in optimisations:  # each judged against its own session's bf16, never across machines
         assert r["interval_basis"].endswith("one machine"), (r["variant"], r["interval_basis"])
     assert made["awq_int4"]["baseline"] == "bf16_s14" and made["spec_draft"]["baseline"] == "bf16_s16"
     # the draft model measured at a third of its own model's S: suspect, not rejected (docs/verdicts.md)
@@ -65,7 +72,7 @@ def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_pat
 
 
 def test_a_combined_file_keeps_its_rows_and_says_where_it_came_from(tmp_path: Path) -> None:
-    src = EXAMPLE / "sitting15" / "results"
+    src = _session("h100-prefix-fp8-kv")
     assert cli.main(["combine", "--out", str(tmp_path), "--from", str(src), "bf16=bf16_s15", "fp8_kv"]) == 0
     for rel in ("load/conc~64.rep~2.parquet", "kv.parquet", "accuracy_samples.parquet"):
         before, after = pq.read_table(src / "variant~bf16" / rel), pq.read_table(tmp_path / "variant~bf16_s15" / rel)
@@ -85,7 +92,7 @@ def test_a_combined_file_keeps_its_rows_and_says_where_it_came_from(tmp_path: Pa
 
 
 def test_a_plain_copy_under_another_name_is_still_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    shutil.copytree(EXAMPLE / "sitting16" / "results" / "variant~bf16", tmp_path / "variant~bf16_s16")
+    shutil.copytree(_session("h100-draft") / "variant~bf16", tmp_path / "variant~bf16_s16")
     assert report_main(["--results", str(tmp_path), "--configfile", str(ONE / "config.yaml")]) == 2
     err = capsys.readouterr().err
     assert "holds the result of variant 'bf16', not of 'bf16_s16'" in err and "worthit combine" in err
@@ -93,7 +100,7 @@ def test_a_plain_copy_under_another_name_is_still_refused(tmp_path: Path, capsys
 
 
 def test_exclude_and_replace(tmp_path: Path) -> None:
-    src = EXAMPLE / "sitting16" / "results"
+    src = _session("h100-draft")
     argv = ["combine", "--out", str(tmp_path), "--from", str(src), "bf16=b"]
     assert cli.main(argv) == 0
     assert (tmp_path / "variant~b" / "load" / "shared_prefix").is_dir()
@@ -114,7 +121,7 @@ def test_exclude_and_replace(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
-    paths = {"s15": EXAMPLE / "sitting15" / "results", "s16": EXAMPLE / "sitting16" / "results", "tmp": tmp_path}
+    paths = {"s15": _session("h100-prefix-fp8-kv"), "s16": _session("h100-draft"), "tmp": tmp_path}
     argv = ["combine", "--out", str(tmp_path / "out"), *(a.format(**paths) for a in args)]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -125,7 +132,7 @@ def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
 
 def test_a_source_is_never_written_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "results"
-    shutil.copytree(EXAMPLE / "sitting16" / "results" / "variant~draft_alone", src / "variant~draft_alone")
+    shutil.copytree(_session("h100-draft") / "variant~draft_alone", src / "variant~draft_alone")
     before = sorted(p.relative_to(src) for p in src.rglob("*"))
     argv = ["combine", "--out", str(src), "--from", str(src), "draft_alone", "--replace"]
     assert cli.main(argv) == 2
@@ -136,7 +143,7 @@ def test_a_source_is_never_written_over(tmp_path: Path, capsys: pytest.CaptureFi
 def test_an_existing_variant_folder_is_not_overwritten_unasked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["combine", "--out", str(tmp_path), "--from", str(EXAMPLE / "sitting16" / "results"), "draft_alone"]
+    argv = ["combine", "--out", str(tmp_path), "--from", str(_session("h100-draft")), "draft_alone"]
     assert cli.main(argv) == 0
     marker = tmp_path / "variant~draft_alone" / "kept.txt"
     marker.write_text("mine")

@@ -1,6 +1,7 @@
 """An interrupted tune's confirmation, judged on the fresh starts it measured, serving nothing
 (``worthit tune --no-confirm``). The data is the real tune of examples/h200-qwen/tune/ (Qwen2.5-Coder-1.5B on an
-H100, stop 44): vLLM's defaults measured on both of their fresh starts, the rounds' best on one of its two."""
+H100; its per-request rows on the evidence branch, tests/evidence.py): vLLM's defaults measured on both of their
+fresh starts, the rounds' best on one of its two."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import evidence
 from worthit.config import ROOT, load
 from worthit.tune.candidates import start_variant
 from worthit.tune.confirm import DEFAULTS
@@ -19,14 +21,13 @@ from worthit.tune.space import LATENCY, THROUGHPUT, parse
 from worthit.tune.summary import write
 
 CONFIG = ROOT / "config/studies/h200-qwen2.5-coder-tune.yaml"
-TUNE = ROOT / "examples/h200-qwen/tune/results"
 BEST = "2e1f648e2f39"  # max-num-seqs 107, max-num-batched-tokens 5954: both scenarios' best of the rounds
 
 
 def _tune(tmp_path: Path) -> tuple[dict, TuneSearch, Path]:
     cfg = load(CONFIG)
     results = tmp_path / "results" / f"{cfg['study']}-tune"
-    shutil.copytree(TUNE, results)
+    shutil.copytree(evidence.sample("h200-qwen/tune") / "results", results)
     (results / "tune" / "confirmation.parquet").unlink()
     search = TuneSearch(parse(cfg, str(CONFIG)), results / "tune" / "journal.log", study_name=str(cfg["study"]))
     return cfg, search, results
