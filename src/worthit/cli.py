@@ -10,7 +10,7 @@ anything runs (:mod:`worthit.plan`).
 ``worthit tune --dry-run --config FILE`` checks a study's ``tune:`` section against the installed vLLM and
 counts its search, the candidates the plan prunes before serving among them (:mod:`worthit.tune`).
 ``worthit report`` re-decides and re-renders a results folder (:mod:`worthit.report.build`); ``worthit combine``
-brings chosen variants of several results folders (sittings on several machines) into one (:mod:`worthit.combine`).
+brings chosen variants of several results folders (sessions on several machines) into one (:mod:`worthit.combine`).
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub.add_parser(
         "combine",
-        help="copy chosen variants of several results folders into one (each sitting's baseline under its own "
+        help="copy chosen variants of several results folders into one (each session's baseline under its own "
         "name); see worthit.combine",
         add_help=False,
     )

@@ -1,15 +1,15 @@
 """One results folder from several: each comparison measured on its own machine, reported side by side.
 
-A study whose variants cannot all be measured on one machine in one sitting (a lent GPU's time runs out, a
-cluster gives another node each day) is measured in sittings, each with the baseline beside the variants it
-judges. ``worthit combine`` copies chosen variants of each sitting's ``results/<study>`` into one folder, a
-variant under a new name where two sittings share one (every sitting's ``bf16``), so that ``worthit report``
-judges each variant against the baseline of its own sitting (``variants.<v>.baseline`` in the combined study's
+A study whose variants cannot all be measured on one machine in one session (a lent GPU's time runs out, a
+cluster gives another node each day) is measured in sessions, each with the baseline beside the variants it
+judges. ``worthit combine`` copies chosen variants of each session's ``results/<study>`` into one folder, a
+variant under a new name where two sessions share one (every session's ``bf16``), so that ``worthit report``
+judges each variant against the baseline of its own session (``variants.<v>.baseline`` in the combined study's
 config) and every verdict's interval holds one machine's spread (docs/verdicts.md, "The rules", item 7)::
 
     worthit combine --out results/one-machine \\
-        --from results/sitting-a bf16=bf16_a awq_int4 \\
-        --from results/sitting-b bf16=bf16_b fp8_kv
+        --from results/session-a bf16=bf16_a awq_int4 \\
+        --from results/session-b bf16=bf16_b fp8_kv
 
 Nothing measured changes: each Parquet file is copied with its rows and metadata, the variant's name in both
 (the ``variant`` column and the ``variant`` key the report checks a file's place against) is the new one, and
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="worthit combine",
         description="Copy chosen variants of several results folders into one, renaming where two share a name, "
-        "so that worthit report judges each against the baseline of its own sitting (see worthit.combine).",
+        "so that worthit report judges each against the baseline of its own session (see worthit.combine).",
     )
     ap.add_argument("--out", required=True, help="the combined results folder (created)")
     ap.add_argument(
@@ -199,6 +199,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"combined {sum(counts.values())} file(s) of {len(counts)} variant(s) into {a.out}; render it with "
         f"worthit report --results {a.out} --configfile CONFIG, where each variant's baseline: names the "
-        "baseline of its own sitting"
+        "baseline of its own session"
     )
     return 0

@@ -1,4 +1,4 @@
-"""tools/device/follow.sh, which runs a sitting's tune or variants across several device calls: a call leaves
+"""tools/device/follow.sh, which runs a session's tune or variants across several device calls: a call leaves
 the command running at its budget, the next call follows the same run to its end without starting another,
 and STOP=1 stops it through its stop file, then its session, recording the exit status."""
 

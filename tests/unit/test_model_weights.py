@@ -1,4 +1,4 @@
-"""The manifest says whether a model's weights are real or random (item 5 of issue 14)."""
+"""The manifest says whether a model's weights are real or random."""
 
 from __future__ import annotations
 

@@ -924,7 +924,7 @@ def test_the_provenance_names_every_machine_the_results_came_from(results: Path,
     prov = provenance(r.ctx)
     assert prov["hardware"]["host"] == "node1" and "machines" not in prov, prov.get("machines")
     assert "measured on" not in html_page(r.ctx, r.views, {})
-    # results carried from another card (a sitting on another machine): not one machine's stamp
+    # results carried from another card (a session on another machine): not one machine's stamp
     _restamp(results / "variant~fast", "node2", ["GPU-22222222-bbbb"])
     r = report(results, cfg)
     prov = provenance(r.ctx)
@@ -1108,7 +1108,7 @@ def test_accuracy_measured_on_another_machine_leaves_the_timings_on_one_machine(
     for v in ("control", "fast"):
         cfg["variants"][v]["experiments"] = [*cfg["variants"][v].get("experiments", ["kv", "loadtest"]), "accuracy"]
         _accuracy(results, v, {"arc_easy": 0.75}, {"arc_easy": [1.0] * 300 + [0.0] * 100})
-    _stamp_files([results / "variant~fast" / "accuracy.parquet"], "vm", ["GPU-dddddddd-4"])  # a later sitting
+    _stamp_files([results / "variant~fast" / "accuracy.parquet"], "vm", ["GPU-dddddddd-4"])  # a later session
     fast = _verdicts(results, cfg)["fast"]
     assert fast["outcome"] == "adopt" and "more than one machine" not in fast["reason"]
     _stamp_files([results / "variant~fast" / "load" / "conc~4.parquet"], "vm", ["GPU-dddddddd-4"])  # a timing

@@ -1,5 +1,5 @@
 """The report's load levels are the closed-loop levels of the default workload: rate and replay levels and
-named workloads (issue 17's levels) are summarised on their own, never grouped as "concurrency 0"."""
+named workloads are summarised on their own, never grouped as "concurrency 0"."""
 
 from __future__ import annotations
 

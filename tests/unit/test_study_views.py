@@ -1,5 +1,5 @@
 """The study-level tables beside the results reach the report page: the plan against the measurement
-(issue 18) and what the study cost (issue 20)."""
+and what the study cost."""
 
 from __future__ import annotations
 

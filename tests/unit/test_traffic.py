@@ -46,8 +46,8 @@ def test_a_failed_request_may_have_generated_a_full_answer_the_client_never_saw(
 
 def test_a_warm_up_with_longer_answers_than_the_workloads_is_the_runs_own() -> None:
     # a 64-token shared-prefix level warmed up with the study's default requests (512 -> 256): measured on an
-    # H100 (sitting 14), 4 warm-ups of 256 tokens read as 768 foreign tokens when only the measured
-    # requests' 64 were allowed each
+    # H100 (examples/h200-qwen/h100-int4-ngram), 4 warm-ups of 256 tokens read as 768 foreign tokens when only
+    # the measured requests' 64 were allowed each
     rows = _rows(8, prompt=1_700, output=64)
     delta = {PROMPT_TOKENS: 8 * 1_700 + 4 * 512, GENERATION_TOKENS: 8 * 64 + 4 * 256, prom.REQUESTS_FINISHED: 12.0}
     assert prom.other_traffic(delta, rows, n_warmup=4)["shared"] is True  # type: ignore[index]

@@ -13,8 +13,8 @@
 #   REMEASURE_VARIANTS="bf16 spec_draft draft_alone" tools/device/pack-sample.sh
 # leaves out every timed result of those variants (load, prefix, kv, specdec/verify: every table but accuracy,
 # whose item scores no machine sets; worthit.report.context.MACHINE_FREE_TABLES, read by
-# tools/device/timed_results.py from each file's metadata), so a sitting measures each of them whole on its one
-# machine (sitting 15).
+# tools/device/timed_results.py from each file's metadata), so a session measures each of them whole on its one
+# machine (examples/h200-qwen/h100-prefix-fp8-kv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 SAMPLE=${1:-examples/h200-qwen}

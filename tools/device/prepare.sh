@@ -41,7 +41,7 @@ step_wheels() {
       /tmp/whl/quant/*.whl || return 1
   fi
   # The wheels go in with --no-compile, and if the image's Python writes no bytecode on import
-  # (PYTHONDONTWRITEBYTECODE), every vLLM process compiles vLLM's sources again: sitting 10 measured ~30 s for
+  # (PYTHONDONTWRITEBYTECODE), every vLLM process compiles vLLM's sources again: a session on the H200 measured ~30 s for
   # each of the three Python start-ups of a server. Compile them once here, beside the transfers.
   local tc; tc=$(date +%s)
   "$PY" -m compileall -q -j 0 /tmp/site >/dev/null 2>&1

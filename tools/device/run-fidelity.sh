@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The load generator against `vllm bench serve` on one H200 (issue 34, point 5;
-# benchmarks/loadgen_fidelity/served.py): Qwen2.5-Coder-0.5B-Instruct served by vLLM 0.25, worthit's client
+# The load generator against `vllm bench serve` on one H200
+# (benchmarks/loadgen_fidelity/served.py): Qwen2.5-Coder-0.5B-Instruct served by vLLM 0.25, worthit's client
 # and vllm bench alternating on the one server, with and without each other's sampling, every run bracketed
 # by the server's /metrics. After the parts (tools/device/make-qwen-parts.sh; the 0.5B travels first, so the
 # parts up to its end are enough: `WARMUP=1 tools/device/receive.sh`, one call per part):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One call of a sitting that measures several variants on one machine, one after another
-# (examples/h200-qwen/README.md, sitting 11):
+# One call of a measurement session that measures several variants on one machine, one after another
+# (docs/running.md; examples/h200-qwen/defaults-and-int8-kv/ was measured so):
 #   WARMUP=1 VARIANTS="bf16 int8_kv eager" CALL_BUDGET_S=595 tools/device/run-sitting.sh CONFIG
 # runs tools/device/run-study.sh for one variant at a time, in the order VARIANTS gives (given several
-# variants' targets, Snakemake picks its own order: in sitting 10 int8_kv ran before its baseline and the
+# variants' targets, Snakemake picks its own order: in examples/h200-qwen/int8-kv-two-machines int8_kv ran before its baseline and the
 # baseline never ran), each with what is left of this call's CALL_BUDGET_S. The same command in the next call
 # resumes where this one stopped: a variant whose measurements are all on disk is skipped, and a variant is
 # started only when the call has time left for what it still has to measure (NEED_S, default 330 s: a server

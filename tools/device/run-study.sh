@@ -81,7 +81,7 @@ smk() {  # snakemake with what is left of the budget
   local end pid
   end=$(( $(date +%s) + $(left) ))
   rm -f "$WORTHIT_STOP_FILE"
-  # an earlier smk of this call that the budget killed leaves its lock (sitting 12: the quantisation's)
+  # an earlier smk of this call that the budget killed leaves its lock (examples/h200-qwen/7b-int4-first-try: the quantisation's)
   python3 -m snakemake --unlock --configfile "$CONFIG" >/dev/null 2>&1
   python3 -m snakemake --cores 8 --configfile "$CONFIG" --keep-going --rerun-incomplete --keep-incomplete "$@" &
   pid=$!

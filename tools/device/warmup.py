@@ -1,7 +1,7 @@
 """A throwaway vLLM engine start on the device machine, before the study's first server.
 
 The first vLLM start on a freshly lent machine paid ~2 minutes that every later start on it did not, whatever
-the model and with vLLM's compile cache cold for all of them (examples/h200-qwen/README.md, sitting 6): the
+the model and with vLLM's compile cache cold for all of them (examples/h200-qwen/README.md, its sixth session): the
 per-machine kernel caches (Triton's, FlashInfer's JIT builds of the sampler) fill then. This engine has the
 study model's shape (Qwen2.5-Coder-1.5B-Instruct: the config below) and random weights (``load_format
 dummy``: no checkpoint, no tokenizer), the server's batch limits, and its own compile cache (``VLLM_CACHE_ROOT``

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The machine's warm-up before a sitting's first server (tools/device/warmup.py; examples/h200-qwen/README.md,
-# sitting 10), once per machine, in the background (setsid: it outlives the call that starts it), and the
+# The machine's warm-up before a measurement session's first server (tools/device/warmup.py;
+# examples/h200-qwen/README.md), once per machine, in the background (setsid: it outlives the call that starts it), and the
 # carried vLLM's `vllm serve --help=all` kept as evidence of what it accepts (kv-cache-dtype choices, ...).
 #   warmup.sh bg     start it if the wheels are installed (tools/device/prepare.sh) and it never ran here
 #   warmup.sh after-wheels   wait for the wheels (prepare.sh wait wheels; exit 1 if they fail), then bg: what a

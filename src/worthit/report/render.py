@@ -113,7 +113,7 @@ def _md_inline(text: str) -> str:
 
 def machines(files: Sequence[Any]) -> list[dict[str, Any]]:
     """Each machine whose stamp the results carry (:func:`worthit.provenance.machine`), with its GPU and how
-    many result files it measured, most first: results carried from several sittings, or cards, are not one
+    many result files it measured, most first: results carried from several sessions, or cards, are not one
     machine's, and the provenance must not read as if they were."""
     found: dict[str, dict[str, Any]] = {}
     for f in files:
