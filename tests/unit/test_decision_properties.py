@@ -52,7 +52,7 @@ QUANTITIES = (
 JUDGED = {"e2e"}  # the rest are shown beside it and count only as harms (docs/verdicts.md, "Harms")
 # Run-to-run sd of log(figure) pooled over the repeated load levels of committed runs: a quiet 2-core CPU run
 # of the embedded default (examples/embedded-default/results; test_the_cpu_spreads_are_the_committed_runs
-# checks them) and the widest of the three lent H100s of examples/h200-qwen/one-machine (sitting 15's).
+# checks them) and the widest of the three lent H100s of examples/h200-qwen/one-machine (h100-prefix-fp8-kv's).
 OBSERVED = {
     "cpu": {"e2e": 0.071, "ttft": 0.044, "tpot": 0.133, "ttft99": 0.047, "tpot99": 0.105},
     "h100": {"e2e": 0.159, "ttft": 0.157, "tpot": 0.157, "ttft99": 0.128, "tpot99": 0.144},
