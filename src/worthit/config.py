@@ -124,6 +124,10 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
     _check_engine_args(cfg, source)
     _check_specdec(cfg, source)
     _check_workloads(cfg, source)
+    from worthit.experiments.specdec.real_text import add_real_text_levels  # its levels reach every rule
+
+    if add_real_text_levels(cfg, source):  # speculative variants without a real-text level get ShareGPT ones
+        _check_workloads(cfg, source)
     _check_sweet_spot(cfg, source)
     return cfg
 

@@ -8,6 +8,7 @@ tests/integration/test_workloads_vllm.py checks the token counts against vLLM wi
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import statistics
@@ -18,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.unit.word_tokenizer import word_level_tokenizer
-from worthit.config import ConfigError, Study, validate
+from worthit.config import ConfigError, Study, load, validate
 from worthit.loadgen import levels as lv
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.prompts import WorkloadError
@@ -713,17 +714,70 @@ def test_the_plan_says_which_workload_each_experiment_sends_and_why() -> None:
     from worthit.plan.workloads import CONTENT_DECIDES, CONTENT_FREE, workload_lines
 
     ngram = {"speculative-config": {"method": "ngram", "num_speculative_tokens": 4}}
-    cfg = study_cfg()
+    cfg = study_cfg(real_text_for_speculative=False, real_text_for_speculative_reason="a kernel benchmark")
     cfg["variants"] = {"b": {"model": "m"}, "s": {"model": "m", "engine_args": ngram}}
-    random_only = workload_lines(validate(cfg))
+    random_only = workload_lines(validate(copy.deepcopy(cfg)))
     assert random_only[0] == (
         f"loadtest · b: conc~1, conc~4, rate~2.5, rate~5: random tokens (256-token prompts) ({CONTENT_FREE})"
     )
     assert random_only[1].startswith("loadtest · s:") and CONTENT_DECIDES in random_only[1]
-    assert "WARNING: s is measured on random tokens only; add a real-text level" in random_only[1]
+    assert random_only[1].endswith(
+        "WARNING: s is measured on random tokens only (loadtest.real_text_for_speculative is false: a kernel benchmark)"
+    )
+    del cfg["loadtest"]["real_text_for_speculative"], cfg["loadtest"]["real_text_for_speculative_reason"]
     cfg["workloads"]["sg"] = {"kind": "sharegpt"}
     cfg["loadtest"]["workload_levels"] = [{"workload": "sg", "concurrency": 2, "variants": ["b", "s"]}]
     lines = workload_lines(validate(cfg))
     assert lines[1].endswith("; judged on real text (sg/conc~2))") and "WARNING" not in lines[1]
     assert "sg/conc~2: sg (ShareGPT V3 first turns)" in lines[1]
     assert lines[0].endswith(f"({CONTENT_FREE}; its real-text levels are what s is compared with)")
+
+
+def test_a_speculative_variant_without_real_text_gets_sharegpt_levels_with_its_base() -> None:
+    """Speculative decoding of any method is measured on real text by default: ShareGPT first-turn levels at
+    the lowest and the middle concurrency, on the speculative variants and their base, said in the plan; a
+    study that has them already (the embedded default) gets nothing more, and loading the result again adds
+    nothing."""
+    from worthit.experiments.specdec.real_text import level_subset
+    from worthit.plan.workloads import workload_lines
+
+    assert [level_subset(x) for x in ([1, 4, 16], [1, 16, 64, 256], [8], [16, 1, 4])] == [[1, 4], [1, 64], [8], [1, 4]]
+    draft = {"speculative-config": {"method": "draft_model", "model": "d", "num_speculative_tokens": 3}}
+    ngram = {"speculative-config": {"method": "ngram", "num_speculative_tokens": 4}}
+    cfg = study_cfg(levels=[1, 4, 16], rates=[])
+    cfg["variants"] = {
+        "b": {"model": "m"},
+        "s": {"model": "m", "engine_args": ngram},
+        "d": {"model": "m", "engine_args": draft},
+        "q": {"model": "m"},
+    }
+    done = validate(copy.deepcopy(cfg))
+    s = Study(done)
+    assert done["workloads"]["sharegpt"]["kind"] == "sharegpt" and "path" not in done["workloads"]["sharegpt"]
+    added = ["load/sharegpt/conc~1", "load/sharegpt/conc~4"]
+    for v in ("b", "s", "d"):
+        assert [x.path() for x in s.variant_levels(v)] == ["load/conc~1", "load/conc~4", "load/conc~16", *added], v
+    assert [x.path() for x in s.variant_levels("q")] == ["load/conc~1", "load/conc~4", "load/conc~16"]
+    lines = {line.split(":")[0]: line for line in workload_lines(done)}
+    assert (
+        "ShareGPT levels added for s, d and their base b: speculative decoding is judged on real text"
+        in (lines["loadtest · s"])
+    )
+    assert "WARNING" not in lines["loadtest · s"] and "added" not in lines["loadtest · q"]
+    assert validate(copy.deepcopy(done))["loadtest"]["workload_levels"] == done["loadtest"]["workload_levels"]
+    # a level of the study's own at the same concurrency, named for other variants: these measure it too
+    cfg["workloads"]["mine"] = {"kind": "sharegpt", "min_tokens": 8}
+    cfg["loadtest"]["workload_levels"] = [{"workload": "mine", "concurrency": 4, "variants": ["q"]}]
+    shared = validate(copy.deepcopy(cfg))
+    assert "sharegpt" not in shared["workloads"]
+    assert [(lv["concurrency"], lv["variants"]) for lv in shared["loadtest"]["workload_levels"]] == [
+        (4, ["q", "b", "s", "d"]),
+        (1, ["b", "s", "d"]),
+    ]
+    # the embedded default measures spec_ngram on ShareGPT already: its levels are the config's own
+    embedded = load(ROOT / "config" / "config.yaml")
+    assert not any(lv.get("added") for lv in embedded["loadtest"]["workload_levels"])
+    # opting out needs a reason
+    cfg["loadtest"]["real_text_for_speculative"] = False
+    with pytest.raises(ConfigError, match=r"key 'loadtest\.real_text_for_speculative_reason': .* say why"):
+        validate(copy.deepcopy(cfg))

@@ -62,6 +62,16 @@ def _sends(study: Study, variant: str, level: LoadLevel) -> tuple[str, bool]:
     return f"{name} (random tokens, {kind} workload)", real_text(kind)
 
 
+def _added(study: Study, variant: str, level: LoadLevel) -> str | None:
+    """Why worthit added a workload level the variant measures (None: the study's own level)."""
+    specs = study.cfg["loadtest"]["workload_levels"]
+    named = study.load_levels[len(study.load_levels) - len(specs) :]  # the workload levels, in the same order
+    for spec, lv in zip(specs, named, strict=True):
+        if lv == level and spec.get("added"):
+            return str(spec["added"])
+    return None
+
+
 def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
     """Per load-tested variant (and the prefix experiment) what its levels send and why."""
     study = Study(cfg)
@@ -72,18 +82,24 @@ def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
         sends = {lv.name: _sends(study, variant, lv) for lv in levels}
         real = [name for name, (_, is_real) in sends.items() if is_real]
         warning = None
+        added = sorted({why for lv in levels if (why := _added(study, variant, lv))})
         if variant in speculative:
             why = CONTENT_DECIDES + (f"; judged on real text ({', '.join(real)})" if real else "")
             if not real:
-                warning = (
-                    f"{variant} is measured on random tokens only; add a real-text level "
-                    "(workloads: {sharegpt: {kind: sharegpt}} and loadtest.workload_levels)"
+                opted_out = study.cfg["loadtest"].get("real_text_for_speculative_reason")
+                warning = f"{variant} is measured on random tokens only" + (
+                    f" (loadtest.real_text_for_speculative is false: {opted_out})"
+                    if opted_out
+                    else "; add a real-text level (workloads: {sharegpt: {kind: sharegpt}} and "
+                    "loadtest.workload_levels)"
                 )
         else:
             peers = [v for v in study.spec_variants if set(real) & {lv.name for lv in study.variant_levels(v)}]
             why = CONTENT_FREE + (
                 f"; its real-text levels are what {', '.join(peers)} is compared with" if peers else ""
             )
+        if added:
+            why += f"; ShareGPT levels {'; '.join(added)}"
         out.append(WorkloadChoice("loadtest", variant, {k: v for k, (v, _) in sends.items()}, why, warning))
     prefix = cfg.get("prefix") or {}
     if any("prefix" in study.variant(v).experiments for v in study.variants) and prefix.get("lengths"):
