@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Save the first screen of a study's report, as a person opening it sees it, and check what it shows.
 
-    .venvs/workflow/bin/python tools/screenshot_report.py --results examples/h200-qwen/results \
-        --configfile config/studies/h200-qwen2.5-coder.yaml
+    .venvs/workflow/bin/python tools/screenshot_report.py --page examples/h200-qwen/results/report.html \
+        --out examples/h200-qwen/first-screen.png
+    .venvs/workflow/bin/python tools/screenshot_report.py --results ../worthit-evidence/examples/h200-qwen/results \
+        --configfile config/studies/h200-qwen2.5-coder.yaml --out examples/h200-qwen/first-screen.png
     .venvs/workflow/bin/python tools/screenshot_report.py --results examples/embedded-default/results \
         --configfile config/config.yaml
 
 It renders the report of the results folder (``--page``: takes a rendered page as it is) into a temporary
 folder, so the folder itself is left as it is, opens it in headless Chromium at 1400x900 and writes the
 screenshot to ``--out`` (default: ``first-screen.png`` beside the results folder, e.g.
-examples/h200-qwen/first-screen.png). It then checks the page's layout (worthit.testing.browser): every
+examples/h200-qwen/first-screen.png). A GPU sample's results are on the evidence branch (examples/README.md); its
+rendered page is here. It then checks the page's layout (worthit.testing.browser): every
 optimisation's verdict and headline effect in the first screen, no table wider than the page; it names what
 is not and exits 1. Needs Debian's ``chromium`` (apt-get install chromium).
 """

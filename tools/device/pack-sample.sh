@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Make the resume tarball .gpu-results/results.tgz from a committed sample, for a sitting on a fresh machine
-# whose last call's tarball is gone (it is git-ignored, kept only in the checkout that made it):
+# Make the resume tarball .gpu-results/results.tgz from a committed sample, for a measurement session on a fresh
+# machine whose last call's tarball is gone (it is git-ignored, kept only in the checkout that made it):
 #   tools/device/pack-sample.sh [SAMPLE [CONFIG]]   # default examples/h200-qwen, config/studies/h200-qwen2.5-coder.yaml
+# The sample's measurements are on the evidence branch (examples/README.md): give SAMPLE in its checkout, e.g.
+# ../worthit-evidence/examples/h200-qwen.
 # Carries the sample's results/ (measurements, logs, Snakemake benchmark files) as results/<study>/ and its
 # model manifests as resources/models/ (not those of quantised models: made again there); the rendered
 # report stays behind (the workflow rebuilds it). lm-eval's raw folders, left out of the sample, come back
 # empty: the accuracy rule's directory output, whose scores are in accuracy_samples.parquet. run-study.sh unpacks it on a machine with no results of the study.
 #   REMEASURE="variant~bf16_control/load/conc~64.rep~3 ..." tools/device/pack-sample.sh
 # leaves those results (paths below the sample's results/, .parquet optional) out of the tarball, so the
-# sitting measures them again on its machine: a control's runs beside a candidate's missing ones, so that
+# session measures them again on its machine: a control's runs beside a candidate's missing ones, so that
 # each run of both sides is measured on one machine (the report counts them as one machine).
 #   REMEASURE_VARIANTS="bf16 spec_draft draft_alone" tools/device/pack-sample.sh
 # leaves out every timed result of those variants (load, prefix, kv, specdec/verify: every table but accuracy,
