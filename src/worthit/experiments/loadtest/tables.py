@@ -132,7 +132,6 @@ SUMMARY = Table(
         column("looping_share", pa.float64(), "share of responses whose repeated_ngram_share is >= 0.5 (loops)"),
         *ENERGY_COLUMNS,
     ),
-    added=tuple(c.name for c in ENERGY_COLUMNS),
 )
 
 
