@@ -21,7 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from worthit import fmt, schemas
-from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_TOKEN_COST, REPORT_VALIDATION
+from worthit.experiments.deploy.token_cost import summary_lines
 from worthit.report.decide import REGIME_NAMES
 from worthit.report.views import measure_text
 
@@ -95,8 +96,9 @@ def print_summary(
     *,
     console: Console | None = None,
     gaps: str = "",
+    token_cost: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Print the decision table, the checks, the deployments and the report's path."""
+    """Print the decision table, the checks, the deployments, what a token costs and the report's path."""
     # a terminal's own width; a log or a pipe (the end of a workflow run, captured) gets a wide table
     width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else 160
     con = console or Console(width=width, highlight=False)
@@ -128,6 +130,10 @@ def print_summary(
                 text += f" (measured {_figure(m, 'measured', unit)}: {m.get('outcome')})"
             promised.append(text)
         con.print("  promises " + "; ".join(promised), markup=False)
+    if token_cost:  # beside the deployments: energy and price at each variant's best level under the SLO
+        con.print("\n[bold]What a token costs[/bold] (best level under the SLO)")
+        for line in summary_lines(token_cost):
+            con.print(f"  {line}", markup=False)
     if gaps:
         con.print(f"\n{gaps}")
     if page:
@@ -155,10 +161,11 @@ def print_results(results: str | os.PathLike[str], since: float | None = None, c
         verdicts = _rows(tables / "verdicts.parquet", schemas.REPORT_VERDICTS)
         deployments = _rows(tables / "deployments.parquet", REPORT_DEPLOYMENTS)
         validation = _rows(tables / "validation.parquet", REPORT_VALIDATION)
+        token_cost = _rows(tables / "token_cost.parquet", REPORT_TOKEN_COST)
     except (schemas.SchemaError, schemas.UnreadableFile):  # an older report's tables: the page is still there
         (console or Console()).print(f"report: {page}")
         return True
-    print_summary(verdicts, deployments, validation, page, console=console)
+    print_summary(verdicts, deployments, validation, page, console=console, token_cost=token_cost)
     return True
 
 

@@ -9,7 +9,9 @@ recommends, once the verdicts are in). Its files:
   tables);
 - :mod:`.validate`: the validation stage: each command served exactly as printed and loaded at the promised
   concurrency, once per ``loadtest.repeats`` run (``results/<study>/deployment~<scenario>/``);
-- :mod:`.tables`: the report tables ``report_deployments`` and ``report_validation``;
+- :mod:`.token_cost`: what a token costs at each variant's best level under the SLO (energy per output token,
+  USD per million output tokens; the report's ``token_cost`` table);
+- :mod:`.tables`: the report tables ``report_deployments``, ``report_validation`` and ``report_token_cost``;
 - the rules: ``workflow/rules/deploy.smk`` (run when ``validate_deployments`` is true).
 """
 
@@ -22,7 +24,9 @@ def register() -> None:
     """Register the stage's rule file and tables the way an experiment outside the package does; it takes no
     turn on a variant's server (its servers are the deployments' own)."""
     from worthit import measurements
-    from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
+    from worthit.experiments.deploy import token_cost
+    from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_TOKEN_COST, REPORT_VALIDATION
+    from worthit.report import experiments
 
     measurements.register(
         measurements.Measurement(
@@ -31,6 +35,7 @@ def register() -> None:
             "deploy.smk",
             order=90,
             selectable=False,
-            tables=(REPORT_DEPLOYMENTS, REPORT_VALIDATION),
+            tables=(REPORT_DEPLOYMENTS, REPORT_VALIDATION, REPORT_TOKEN_COST),
         )
     )
+    experiments.register(token_cost.EXPERIMENT)  # what a token costs, beside the deployments

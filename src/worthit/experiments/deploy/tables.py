@@ -49,3 +49,28 @@ REPORT_VALIDATION = Table(
         *REPORT_STATUS,
     ),
 )
+
+
+REPORT_TOKEN_COST = Table(
+    "report_token_cost",
+    "Report: what a token costs, per variant at its best level under the SLO (the most output tok/s whose P99 "
+    "TTFT and P99 TPOT meet it): the energy the server's GPUs drew per output token (NVML, worthit.energy) and "
+    "USD per million output tokens = cost.usd_per_gpu_hour x GPUs / (output tok/s x 3600) x 1e6 "
+    "(worthit.price). Null with the reason where not measured or not priced; never a zero.",
+    (
+        column("variant", pa.string(), "the variant", False),
+        *REPORT_STATUS,
+        column("concurrency", pa.int32(), "its best level under the SLO"),
+        column("meets_slo", pa.bool_(), "that level meets the SLO (null: no SLO set, every level counts)"),
+        *measure_columns("output_tok_per_s", "output tok/s at that level"),
+        column("energy_j_per_output_token", pa.float64(), "joules per output token, mean over the level's runs"),
+        column("energy_runs", pa.int32(), "runs whose energy was measured"),
+        column("energy_reason", pa.string(), "why the energy was not measured (no NVIDIA GPU: NVML); null if it was"),
+        column("usd_per_gpu_hour", pa.float64(), "cost.usd_per_gpu_hour (the variant's own, else the study's)"),
+        column("gpus", pa.int32(), "GPUs the server holds (variants.<v>.gpus)"),
+        column("usd_per_million_output_tokens", pa.float64(), "the price of a million output tokens at that level"),
+        column("usd_per_million_output_tokens_ci95_low", pa.float64(), "95% interval, low (from output tok/s high)"),
+        column("usd_per_million_output_tokens_ci95_high", pa.float64(), "95% interval, high (from output tok/s low)"),
+        column("price_note", pa.string(), "why not priced (set cost.usd_per_gpu_hour); null when priced"),
+    ),
+)
