@@ -12,7 +12,7 @@ from worthit.config import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-PAGES = [README, ROOT / "config" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [README, ROOT / "config" / "README.md", ROOT / "examples" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def test_the_readme_is_short_and_reaches_the_gpu_command_early() -> None:
