@@ -132,3 +132,22 @@ def test_online_fp8_weights_leave_the_pool_of_one_byte_linear_layers():
     assert planned["fp8_w"]["kv_memory_gib"] - planned["bf16"]["kv_memory_gib"] == pytest.approx(
         (bf16 - fp8) / GIB, rel=0.01
     )
+
+
+def test_the_report_labels_an_emulated_pool_capacity_only(tmp_path: Path):
+    import shutil
+
+    import yaml
+
+    from worthit.experiments.kv.tables import REPORT_CAPACITY
+    from worthit.report import build
+
+    fixture = ROOT / "tests" / "fixtures" / "embedded-default"
+    for d in fixture.glob("variant~*"):
+        shutil.copytree(d, tmp_path / d.name)
+    cfg = validate(yaml.safe_load((fixture / "config.yaml").read_text()), "fixture")
+    cfg["serve"]["emulate_gpu_memory_gib"] = 24
+    cfg["variants"]["no_prefix_cache"]["emulate_gpu_memory_gib"] = None
+    notes = build.from_dir(cfg, tmp_path).view(REPORT_CAPACITY).notes
+    assert any("KV pool of a 24 GiB card (emulated), capacity only" in n and "baseline" in n for n in notes)
+    assert not any("no_prefix_cache" in n for n in notes)

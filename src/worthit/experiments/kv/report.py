@@ -229,7 +229,16 @@ def views(ctx: Context, a: dict[str, Capacity]) -> list[View]:
         "being the TPOT P50 point estimate (its interval is in the load levels table), times alpha for a "
         "speculative variant (a verify step yields alpha tokens, from the level's counters)."
     )
-    return [View(REPORT_CAPACITY, "Critical concurrency, knees and MBU", caption, cols, rows, order=80)]
+    # a pool sized for a smaller card (serve.emulate_gpu_memory_gib): capacity only, the speed is this machine's
+    notes = [
+        f"**{ctx.label(r['variant'])}**: {KV_POOL_LABEL.format(gib=gib)}, capacity only: its speed is this machine's"
+        for r in rows
+        if r["variant"] in ctx.study.variants and (gib := ctx.study.variant(str(r["variant"])).emulate_gpu_memory_gib)
+    ]
+    return [View(REPORT_CAPACITY, "Critical concurrency, knees and MBU", caption, cols, rows, order=80, notes=notes)]
+
+
+KV_POOL_LABEL = "KV pool of a {gib:g} GiB card (emulated)"
 
 
 def capability(ctx: Context, a: dict[str, Capacity]) -> list[dict[str, Any]]:
