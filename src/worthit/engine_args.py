@@ -15,6 +15,11 @@ from typing import Any
 PREFIX_CACHING = "enable-prefix-caching"
 NO_PREFIX_CACHING = "no-enable-prefix-caching"
 SPECULATIVE_CONFIG = "speculative-config"
+ASYNC_SCHEDULING = "async-scheduling"
+NO_ASYNC_SCHEDULING = "no-async-scheduling"
+# The speculative methods vLLM 0.25 keeps async scheduling on with (vllm/config/vllm.py, VllmConfig: EAGLE and
+# MTP kinds, ngram on the GPU, DSpark); any other method turns its default off, and asking for both is refused.
+ASYNC_SPEC_METHODS = frozenset({"eagle", "eagle3", "mtp", "dflash", "extract_hidden_states", "ngram_gpu", "dspark"})
 # Flags that are themselves a negation: their false is vLLM's default, so false leaves them out
 # (worthit.server.engine_flags gives any other flag's false as its --no- form).
 NEGATIONS = ("no-", "disable-")
@@ -79,6 +84,25 @@ def prefix_caching_on(args: Mapping[str, Any] | None) -> bool:
     if get(args, NO_PREFIX_CACHING):
         return False
     return get(args, PREFIX_CACHING) is not False
+
+
+def async_scheduling_on(args: Mapping[str, Any] | None) -> bool:
+    """Whether vLLM 0.25 on a GPU serves these arguments with async scheduling (the scheduler plans step n+1
+    while step n runs).
+
+    Its default (``async_scheduling`` None) is on, unless speculative decoding by a method outside
+    :data:`ASYNC_SPEC_METHODS` (ngram on the CPU, suffix, a draft model) turns it off; a variant sets it with
+    ``async-scheduling: true/false`` or ``no-async-scheduling: true``. vLLM's CPU backend turns it off whatever
+    the flag says (the plan's ``async_scheduling`` rule, docs/experiments.md).
+    """
+    if get(args, NO_ASYNC_SCHEDULING):
+        return False
+    asked = get(args, ASYNC_SCHEDULING)
+    if asked is not None:
+        return bool(asked)
+    sc = speculative_config(args)
+    method = str((sc or {}).get("method") or ("draft_model" if sc and sc.get("model") else "")).lower()
+    return not sc or method in ASYNC_SPEC_METHODS or method.endswith("_mtp")
 
 
 def speculation_zero_off(args: Mapping[str, Any] | None) -> dict[str, Any]:

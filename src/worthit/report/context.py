@@ -224,6 +224,12 @@ class Context:
             parts.append("prefix caching (on vs off)")
             if eargs.prefix_caching_on(a):
                 with_ = base
+        asyncs = (eargs.ASYNC_SCHEDULING, eargs.NO_ASYNC_SCHEDULING)
+        explicit_async = any(eargs.has(x, f) for x in (a, b) for f in asyncs)
+        if explicit_async and eargs.async_scheduling_on(a) != eargs.async_scheduling_on(b):
+            parts.append("async scheduling (on vs off)")  # lossless: when a step is planned, not what it computes
+            if eargs.async_scheduling_on(a):
+                with_ = base
         sa, sb = eargs.speculative_config(a), eargs.speculative_config(b)
         if sa != sb:
             sc = sb or sa or {}
@@ -235,6 +241,7 @@ class Context:
             parts.append(_model_name(self.study.cfg, mb) + f" (vs {ma})")
             lossless = False
         skip = {eargs.PREFIX_CACHING, eargs.NO_PREFIX_CACHING, eargs.SPECULATIVE_CONFIG, *_QUIET_FLAGS}
+        skip |= set(asyncs)
         for key in sorted({eargs.flag(k) for k in (*a, *b)} - skip):
             va, vb = eargs.get(a, key), eargs.get(b, key)
             if va == vb:
