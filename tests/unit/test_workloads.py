@@ -475,9 +475,14 @@ def test_the_default_study_keeps_its_levels_and_results_names() -> None:
         ),
         (
             {"workloads": {"w": {"kind": "conversation", "path": "x.jsonl"}}},
-            r"'workloads\.w\.path': not read by kind conversation",
+            r"'workloads\.w\.path': read only with shape_from: sharegpt \(allowed: sharegpt\)",
         ),
         ({"loadtest": {"rates": [0]}}, r"loadtest\.rates\[0\]"),
+        ({"workloads": {"w": {"kind": "conversation", "shape_from": "lmsys"}}}, r"workloads\.w\.shape_from"),
+        (
+            {"workloads": {"w": {"kind": "conversation", "shape_from": "sharegpt", "user_tokens": 9}}},
+            r"'workloads\.w\.user_tokens': not read with shape_from: sharegpt",
+        ),
     ],
 )
 def test_bad_workload_config_names_the_key_and_allowed_values(change: dict[str, Any], message: str) -> None:
@@ -781,3 +786,49 @@ def test_a_speculative_variant_without_real_text_gets_sharegpt_levels_with_its_b
     cfg["loadtest"]["real_text_for_speculative"] = False
     with pytest.raises(ConfigError, match=r"key 'loadtest\.real_text_for_speculative_reason': .* say why"):
         validate(copy.deepcopy(cfg))
+
+
+def test_a_conversation_takes_its_turns_and_lengths_from_the_corpus_its_content_stays_random(
+    tok: Any, tmp_path: Path
+) -> None:
+    """shape_from: sharegpt: each chat has a corpus conversation's number of turns and each turn's user and reply
+    token counts (capped), sent as random tokens, the history resent turn by turn as before."""
+    path = sharegpt_file(tmp_path)
+    corpus = json.loads(path.read_text())
+    caps = {"max_turns": 2, "max_user_tokens": 10, "max_output_tokens": 12}
+
+    def shape(rec: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+        turns = [t["value"] for t in rec["conversations"]]
+        pairs = list(zip(turns[0::2], turns[1::2], strict=False))[: caps["max_turns"]]
+        return tuple((min(10, len(tok.encode(u))), min(12, len(tok.encode(a)))) for u, a in pairs)
+
+    shapes = {shape(r) for r in corpus} - {()}
+    spec = {"kind": "conversation", "shape_from": "sharegpt", "path": str(path), **caps}
+    wl = from_config("chat", spec)
+    plan = wl.build(tok, "completions", 40, seed=2, min_sessions=3)
+    sent = []
+    for session in plan.sessions:
+        pairs, before = [], 0
+        for s in session:  # turn k's prompt: the history so far (earlier messages and replies) + its message
+            assert isinstance(s.prompt, list) and s.prompt_tokens == len(s.prompt)
+            pairs.append((s.prompt_tokens - before, s.max_tokens))
+            before = s.prompt_tokens + s.max_tokens
+        sent.append(tuple(pairs))
+    assert set(sent) <= shapes and len(set(sent)) > 5 and {len(x) for x in sent} == {1, 2}
+    assert sum(map(len, sent)) >= 40 and len(sent) >= 3
+    words = {w for r in corpus for t in r["conversations"] for w in t["value"].split()}
+    first = tok.decode(plan.sessions[0][0].prompt).split()
+    assert first != [w for w in first if w in words] or len(first) < 3  # random tokens, not the corpus's words
+    assert [x.prompt for x in wl.build(tok, "completions", 40, seed=2, min_sessions=3).specs] == [
+        x.prompt for x in plan.specs
+    ]
+    assert wl.describe()["shape_from"] == "sharegpt" and wl.describe()["max_turns"] == 2 and wl.ignore_eos
+    assert "turns" not in wl.describe() and plan.describe["turns_sent_mean"] == pytest.approx(
+        sum(map(len, sent)) / len(sent)
+    )
+    with pytest.raises(WorkloadError, match=r"'workloads\.c\.turns': not read with shape_from: sharegpt"):
+        from_config("c", {**spec, "turns": 3})
+    with pytest.raises(WorkloadError, match=r"'workloads\.c\.shape_from': 'lmsys' \(allowed: sharegpt\)"):
+        from_config("c", {**spec, "shape_from": "lmsys"})
+    with pytest.raises(WorkloadError, match=r"'workloads\.c\.max_turns': read only with shape_from: sharegpt"):
+        from_config("c", {"kind": "conversation", "max_turns": 3})

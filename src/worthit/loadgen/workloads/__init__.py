@@ -50,10 +50,12 @@ from worthit.loadgen.workloads.base import (
     _resolve,
 )
 from worthit.loadgen.workloads.corpus import (
+    SHAPE_CAPS,
     SHAREGPT_FILTERS,
     SHAREGPT_MODULE,
     SHAREGPT_PACKAGE,
     SHAREGPT_ROLES,
+    CorpusShapes,
     ShareGPTCorpus,
     read_sharegpt,
     sharegpt_package_path,
@@ -64,6 +66,7 @@ from worthit.loadgen.workloads.synthetic import Conversations, RandomLengths, Tr
 
 __all__ = [
     "Conversations",
+    "CorpusShapes",
     "DISTRIBUTIONS",
     "KINDS",
     "KIND_CLASSES",
@@ -162,6 +165,7 @@ def _of_kind(
             lengths("output_tokens", d.get("output_tokens", 64)),
         )
     if kind == "conversation":
+        shape = _shape_from_config(spec, where, base)
         return Conversations(
             name,
             turns=lengths("turns", 4),
@@ -170,6 +174,7 @@ def _of_kind(
             system_tokens=int(spec.get("system_tokens") or 0),
             conversations=spec.get("conversations"),
             think_time_s=float(spec.get("think_time_s") or 0.0),
+            shape=shape,
         )
     if kind == "sharegpt":
         return _sharegpt_from_config(name, spec, where, base, max_model_len)
@@ -226,3 +231,41 @@ def _sharegpt_from_config(
         max_model_len=max_model_len,
         **filters,
     )
+
+
+SHAPE_KEYS = ("path", *SHAPE_CAPS)  # a conversation's keys that only shape_from reads
+DRAWN_KEYS = ("turns", "user_tokens", "output_tokens")  # the ones shape_from replaces
+
+
+def _shape_from_config(spec: Mapping[str, Any], where: str, base: Path | None) -> CorpusShapes | None:
+    """A conversation workload's ``shape_from`` (turn counts and lengths from a ShareGPT corpus), checked."""
+    src = spec.get("shape_from")
+    if src is None:
+        given = [k for k in SHAPE_KEYS if spec.get(k) is not None]
+        if given:
+            raise WorkloadError(f"{where}.{given[0]}': read only with shape_from: sharegpt (allowed: sharegpt)")
+        return None
+    if src != "sharegpt":
+        raise WorkloadError(f"{where}.shape_from': {src!r} (allowed: sharegpt)")
+    drawn = [k for k in DRAWN_KEYS if spec.get(k) is not None]
+    if drawn:
+        raise WorkloadError(
+            f"{where}.{drawn[0]}': not read with shape_from: sharegpt (the corpus gives each conversation's turns "
+            f"and lengths; cap them with {', '.join(SHAPE_CAPS)})"
+        )
+    caps = {}
+    for key, default in SHAPE_CAPS.items():
+        v = spec.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise WorkloadError(f"{where}.{key}': an integer >= 1, got {v!r}")
+        caps[key] = v
+    if spec.get("path"):
+        return CorpusShapes(_resolve(str(spec["path"]), f"{where}.path'", base), **caps)
+    import importlib.util
+
+    if importlib.util.find_spec(SHAREGPT_MODULE) is None:
+        raise WorkloadError(
+            f"{where}.shape_from': the package {SHAREGPT_PACKAGE} (ShareGPT V3) is not installed here; bin/setup "
+            "installs it in the workflow env, or name a ShareGPT-format file with path"
+        )
+    return CorpusShapes(None, **caps)

@@ -31,6 +31,7 @@ KIND_KEYS = {
         "conversations",
         "think_time_s",
         "shape_from",
+        "path",
         "max_turns",
         "max_user_tokens",
         "max_output_tokens",

