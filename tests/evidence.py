@@ -10,6 +10,7 @@ keyed by the branch's commit. A clone that holds none of them skips the test and
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -27,7 +28,9 @@ def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def _extracted(path: str) -> Path | None:
-    """examples/<path> extracted from the local branch, or None where this clone lacks the branch."""
+    """examples/<path> extracted from the local branch, or None where this clone lacks the branch. The whole
+    sample folder holding it (its first two names, e.g. ``h200-qwen/h100-draft``) is extracted, once, so that
+    two paths of one sample never leave a partial copy."""
     for ref in (BRANCH, f"origin/{BRANCH}"):
         rev = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
         if rev.returncode == 0:
@@ -36,25 +39,27 @@ def _extracted(path: str) -> Path | None:
         return None
     commit = rev.stdout.decode().strip()
     base = Path(tempfile.gettempdir()) / f"worthit-evidence-{commit[:12]}"
-    done = base / ".done" / path.replace("/", "~")
+    unit = "/".join(path.split("/")[:2])
+    done = base / ".done" / unit.replace("/", "~")
     if not done.exists():
         # each caller extracts into a folder of its own, then moves it into place: two test workers never see a
         # half-written tree, and the second one to finish keeps the first one's copy
         base.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=base, prefix=".part-"))
         archive = work / "part.tar"
-        made = _git("archive", "--format=tar", f"--output={archive}", commit, f"examples/{path}")
+        made = _git("archive", "--format=tar", f"--output={archive}", commit, f"examples/{unit}")
         if made.returncode != 0:
-            raise FileNotFoundError(f"examples/{path} is not on the {BRANCH} branch: {made.stderr.decode()}")
+            raise FileNotFoundError(f"examples/{unit} is not on the {BRANCH} branch: {made.stderr.decode()}")
         with tarfile.open(archive) as tar:
             tar.extractall(work, filter="data")
-        target = base / "examples" / path
+        target = base / "examples" / unit
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            (work / "examples" / path).rename(target)
+            (work / "examples" / unit).rename(target)
         except OSError:
             if not target.exists():
                 raise
+        shutil.rmtree(work)
         done.parent.mkdir(parents=True, exist_ok=True)
         done.touch()
     return base / "examples" / path
