@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worthit import engine_args as eargs
+from worthit.plan import kernels
 from worthit.plan.hardware import Hardware, vllm_defaults
 from worthit.plan.memory import memory_overhead_gib
 from worthit.plan.prerequisites import Subject
@@ -124,6 +125,17 @@ def predict(
     if calibration and calibration.bandwidth_fraction:
         fraction = calibration.bandwidth_fraction
         out["bandwidth_source"] = f"calibration: {calibration.source}"
+    bf16_fraction, kernel_note = fraction, None
+    if (kernel := kernels.family(s, hw)) is not None:  # a W4A16 kernel reaches part of it (worthit.plan.kernels)
+        cal = kernels.calibration(kernel, hw)
+        out.update(kernel=kernel, kernel_efficiency=cal.efficiency if cal else None)
+        if cal is not None:
+            fraction *= cal.efficiency
+            kernel_note = (
+                f"kernel efficiency {cal.efficiency:.2f} of bf16's bandwidth fraction, calibrated on {cal.source}"
+            )
+        else:
+            kernel_note = "kernel efficiency not calibrated: the step is scaled by weight bytes alone"
     tp, pp, dp = s.parallel
     roof = Roofline(
         weight_bytes=weights if not m.experts else weights * m.active_params / max(m.params, 1),
@@ -147,7 +159,7 @@ def predict(
         ceiling *= calibration.throughput_fraction
     out.update(
         peak_bandwidth_gb_s=hw.bandwidth_gb_s * tp * pp,
-        bandwidth_fraction=fraction,
+        bandwidth_fraction=bf16_fraction,
         levels=levels,
         tpot_floor_ms=floor,
         tpot_expected_ms=expected,
@@ -160,6 +172,8 @@ def predict(
         throughput_ceiling_tok_per_s=ceiling,
         est_wall_s=_wall_s(roof, wl, fraction, server_start_s),
     )
+    if kernel_note:
+        out["notes"].append(f"W4A16 ({kernel}): {expected[0]:.2f} ms/step at concurrency 1, {kernel_note}")
     if eargs.speculative_config(s.args):
         out["notes"].append("speculative decoding: TPOT predicted for plain decoding (see the specdec analysis)")
     if "accuracy" in wl.experiments:

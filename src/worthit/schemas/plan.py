@@ -71,6 +71,12 @@ PLAN = Table(
         column("peak_bandwidth_gb_s", pa.float64(), "peak memory bandwidth of the GPUs one replica spans, GB/s"),
         column("bandwidth_fraction", pa.float64(), "share of peak bandwidth decode is expected to reach"),
         column("bandwidth_source", pa.string(), "assumed, or the calibration it was measured in"),
+        column("kernel", pa.string(), "W4A16 kernel family (Machete, Marlin, CPU); null for other weights"),
+        column(
+            "kernel_efficiency",
+            pa.float64(),
+            "share of bandwidth_fraction the W4A16 kernel reaches, calibrated on measured MBU (worthit.plan.kernels)",
+        ),
         column("levels", pa.list_(pa.int32()), "concurrencies predicted (1 and the study's load levels)"),
         column(
             "tpot_floor_ms",
