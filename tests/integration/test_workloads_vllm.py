@@ -150,9 +150,9 @@ def spec_counts(run: Any) -> tuple[float, float, float]:
 def test_ngram_accepts_the_loops_of_random_tokens_and_far_less_of_real_prompts(ngram_url: str, model_dir: Path) -> None:
     """On random-token prompts SmolLM2 loops and the drafter predicts the loop; on ShareGPT first turns the
     responses are text, and fewer drafts are proposed and fewer of their tokens accepted. Measured here (2
-    streams, 6 requests of 32 tokens each side, the counters read after the warm-up): 95 of 119 draft tokens
-    accepted (80 %) in 35 drafts, the median response repeating 77 % of its 4-grams, against 24 of 73 (33 %)
-    in 19 drafts and 0 %."""
+    streams, 6 requests of at most 32 tokens each side, the counters read after the warm-up): 95 of 119 draft
+    tokens accepted (80 %) in 35 drafts, the median response repeating 77 % of its 4-grams, against 8 of 41
+    (20 %) in 11 drafts and 0 %, the ShareGPT replies ending at EOS (1, 30, 1, 1, 32 and 27 tokens)."""
     runs = {}
     for name, wl in (("random", None), ("sharegpt", {"name": "sg", "kind": "sharegpt", "output_tokens": 32})):
         runs[name] = measure_level(
@@ -168,6 +168,10 @@ def test_ngram_accepts_the_loops_of_random_tokens_and_far_less_of_real_prompts(n
             progress=False,
         )
         assert all(r["success"] for r in runs[name].rows), [r["error"] for r in runs[name].rows]
+    # ShareGPT replies end where the model ends them (at most 32 tokens), random-token ones run to exactly 32
+    assert runs["sharegpt"].meta["ignore_eos"] is False and runs["random"].meta["ignore_eos"] is True
+    assert {r["output_tokens"] for r in runs["random"].rows} == {32}
+    assert max(r["output_tokens"] for r in runs["sharegpt"].rows) <= 32
     shares = {k: level_repetition(r["repeated_ngram_share"] for r in run.rows) for k, run in runs.items()}
     (rd, rt, ra), (sd, st, sa) = spec_counts(runs["random"]), spec_counts(runs["sharegpt"])
     assert rt > 0 and st > 0, (rt, st)
