@@ -286,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pl.add_argument("--model-config", action="append", metavar="NAME=FILE", help="a model's config.json (repeatable)")
     pl.add_argument("--calibration", default=None, help="results/<study> of a finished study: use its fractions")
     pl.add_argument("--no-hub", action="store_true", help="never read a config.json from the hub")
+    pl.add_argument("--no-vllm", action="store_true", help="do not ask the serve env's vLLM what it supports")
     pl.add_argument("--out", default=None, help="plan Parquet file (default: results/<study>/plan.parquet)")
     tu = sub.add_parser("tune", help="search engine flags for the best deployment under the SLO, in rounds")
     tu.add_argument("--dry-run", action="store_true", help="check the tune: section and count it; serve nothing")

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from worthit import errors
-from worthit.config import ROOT, load
+from worthit.config import ROOT, Study, load
 from worthit.errors import InputError
 from worthit.plan.hardware import hardware_for
 from worthit.plan.measured import calibrate
 from worthit.plan.output import markdown, print_cards, write
 from worthit.plan.shapes import PlanError
 from worthit.plan.study import make_plan
+from worthit.plan.vllm_support import ask
 
 
 def parse_model_configs(items: Sequence[str] | None) -> dict[str, str]:
@@ -34,7 +35,10 @@ def run_cli(a: Any) -> int:
         hw = hardware_for(cfg, a.gpu, a.gpus)
         cal = calibrate(a.calibration) if a.calibration else None
         hub = bool(cfg["plan"]["hub_configs"]) and not a.no_hub
-        plan = make_plan(cfg, hw, Path.cwd(), given=parse_model_configs(a.model_config), calibration=cal, hub=hub)
+        # the serve env's vLLM says what it supports (FP8 weights, KV offloading, suffix decoding's package)
+        support = None if getattr(a, "no_vllm", False) else ask(Study(cfg).python("serve"))
+        given = parse_model_configs(a.model_config)
+        plan = make_plan(cfg, hw, Path.cwd(), given=given, calibration=cal, hub=hub, support=support)
     except InputError as e:  # a bad config, model config or calibration result
         return errors.report("worthit plan", e)
     out = Path(a.out or f"results/{plan.study}/plan.parquet")

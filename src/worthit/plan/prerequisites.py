@@ -3,7 +3,10 @@
 FP8 KV cache needs compute capability >= 8.9, Marlin kernels >= 8.0; tensor, pipeline and data parallelism
 need that many GPUs and heads divisible by the tensor-parallel size; a draft model must share the target's
 tokenizer; a quantisation group must divide the width of every quantised layer (on one GPU's shard); the
-weights plus one ``max-model-len`` sequence's KV must fit in the memory vLLM may use.
+weights plus one ``max-model-len`` sequence's KV must fit in the memory vLLM may use. Four more concern the
+switches a Hopper user weighs (docs/experiments.md, "FP8 weights, async scheduling, KV offload, suffix
+decoding"): FP8 weights, async scheduling, KV offloading and suffix decoding, each checked against what the
+serve environment's vLLM says of itself (:mod:`worthit.plan.vllm_support`) where it was asked.
 
 A rule that fails makes the variant *not applicable*: the server supervisor asks these rules (through
 :func:`worthit.gating.not_applicable`) and never starts such a server. Standard library only.
@@ -36,6 +39,7 @@ from worthit.plan.shapes import (
     parallel_sizes,
     served_dtype,
 )
+from worthit.plan.vllm_support import VllmSupport
 
 MET, NOT_MET, UNKNOWN = "met", "not_met", "unknown"
 
@@ -51,6 +55,14 @@ RULE_SOURCES = {
     "draft_tokenizer": "speculative decoding: draft and target propose and verify the same token ids",
     "quant_group_size": "grouped int4/int8 weights: a group spans group_size input channels of one GPU's shard",
     "memory_fit": "vLLM refuses to start when one max-model-len sequence's KV does not fit beside the weights",
+    "fp8_weights": "vLLM's Fp8Config: get_min_capability() (7.5 in vLLM 0.25; below 8.9 weight-only FP8 through "
+    "Marlin, FP8 tensor cores from 8.9) and get_supported_act_dtypes() (bfloat16, float16)",
+    "async_scheduling": "vLLM's VllmConfig: async scheduling is on by default and refused beside speculative "
+    "methods other than EAGLE/MTP/ngram_gpu/draft model/DSpark; its CPU platform turns it off",
+    "kv_offloading": "vLLM's --kv-offloading-size/--kv-offloading-backend (native: OffloadingConnector, CUDA-alike "
+    "and XPU GPUs only; lmcache: the lmcache package and an LMCache server)",
+    "suffix_decoding": "vLLM's SpeculativeConfig: suffix decoding needs the arctic_inference package "
+    "(has_arctic_inference())",
 }
 
 
@@ -82,6 +94,7 @@ class Subject:
     tokenizer: Path | None = None
     draft_tokenizer: Path | None = None
     planned_quant: Quant | None = None  # a quantize: model not made yet: its plan's group size
+    support: VllmSupport | None = None  # what the serve env's vLLM says it supports (None: not asked)
 
     @property
     def parallel(self) -> tuple[int, int, int]:
@@ -342,6 +355,166 @@ def rule_memory_fit(s: Subject, hw: Hardware, overhead_gib: float | None = None)
     return _check("memory_fit", MET, f"{what} = {need / GIB:.2f} of {budget / GIB:.2f} GiB{margin}")
 
 
+FP8_WEIGHT_METHODS = frozenset({"fp8", "fp8_per_tensor", "fp8_per_tensor_dynamic"})
+# vLLM 0.25's Fp8Config.get_min_capability() and the capability of FP8 tensor cores (Ada, Hopper): the
+# serve env's vLLM, when asked, says the first itself
+FP8_WEIGHTS_MIN_CAPABILITY = 75
+FP8_WEIGHTS_DTYPES = ("bfloat16", "float16")
+
+
+def _not_asked(rule: str, what: str) -> PrerequisiteCheck:
+    return _check(rule, UNKNOWN, f"{what}: the serve env's vLLM was not asked (plan with it installed)")
+
+
+def rule_fp8_weights(s: Subject, hw: Hardware) -> PrerequisiteCheck | None:
+    q = str(eargs.get(s.args, "quantization") or "").lower()
+    if q not in FP8_WEIGHT_METHODS:
+        return None
+    sup = s.support
+    dtypes = sup.fp8_act_dtypes if sup and sup.fp8_act_dtypes else FP8_WEIGHTS_DTYPES
+    dt = str(eargs.get(s.args, "dtype") or "auto").lower().replace("torch.", "")
+    dt = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(dt, dt)
+    if dt not in ("auto", *dtypes):
+        return _check(
+            "fp8_weights",
+            NOT_MET,
+            f'not applicable: --quantization {q} with --dtype {dt}: vLLM refuses it ("torch.{dt} is not supported '
+            f'for quantization method fp8. Supported dtypes: {", ".join(dtypes)}")',
+        )
+    if hw.cpu:
+        if sup is None or not sup.cpu or sup.fp8_quant_kernel is None:
+            return _not_asked("fp8_weights", f"--quantization {q} on vLLM's CPU backend")
+        if not sup.fp8_quant_kernel:
+            return _check(
+                "fp8_weights",
+                NOT_MET,
+                f"not applicable: {sup.where} has no FP8 quantisation kernel (its _C.static_scaled_fp8_quant is a "
+                'stub): it accepts the flag, then fails loading the weights ("_C::static_scaled_fp8_quant() '
+                'expected at most 0 argument(s) but received 4"); FP8 weights run on a CUDA GPU of compute '
+                "capability 7.5 or newer",
+            )
+        return _check("fp8_weights", MET, f"{sup.where} has an FP8 quantisation kernel")
+    if hw.compute_capability is None:
+        return _check("fp8_weights", UNKNOWN, f"{hw.name}: compute capability unknown")
+    need = sup.fp8_min_capability if sup and sup.fp8_min_capability is not None else FP8_WEIGHTS_MIN_CAPABILITY
+    cc = hw.compute_capability
+    said = sup.where if sup and sup.fp8_min_capability is not None else "vLLM 0.25"
+    if cc[0] * 10 + cc[1] < need:
+        return _check(
+            "fp8_weights",
+            NOT_MET,
+            f"not applicable: {hw.name} is {hw.sm}; {said}'s FP8 weights need compute capability >= "
+            f"{need // 10}.{need % 10} (Fp8Config.get_min_capability())",
+        )
+    if cc < gating.FP8_MIN_COMPUTE_CAPABILITY:
+        return _check(
+            "fp8_weights",
+            MET,
+            f"{hw.name} is {hw.sm} < sm_89: no FP8 tensor cores, vLLM serves FP8 weights weight-only through "
+            "Marlin (the bytes read halve, the matmuls stay 16-bit)",
+        )
+    return _check("fp8_weights", MET, f"{hw.name} is {hw.sm} >= sm_89: FP8 tensor cores (W8A8, dynamic scales)")
+
+
+def rule_async_scheduling(s: Subject, hw: Hardware) -> PrerequisiteCheck | None:
+    if eargs.get(s.args, eargs.ASYNC_SCHEDULING) is not True:
+        return None
+    if hw.cpu:
+        return _check(
+            "async_scheduling",
+            NOT_MET,
+            "not applicable: vLLM's CPU backend turns async scheduling off whatever --async-scheduling says (its "
+            'CpuPlatform.check_and_update_config: "async scheduling is not required on CPU"); it runs on a '
+            "CUDA GPU",
+        )
+    sc = eargs.speculative_config(s.args)
+    if sc and not eargs.async_scheduling_on(eargs.without(s.args, eargs.ASYNC_SCHEDULING)):
+        method = sc.get("method") or "draft_model"
+        return _check(
+            "async_scheduling",
+            NOT_MET,
+            f'not applicable: vLLM refuses --async-scheduling beside {method} speculative decoding ("Currently, '
+            "async scheduling is only supported with EAGLE/MTP/Draft Model/NGram GPU/DSpark kind of speculative "
+            'decoding")',
+        )
+    return _check(
+        "async_scheduling",
+        MET,
+        "on a GPU; vLLM 0.25 already schedules asynchronously by default, so the variant serves what a baseline "
+        "without the flag serves: measure it against async-scheduling: false",
+    )
+
+
+KV_OFFLOAD_CONNECTORS = {"OffloadingConnector": "native", "SimpleCPUOffloadConnector": "native"}
+
+
+def _offloading(args: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(backend, how it is asked) of a variant that offloads KV, else None."""
+    size = eargs.get(args, "kv-offloading-size")
+    if size is not None:
+        backend = str(eargs.get(args, "kv-offloading-backend") or "native")
+        return backend, f"--kv-offloading-size {size} --kv-offloading-backend {backend}"
+    kt = eargs.get(args, "kv-transfer-config")
+    if isinstance(kt, str):
+        try:
+            kt = json.loads(kt)
+        except ValueError:
+            return None
+    connector = str((kt or {}).get("kv_connector") or "") if isinstance(kt, Mapping) else ""
+    if connector in KV_OFFLOAD_CONNECTORS:
+        return KV_OFFLOAD_CONNECTORS[connector], f"--kv-transfer-config kv_connector {connector}"
+    if connector.startswith("LMCache"):
+        return "lmcache", f"--kv-transfer-config kv_connector {connector}"
+    return None
+
+
+def rule_kv_offloading(s: Subject, hw: Hardware) -> PrerequisiteCheck | None:
+    asked = _offloading(s.args)
+    if asked is None:
+        return None
+    backend, how = asked
+    sup = s.support
+    if sup and sup.offloading_backends is not None and backend not in sup.offloading_backends:
+        listed = ", ".join(sup.offloading_backends)
+        return _check("kv_offloading", NOT_MET, f"not applicable: {sup.where} offloads KV to {listed}, not {backend}")
+    if backend == "lmcache":
+        if sup is None:
+            return _not_asked("kv_offloading", f"{how}: whether the lmcache package is installed")
+        if not sup.lmcache:
+            return _check(
+                "kv_offloading",
+                NOT_MET,
+                f"not applicable: {how} needs the lmcache package, which {sup.where} cannot import "
+                "(\"No module named 'lmcache'\"), and an LMCache server beside it",
+            )
+        return _check("kv_offloading", MET, f"{how}: {sup.where} imports lmcache (its server must run beside vLLM)")
+    if hw.cpu:
+        return _check(
+            "kv_offloading",
+            NOT_MET,
+            f"not applicable: {how} on vLLM's CPU backend: its CPU offloading spec refuses to start (\"CPU "
+            'Offloading is currently only supported on CUDA-alike and XPU GPUs"); it runs on a CUDA GPU',
+        )
+    return _check("kv_offloading", MET, f"{how}: vLLM's OffloadingConnector on {hw.name}")
+
+
+def rule_suffix_decoding(s: Subject, hw: Hardware) -> PrerequisiteCheck | None:
+    sc = eargs.speculative_config(s.args)
+    if not sc or str(sc.get("method") or "").lower() != "suffix":
+        return None
+    sup = s.support
+    if sup is None or sup.arctic_inference is None:
+        return _not_asked("suffix_decoding", "suffix decoding: whether arctic_inference is installed")
+    if not sup.arctic_inference:
+        return _check(
+            "suffix_decoding",
+            NOT_MET,
+            f'not applicable: {sup.where} cannot import arctic_inference ("Arctic Inference is required for '
+            'suffix decoding. Install via `pip install arctic-inference==0.1.1`.")',
+        )
+    return _check("suffix_decoding", MET, f"{sup.where} imports arctic_inference (suffix trees, no draft model)")
+
+
 RULES = (
     rule_fp8_kv,
     rule_marlin,
@@ -350,6 +523,10 @@ RULES = (
     rule_parallel_divisibility,
     rule_draft_tokenizer,
     rule_quant_group_size,
+    rule_fp8_weights,
+    rule_async_scheduling,
+    rule_kv_offloading,
+    rule_suffix_decoding,
 )
 
 

@@ -22,6 +22,7 @@ from worthit.plan.model_sources import model_configs
 from worthit.plan.predictions import DEFAULT_BANDWIDTH_FRACTION, PlanCalibration, WorkloadShape, predict
 from worthit.plan.prerequisites import NOT_MET, UNKNOWN, PrerequisiteCheck, Subject, check, first_unmet
 from worthit.plan.shapes import PlanError, Quant
+from worthit.plan.vllm_support import VllmSupport
 from worthit.plan.workloads import workload_lines
 
 
@@ -110,18 +111,22 @@ def make_plan(
     given: Mapping[str, str] | None = None,
     calibration: PlanCalibration | None = None,
     hub: bool = True,
+    support: VllmSupport | None = None,
 ) -> StudyPlan:
-    """The plan of a validated study config on ``hw``."""
+    """The plan of a validated study config on ``hw``; ``support``: what the serve env's vLLM says it supports
+    (:func:`worthit.plan.vllm_support.ask`), used only where it was built for ``hw``'s kind (CPU or GPU)."""
     t0 = time.monotonic()
     pcfg = cfg.get("plan") or {}
     configs = model_configs(cfg, root, given, hub)
     hw = hw.override(cfg.get("hardware") or {})
+    support = support if support is not None and support.cpu == hw.cpu else None
     rows = []
     for vname, v in cfg["variants"].items():
         args = eargs.merged(cfg["serve"]["engine_args"], v.get("engine_args"))
         mspec = cfg["models"][v["model"]]
         shape, checkpoint, folder, _ = configs.get(v["model"], (None, None, None, ""))
         s = Subject(vname, args, shape, checkpoint=checkpoint, gpus_claimed=int(v.get("gpus", 1)), tokenizer=folder)
+        s.support = support
         if "quantize" in mspec and (shape is None or shape.quant is None):  # not made yet: judged by its recipe
             s.planned_quant = _planned_quant(mspec)
             s.shape = replace(shape, quant=s.planned_quant) if shape is not None else None
