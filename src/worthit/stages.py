@@ -89,12 +89,15 @@ def result_meta(study: Study, variant: str, manifest: Manifest, **extra: Any) ->
     only through one; secret-named ones are masked where the file is written, worthit.secrets.redact), the
     config's hash, and the measurement's own settings in ``extra``."""
     v = study.variant(variant)
+    # served with a smaller card's KV pool (serve.emulate_gpu_memory_gib: worthit.plan.emulate): capacity only
+    emulated: dict[str, Any] = {"emulated_gpu_memory_gib": v.emulate_gpu_memory_gib} if v.emulate_gpu_memory_gib else {}
     return stamp(
         variant=variant,
         manifest=manifest,
         engine_args=v.engine_args,
         config_hash=config_hash(study.cfg),
         env=dict(v.env),
+        **emulated,
         **extra,
     )
 

@@ -54,7 +54,8 @@ def calibrate(results: str | os.PathLike[str]) -> PlanCalibration:
         spec = gpus.lookup(hwm.get("gpu"))
         tp = int(eargs.get(args, "tensor-parallel-size") or 1)
         kv_bytes = float(row["kv_tokens"]) * float(row["kv_bytes_per_token"])
-        if spec is not None and not eargs.get(args, "kv-cache-memory-bytes") and row.get("weight_bytes"):
+        sized = eargs.get(args, "kv-cache-memory-bytes") or meta.get("emulated_gpu_memory_gib")  # not profiled
+        if spec is not None and not sized and row.get("weight_bytes"):
             cap = spec.memory_gib * GIB
             overheads.append((_engine_util(args) * cap - (float(row["weight_bytes"]) + kv_bytes) / tp) / GIB)
         # a speculative step yields several tokens: its MBU is no fraction of plain decoding
