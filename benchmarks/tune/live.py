@@ -43,7 +43,7 @@ from worthit import cost
 from worthit.config import Study, validate
 from worthit.experiments.loadtest.report import levels_of
 from worthit.metrics import Slo
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 from worthit.tune import confirm
 from worthit.tune.candidates import gpus_of, start_variant, variant_of
 from worthit.tune.reached import candidate_results, outcome

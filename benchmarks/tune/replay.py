@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 from worthit.tune import confirm
 from worthit.tune.search import Outcome, TuneSearch, candidate_id
 from worthit.tune.space import parse

@@ -37,13 +37,13 @@ from worthit.report.decide import (
     Check,
     Comparison,
     Evidence,
-    Rules,
     Setting,
     TaskAccuracy,
     decide,
-    judge,
 )
 from worthit.report.measure import SINGLE_RUN, Measure, runs_basis
+from worthit.report.regimes import judge
+from worthit.report.rules import Rules
 from worthit.stats import Z_95
 
 STUDY = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures" / "study-rtx3090.yaml").read_text())

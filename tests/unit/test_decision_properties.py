@@ -23,20 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from worthit.report.decide import (
-    ADOPT,
-    BETTER,
-    LATENCY,
-    REJECT,
-    WORSE,
-    Comparison,
-    Evidence,
-    Rules,
-    Setting,
-    decide,
-    judge,
-)
+from worthit.report.decide import ADOPT, BETTER, LATENCY, REJECT, WORSE, Comparison, Evidence, Setting, decide
 from worthit.report.measure import pooled_over_runs
+from worthit.report.regimes import judge
+from worthit.report.rules import Rules
 from worthit.stats import SpreadCell, pool_spread
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,19 +7,9 @@ from __future__ import annotations
 from rich.console import Console
 
 from worthit.report import plausibility as P
-from worthit.report.decide import (
-    ADOPT,
-    LATENCY,
-    REJECT,
-    SUSPECT,
-    Comparison,
-    Evidence,
-    Rules,
-    Setting,
-    TaskAccuracy,
-    decide,
-)
+from worthit.report.decide import ADOPT, LATENCY, REJECT, SUSPECT, Comparison, Evidence, Setting, TaskAccuracy, decide
 from worthit.report.measure import Measure, runs_basis
+from worthit.report.rules import Rules
 from worthit.report.terminal import decision_table
 
 

@@ -9,19 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from worthit.report.decide import (
-    ADOPT,
-    BETTER,
-    INCONCLUSIVE,
-    UNDETERMINED,
-    Comparison,
-    Rules,
-    Setting,
-    judge,
-    setting_outcome,
-)
+from worthit.report.decide import ADOPT, BETTER, INCONCLUSIVE, UNDETERMINED, Comparison, Setting
 from worthit.report.measure import SINGLE_RUN, over_runs, pooled_over_runs, quantile, ratio
 from worthit.report.pooling import Cell, pools_of
+from worthit.report.regimes import judge, setting_outcome
+from worthit.report.rules import Rules
 from worthit.stats import (
     SpreadCell,
     hodges_lehmann_log_ratio,

@@ -19,8 +19,9 @@ from worthit import schemas
 from worthit.config import validate
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.report import build, headline, terminal
-from worthit.report.decide import UNDETERMINED, Comparison, Setting, judge
+from worthit.report.decide import UNDETERMINED, Comparison, Setting
 from worthit.report.measure import Measure
+from worthit.report.regimes import judge
 from worthit.report.render import DECISION_HEADERS, html_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ def test_throughput_changes_read_the_right_way_round() -> None:
 
 
 def headline_rules() -> Any:
-    from worthit.report.decide import Rules
+    from worthit.report.rules import Rules
 
     return Rules()
 

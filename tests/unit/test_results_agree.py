@@ -22,7 +22,7 @@ from worthit.experiments.accuracy.summary import accuracy_rows, write_accuracy_s
 from worthit.metrics import Slo
 from worthit.paths import parse
 from worthit.report import build
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 
 EMBEDDED = Path(__file__).resolve().parents[2] / "examples" / "embedded-default" / "results"
 Key = tuple[Any, ...]
@@ -67,7 +67,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
         metadata={},
     )
     planned = schemas.read(out / "plan.parquet", schemas.PLAN).table.to_pylist()
-    rows = plan.compare(planned, out, cfg["plan"]["tolerances"], float(cfg["decide"]["knee"]["throughput_fraction"]))
+    rows = plan.compare(planned, out, cfg["plan"]["tolerances"], Rules.from_config(cfg).knee_throughput_fraction)
     plan.write_comparison(rows, out / "plan_vs_measured.parquet", {})
     assert study.spec_variants and study.variants_with("prefix")  # the study has both experiments
     return out

@@ -16,7 +16,6 @@ from worthit.report.decide import (
     Check,
     Comparison,
     Evidence,
-    Rules,
     Setting,
     Workload,
     decide,
@@ -24,6 +23,7 @@ from worthit.report.decide import (
 )
 from worthit.report.headline import LOOPS, deciding, effect_text, workload_line
 from worthit.report.measure import Measure, runs_basis
+from worthit.report.rules import Rules
 
 RULES = Rules()
 RANDOM = Workload("random tokens", False, loops=True)

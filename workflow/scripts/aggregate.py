@@ -6,7 +6,7 @@ from worthit.experiments.accuracy.summary import accuracy_rows, write_accuracy_s
 from worthit.metrics import Slo
 from worthit.paths import parse
 from worthit.provenance import stamp
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

@@ -6,6 +6,7 @@ import traceback
 from pathlib import Path
 
 from worthit import atomic, plan, schemas
+from worthit.report.rules import Rules
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -20,7 +21,7 @@ try:
         rows,
         Path(sm.input.plan).parent,
         sm.config["plan"]["tolerances"],
-        knee_fraction=float(sm.config["decide"]["knee"]["throughput_fraction"]),
+        knee_fraction=Rules.from_config(sm.config).knee_throughput_fraction,
         report=Path(sm.input.capacity).parent,  # the report's tables: the one analysis of the measurement
     )
 except Exception as e:  # noqa: BLE001 - recorded, not raised

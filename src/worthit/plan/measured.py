@@ -98,7 +98,7 @@ def compare(
     plan_rows: Sequence[Mapping[str, Any]],
     results: str | os.PathLike[str],
     tolerances: Mapping[str, float] | None = None,
-    knee_fraction: float = 0.9,
+    knee_fraction: float | None = None,
     report: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of the ``plan_vs_measured`` table: per variant, each predicted figure next to its measurement.
@@ -106,10 +106,15 @@ def compare(
     Every measured figure is the report's (``report``: the folder of its tables, default ``<results>/report``):
     KV blocks, critical concurrency and the throughput knee of its capacity table (the knee located by the
     study's ``decide.knee`` rules, :mod:`worthit.experiments.kv.report`; ``knee_fraction`` is that rule's
-    fraction, for the note), TPOT P50 and output tok/s of its levels table, pooled over runs. Only the grid's
-    levels count: a named workload level is another workload."""
+    fraction, for the note; None: the schema's default, :class:`worthit.report.rules.Rules`), TPOT P50 and output
+    tok/s of its levels table, pooled over runs. Only the grid's levels count: a named workload level is another
+    workload."""
     from worthit.experiments.kv.tables import REPORT_CAPACITY
     from worthit.experiments.loadtest.tables import REPORT_LEVELS
+    from worthit.report.rules import Rules
+
+    if knee_fraction is None:
+        knee_fraction = Rules().knee_throughput_fraction
 
     tol = {**DEFAULT_TOLERANCES, **(tolerances or {})}
     root = Path(results)

@@ -18,8 +18,8 @@ from worthit.experiments.quantize import NO_WEIGHTS
 from worthit.metrics import Slo
 from worthit.provenance import machine
 from worthit.report.data import StudyResults
-from worthit.report.decide import Rules
 from worthit.report.mbu import Bandwidth, peak_bandwidth
+from worthit.report.rules import Rules
 
 # Engine arguments that change what the model computes: a variant setting one of them differently needs an
 # accuracy measurement before it can be adopted. Everything else (prefix caching, speculative decoding with

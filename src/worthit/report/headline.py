@@ -37,17 +37,16 @@ from worthit.report.decide import (
     WORSE,
     Comparison,
     Evidence,
-    Rules,
     TaskAccuracy,
     Verdict,
     Workload,
     WorkloadVerdict,
     control_spread,
-    judge,
     judged_on,
-    tail_harms,
 )
 from worthit.report.measure import SINGLE_RUN
+from worthit.report.regimes import judge, tail_harms
+from worthit.report.rules import Rules
 from worthit.stats import UNACCEPTABLE
 
 OPTIMISATION, ROLE_CONTROL, HELPER = "optimisation", "control", "helper"

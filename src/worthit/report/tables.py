@@ -10,8 +10,9 @@ from typing import Any
 from worthit import schemas
 from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.report.context import Context, Pair
-from worthit.report.decide import WORDING, Comparison, Evidence, Verdict, judge
+from worthit.report.decide import WORDING, Comparison, Evidence, Verdict
 from worthit.report.headline import headline
+from worthit.report.regimes import judge
 from worthit.report.views import LONG, MEASURE, OUTCOME, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NOT_RUN_STATUS = "not run"

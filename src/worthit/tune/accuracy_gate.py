@@ -31,7 +31,7 @@ from worthit import atomic
 from worthit import engine_args as eargs
 from worthit.config import Study
 from worthit.experiments.accuracy.summary import accuracy_rows
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 from worthit.schemas import STATUS_OK
 from worthit.tune.prune import candidate_args
 from worthit.tune.space import TuneSection

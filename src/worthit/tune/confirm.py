@@ -4,7 +4,7 @@ clears the runner-up's and the defaults' by ``decide.min_speedup``.
 
 The statistics are the report's: each side's runs make a :class:`~worthit.report.measure.Measure`
 (:func:`~worthit.report.measure.over_runs`), the pair a :class:`~worthit.report.evidence.Comparison`, and
-:func:`worthit.report.decide.judge` says whether the factor's interval lies clear of the margin. Otherwise
+:func:`worthit.report.regimes.judge` says whether the factor's interval lies clear of the margin. Otherwise
 it is a tie, and the recommendation is the candidate with the fewest changed flags among those no other
 candidate demonstrably beats (vLLM's defaults change none).
 """
@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from worthit.report.decide import Rules, judge
 from worthit.report.evidence import Comparison
 from worthit.report.measure import Measure, over_runs
 from worthit.report.outcomes import BETTER, THROUGHPUT
+from worthit.report.regimes import judge
+from worthit.report.rules import Rules
 
 DEFAULTS = "vLLM defaults"
 WINNER = "winner"

@@ -22,7 +22,7 @@ import yaml
 
 from worthit import atomic, schemas
 from worthit.config import Study
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 from worthit.tune.candidates import derived_config, describe, gpus_of, start_variant, tune_dir
 from worthit.tune.confirm import DEFAULTS, Confirmation, Confirmed, decide
 from worthit.tune.driver import NotRun, not_run_message, run_snakemake

@@ -15,6 +15,7 @@ from worthit.config import Study
 from worthit.experiments.loadtest.report import Level, levels_of
 from worthit.metrics import Slo
 from worthit.report.data import VariantResults, read_result
+from worthit.report.rules import Rules
 from worthit.tune.search import Outcome
 from worthit.tune.space import LATENCY, THROUGHPUT
 
@@ -103,7 +104,7 @@ def candidate_results(study: Study, variant: str, results: Path) -> VariantResul
 def outcome(study: Study, variant: str, results: Path, *, gpus: int, workflow_note: str = "") -> Outcome:
     """What came of a candidate, from its files: measured, or failed with the first failure's reason."""
     slo = Slo.from_config(study.cfg.get("slo"))
-    ceiling = (study.cfg.get("decide") or {}).get("throughput_tpot_ms")
+    ceiling = Rules.from_config(study.cfg).throughput_tpot_ms
     paths = load_files(study, variant, results)
     missing = [p for p in paths if not p.exists()]
     if missing:

@@ -3,7 +3,7 @@ defaults' by decide.min_speedup; else a tie, recommending the fewest changed fla
 
 from __future__ import annotations
 
-from worthit.report.decide import Rules
+from worthit.report.rules import Rules
 from worthit.tune.confirm import DEFAULTS, TIE, WINNER, Confirmed, changed_flags, decide
 
 RULES = Rules(min_speedup=1.05)

@@ -48,9 +48,7 @@ class Capacity:
     bandwidth: Bandwidth | None
 
 
-def knees(
-    levels: Sequence[Level], throughput_fraction: float = 0.9, latency_factor: float = 2.0
-) -> tuple[int | None, int | None]:
+def knees(levels: Sequence[Level], throughput_fraction: float, latency_factor: float) -> tuple[int | None, int | None]:
     """(throughput knee, latency knee) of a variant's ok levels (see the module doc)."""
     ok = sorted((lv for lv in levels if lv.ok), key=lambda lv: lv.concurrency)
     tps = [(lv.concurrency, lv.output_tok_per_s.value) for lv in ok if lv.output_tok_per_s.value]
@@ -99,8 +97,7 @@ def weights_read_per_step(
 def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity:
     v = ctx.results.variant(variant)
     kv = v.kv
-    knee_cfg = (ctx.study.cfg.get("decide") or {}).get("knee") or {}
-    tk, lk = knees(levels, float(knee_cfg.get("throughput_fraction", 0.9)), float(knee_cfg.get("latency_factor", 2.0)))
+    tk, lk = knees(levels, ctx.rules.knee_throughput_fraction, ctx.rules.knee_latency_factor)
     crit = (kv or {}).get("critical_concurrency")
     ok = sorted((lv for lv in levels if lv.ok), key=lambda lv: lv.concurrency)
     highest = ok[-1].concurrency if ok else None
