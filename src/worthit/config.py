@@ -82,7 +82,9 @@ def _allowed(err: jsonschema.ValidationError) -> str:
 
 
 def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
-    """Validate, fill defaults, check cross-references; return a new dict."""
+    """Validate, fill defaults, check cross-references (:mod:`worthit.config_checks`); return a new dict."""
+    from worthit import config_checks as checks  # it imports ConfigError from here
+
     cfg = copy.deepcopy(dict(config))
     schema = load_schema()
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
@@ -119,112 +121,17 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
                 + ("a variant cannot be its own baseline" if vb == name else f"unknown variant {vb!r}")
                 + f" (allowed: {', '.join(others)}, or leave it out for baseline_variant)"
             )
-    _check_quantize_bases(cfg, source)
-    _check_named_once(cfg, source)
-    _check_engine_args(cfg, source)
-    _check_specdec(cfg, source)
+    checks.quantize_bases(cfg, source)
+    checks.named_once(cfg, source)
+    checks.engine_args(cfg, source)
+    checks.specdec(cfg, source)
     _check_workloads(cfg, source)
     from worthit.experiments.specdec.real_text import add_real_text_levels  # its levels reach every rule
 
     if add_real_text_levels(cfg, source):  # speculative variants without a real-text level get ShareGPT ones
         _check_workloads(cfg, source)
-    _check_sweet_spot(cfg, source)
+    checks.sweet_spot(cfg, source)
     return cfg
-
-
-def _check_named_once(cfg: Mapping[str, Any], source: str) -> None:
-    """An accuracy task is evaluated once (a repeated one would be scored twice under one name)."""
-    seen: set[str] = set()
-    for i, task in enumerate((cfg.get("accuracy") or {}).get("tasks") or []):
-        if task["name"] in seen:
-            raise ConfigError(
-                f"{source}: key 'accuracy.tasks[{i}].name': task {task['name']!r} is listed twice (list it once; "
-                "a task's limit and few-shot setting are set on that one entry)"
-            )
-        seen.add(task["name"])
-
-
-def _check_quantize_bases(cfg: Mapping[str, Any], source: str) -> None:
-    """A ``quantize:`` model's base is another model of the study that has a source (it is fetched, then
-    quantised): the plan and the report read its shapes, and the workflow makes it first."""
-    fetched = [m for m, spec in cfg["models"].items() if "quantize" not in spec]
-    for name, spec in cfg["models"].items():
-        base = (spec.get("quantize") or {}).get("base")
-        if "quantize" in spec and base not in fetched:
-            why = "a model cannot be its own base" if base == name else f"{base!r} is not a model with a source"
-            raise ConfigError(
-                f"{source}: key 'models.{name}.quantize.base': {why} (allowed: {', '.join(fetched) or 'none'})"
-            )
-
-
-# Engine arguments worthit reads itself (the plan's GPUs and KV pool, the sweet spot, the tune's prunes), with the
-# values they take: any other is passed to vLLM as written, and vLLM judges it.
-_READ_ENGINE_ARGS: dict[str, tuple[type, float, float, str]] = {
-    "tensor-parallel-size": (int, 1, float("inf"), "a whole number of GPUs, 1 or more"),
-    "pipeline-parallel-size": (int, 1, float("inf"), "a whole number of GPUs, 1 or more"),
-    "data-parallel-size": (int, 1, float("inf"), "a whole number of engine replicas, 1 or more"),
-    "max-num-seqs": (int, 1, float("inf"), "a whole number of sequences, 1 or more"),
-    "gpu-memory-utilization": (float, 1e-9, 1.0, "a fraction of the GPU's memory, above 0 and at most 1"),
-}
-
-
-def _number(value: Any, kind: type) -> float | None:
-    """``value`` as ``kind`` (a number, or a string of one, as vLLM's parser takes it), None when it is not one."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        return None
-    if kind is int and not isinstance(value, int) and str(value).strip() != str(number):
-        return None  # "2.5", "two"
-    return float(number)
-
-
-def _check_engine_args(cfg: Mapping[str, Any], source: str) -> None:
-    """The engine arguments worthit reads itself have the values it can read (a traceback in the plan
-    otherwise, or a figure per GPU on the wrong count), and a ``speculative-config`` is a mapping or its JSON."""
-    places = [("serve.engine_args", cfg["serve"]["engine_args"])]
-    places += [(f"variants.{n}.engine_args", v.get("engine_args") or {}) for n, v in cfg["variants"].items()]
-    for where, args in places:
-        for key, value in args.items():
-            name = eargs.flag(key)
-            if value is None:
-                continue
-            if name in _READ_ENGINE_ARGS:
-                kind, low, high, what = _READ_ENGINE_ARGS[name]
-                n = _number(value, kind)
-                if n is None or not low <= n <= high:
-                    raise ConfigError(f"{source}: key '{where}.{key}': {value!r} is not {what}")
-            elif name == eargs.SPECULATIVE_CONFIG and not _speculative_config_value(key, value):
-                raise ConfigError(
-                    f"{source}: key '{where}.{key}': {value!r} is not a speculative config: write a mapping "
-                    "(method, num_speculative_tokens, and model for a draft model) or its JSON as a string"
-                )
-
-
-def _speculative_config_value(key: str, value: Any) -> bool:
-    """A mapping, or a string of a JSON mapping (as ``vllm serve --speculative-config`` takes it)."""
-    return isinstance(value, Mapping) or (isinstance(value, str) and eargs.speculative_config({key: value}) is not None)
-
-
-def _check_sweet_spot(cfg: Mapping[str, Any], source: str) -> None:
-    """A searched variant exists, load-tests, and there is an SLO to search against."""
-    names = ", ".join(cfg["variants"])
-    for i, name in enumerate(cfg["sweet_spot"]["variants"]):
-        key = f"{source}: key 'sweet_spot.variants[{i}]'"
-        if name not in cfg["variants"]:
-            raise ConfigError(f"{key}: unknown variant {name!r} (allowed: {names})")
-        if "loadtest" not in cfg["variants"][name].get("experiments", ["loadtest"]):
-            raise ConfigError(
-                f"{key}: variant {name!r} runs no load test (add 'loadtest' to variants.{name}.experiments)"
-            )
-    slo = cfg.get("slo") or {}
-    if cfg["sweet_spot"]["variants"] and slo.get("ttft_ms") is None and slo.get("tpot_ms") is None:
-        raise ConfigError(
-            f"{source}: key 'sweet_spot.variants': the search looks for the highest concurrency meeting the SLO, "
-            "and none is set: set slo.ttft_ms and/or slo.tpot_ms, or empty sweet_spot.variants"
-        )
 
 
 def _check_workloads(cfg: Mapping[str, Any], source: str) -> None:
@@ -260,21 +167,6 @@ def _check_workloads(cfg: Mapping[str, Any], source: str) -> None:
                 from_config(name, spec, defaults=lt, source=source)
             except WorkloadError as e:
                 raise ConfigError(str(e)) from None
-
-
-def _check_specdec(cfg: Mapping[str, Any], source: str) -> None:
-    sd = cfg["specdec"]
-    names = ", ".join(cfg["variants"])
-    if sd["base_variant"] is not None and sd["base_variant"] not in cfg["variants"]:
-        raise ConfigError(
-            f"{source}: key 'specdec.base_variant': unknown variant {sd['base_variant']!r} (allowed: {names})"
-        )
-    for spec, draft in sd["draft_variants"].items():
-        for name in (spec, draft):
-            if name not in cfg["variants"]:
-                raise ConfigError(
-                    f"{source}: key 'specdec.draft_variants.{spec}': unknown variant {name!r} (allowed: {names})"
-                )
 
 
 class _DuplicateKey(yaml.YAMLError):  # type: ignore[misc]  # (PyYAML ships no types)
