@@ -36,6 +36,7 @@ step_wheels() {
   parts extract "${COMPONENT[wheels]}" /tmp/bundle.tar || return 1
   rm -rf /tmp/whl && mkdir -p /tmp/whl && tar xf /tmp/bundle.tar -C /tmp/whl && rm -f /tmp/bundle.tar || return 1
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/whl/*.whl || return 1
+  PY="$PY" "$S/repo/tools/device/build-sdists.sh"   # arctic-inference (suffix decoding): sources only
   if ls /tmp/whl/quant/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-quant \
       /tmp/whl/quant/*.whl || return 1

@@ -39,6 +39,7 @@ if [ -f /tmp/chunks/parts.json ] || ls -d .gpu-q* >/dev/null 2>&1; then
 elif [ ! -f /tmp/site/.done ]; then
   cat /tmp/chunks/part* > /tmp/bundle.tar && mkdir -p /tmp/whl && tar xf /tmp/bundle.tar -C /tmp/whl || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/whl/*.whl 2>&1 | tail -3
+  tools/device/build-sdists.sh   # arctic-inference (suffix decoding): sources only
   touch /tmp/site/.done
   el "installed $(ls /tmp/whl | wc -l) wheels"
 fi
