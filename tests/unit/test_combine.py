@@ -1,9 +1,9 @@
 """``worthit combine`` on the three one-machine measurement sessions (examples/h200-qwen/h100-int4-ngram,
 h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows on the evidence branch,
-tests/evidence.py): the combined folder holds the sessions' own rows under the new names, says where each file came
-from, and renders the committed one-machine report (examples/h200-qwen/one-machine/) with every optimisation
-judged on one machine. Bad input names the folder, variant or name and what to do; a plain copy of a result under
-another variant's name is still refused by the report."""
+tests/evidence.py) renders the committed one-machine report (examples/h200-qwen/one-machine/) with every
+optimisation judged on one machine. On the embedded default's committed results: the combined folder holds the
+source's own rows under the new names and says where each file came from; bad input names the folder, variant
+or name and what to do; a plain copy of a result under another variant's name is still refused by the report."""
 
 from __future__ import annotations
 
@@ -24,11 +24,8 @@ from worthit.report.build import main as report_main
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "h200-qwen"
 ONE = EXAMPLE / "one-machine"
-
-
-def _session(name: str) -> Path:
-    """The results folder of one of the measurement sessions the one-machine report combines."""
-    return evidence.sample(f"h200-qwen/{name}") / "results"
+# the embedded default's committed results: the command's mechanics need any results folder, not a GPU's
+EMBEDDED = ROOT / "examples" / "embedded-default" / "results"
 
 
 def _combine_command() -> list[str]:
@@ -72,56 +69,55 @@ def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_pat
 
 
 def test_a_combined_file_keeps_its_rows_and_says_where_it_came_from(tmp_path: Path) -> None:
-    src = _session("h100-prefix-fp8-kv")
-    assert cli.main(["combine", "--out", str(tmp_path), "--from", str(src), "bf16=bf16_s15", "fp8_kv"]) == 0
-    for rel in ("load/conc~64.rep~2.parquet", "kv.parquet", "accuracy_samples.parquet"):
-        before, after = pq.read_table(src / "variant~bf16" / rel), pq.read_table(tmp_path / "variant~bf16_s15" / rel)
+    src = EMBEDDED
+    assert cli.main(["combine", "--out", str(tmp_path), "--from", str(src), "baseline=base_a", "spec_ngram"]) == 0
+    for rel in ("load/conc~4.rep~2.parquet", "kv.parquet", "accuracy_samples.parquet"):
+        before, after = pq.read_table(src / "variant~baseline" / rel), pq.read_table(tmp_path / "variant~base_a" / rel)
         assert after.num_rows == before.num_rows > 0
-        assert set(after.column("variant").to_pylist()) == {"bf16_s15"}
+        assert set(after.column("variant").to_pylist()) == {"base_a"}
         assert after.drop(["variant"]).equals(before.drop(["variant"]))  # every measured value as it was
-        meta = schemas.read_file_metadata(tmp_path / "variant~bf16_s15" / rel)
-        assert meta["worthit.variant"] == "bf16_s15"
-        assert json.loads(meta[f"worthit.{COMBINED_FROM}"]) == {"results": str(src), "variant": "bf16", "file": rel}
-        old = schemas.read_file_metadata(src / "variant~bf16" / rel)
+        meta = schemas.read_file_metadata(tmp_path / "variant~base_a" / rel)
+        assert meta["worthit.variant"] == "base_a"
+        assert json.loads(meta[f"worthit.{COMBINED_FROM}"]) == {"results": str(src), "variant": "baseline", "file": rel}
+        old = schemas.read_file_metadata(src / "variant~baseline" / rel)
         assert {k: v for k, v in meta.items() if k not in ("worthit.variant", f"worthit.{COMBINED_FROM}")} == {
             k: v for k, v in old.items() if k != "worthit.variant"
         }
     # a variant kept under its own name: the same files, the same rows
-    n = len(list((src / "variant~fp8_kv").rglob("*.parquet")))
-    assert len(list((tmp_path / "variant~fp8_kv").rglob("*.parquet"))) == n
+    n = len(list((src / "variant~spec_ngram").rglob("*.parquet")))
+    assert len(list((tmp_path / "variant~spec_ngram").rglob("*.parquet"))) == n
 
 
 def test_a_plain_copy_under_another_name_is_still_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    shutil.copytree(_session("h100-draft") / "variant~bf16", tmp_path / "variant~bf16_s16")
+    shutil.copytree(EMBEDDED / "variant~baseline", tmp_path / "variant~bf16_s16")
     assert report_main(["--results", str(tmp_path), "--configfile", str(ONE / "config.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "holds the result of variant 'bf16', not of 'bf16_s16'" in err and "worthit combine" in err
+    assert "holds the result of variant 'baseline', not of 'bf16_s16'" in err and "worthit combine" in err
     assert not (tmp_path / "report").exists()
 
 
 def test_exclude_and_replace(tmp_path: Path) -> None:
-    src = _session("h100-draft")
-    argv = ["combine", "--out", str(tmp_path), "--from", str(src), "bf16=b"]
+    argv = ["combine", "--out", str(tmp_path), "--from", str(EMBEDDED), "baseline=b"]
     assert cli.main(argv) == 0
-    assert (tmp_path / "variant~b" / "load" / "shared_prefix").is_dir()
-    assert cli.main([*argv, "--exclude", "b/load/shared_prefix/*", "--replace"]) == 0
-    assert not (tmp_path / "variant~b" / "load" / "shared_prefix").exists()  # the old folder replaced whole
+    assert (tmp_path / "variant~b" / "load" / "chat").is_dir()
+    assert cli.main([*argv, "--exclude", "b/load/chat/*", "--replace"]) == 0
+    assert not (tmp_path / "variant~b" / "load" / "chat").exists()  # the old folder replaced whole
     assert (tmp_path / "variant~b" / "load" / "conc~1.parquet").is_file()
 
 
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--from", "{s15}", "bf16=x", "--from", "{s16}", "bf16=x"], "'x' taken twice"),
-        (["--from", "{s15}", "spec_draft"], "no variant 'spec_draft' there"),
-        (["--from", "{s15}", "bf16=no/slash"], "'no/slash' is not a variant name"),
-        (["--from", "{s15}"], "give a results folder and at least one variant"),
-        (["--from", "{tmp}/nowhere", "bf16"], "not a results folder"),
-        (["--from", "{s15}", "bf16", "--exclude", "bf16/*"], "no result left to take"),
+        (["--from", "{e}", "baseline=x", "--from", "{e}", "awq_int4=x"], "'x' taken twice"),
+        (["--from", "{e}", "spec_draft"], "no variant 'spec_draft' there"),
+        (["--from", "{e}", "baseline=no/slash"], "'no/slash' is not a variant name"),
+        (["--from", "{e}"], "give a results folder and at least one variant"),
+        (["--from", "{tmp}/nowhere", "baseline"], "not a results folder"),
+        (["--from", "{e}", "baseline", "--exclude", "baseline/*"], "no result left to take"),
     ],
 )
 def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
-    paths = {"s15": _session("h100-prefix-fp8-kv"), "s16": _session("h100-draft"), "tmp": tmp_path}
+    paths = {"e": EMBEDDED, "tmp": tmp_path}
     argv = ["combine", "--out", str(tmp_path / "out"), *(a.format(**paths) for a in args)]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -132,20 +128,20 @@ def test_bad_input_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
 
 def test_a_source_is_never_written_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "results"
-    shutil.copytree(_session("h100-draft") / "variant~draft_alone", src / "variant~draft_alone")
+    shutil.copytree(EMBEDDED / "variant~spec_ngram", src / "variant~spec_ngram")
     before = sorted(p.relative_to(src) for p in src.rglob("*"))
-    argv = ["combine", "--out", str(src), "--from", str(src), "draft_alone", "--replace"]
+    argv = ["combine", "--out", str(src), "--from", str(src), "spec_ngram", "--replace"]
     assert cli.main(argv) == 2
-    assert "is where 'draft_alone' is taken from" in capsys.readouterr().err
+    assert "is where 'spec_ngram' is taken from" in capsys.readouterr().err
     assert sorted(p.relative_to(src) for p in src.rglob("*")) == before
 
 
 def test_an_existing_variant_folder_is_not_overwritten_unasked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["combine", "--out", str(tmp_path), "--from", str(_session("h100-draft")), "draft_alone"]
+    argv = ["combine", "--out", str(tmp_path), "--from", str(EMBEDDED), "spec_ngram"]
     assert cli.main(argv) == 0
-    marker = tmp_path / "variant~draft_alone" / "kept.txt"
+    marker = tmp_path / "variant~spec_ngram" / "kept.txt"
     marker.write_text("mine")
     assert cli.main(argv) == 2
     assert "exists already" in capsys.readouterr().err and marker.read_text() == "mine"
