@@ -43,6 +43,7 @@ def _fake_checkout(tmp_path: Path, failing: str, code: int) -> tuple[Path, dict[
         repo / "bin" / "setup",
         repo / "bin" / "lint",
         shims / "apt-get",
+        shims / "git",
         venv_bin / "snakemake",
         venv_bin / "pytest",
         venv_bin / "python",
@@ -82,6 +83,7 @@ def test_ci_passes_when_every_step_passes(tmp_path: Path) -> None:
         "ran setup",
         "ran snakemake",
         "ran python",
+        "ran git",  # the evidence branch is here already
         "ran setup",
         "ran pytest",
     ]
