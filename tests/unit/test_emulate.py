@@ -151,3 +151,50 @@ def test_the_report_labels_an_emulated_pool_capacity_only(tmp_path: Path):
     notes = build.from_dir(cfg, tmp_path).view(REPORT_CAPACITY).notes
     assert any("KV pool of a 24 GiB card (emulated), capacity only" in n and "baseline" in n for n in notes)
     assert not any("no_prefix_cache" in n for n in notes)
+
+
+def _supervise(tmp_path: Path, gib: float) -> tuple[dict, str]:
+    """The real supervisor (python -m worthit.server) on a 7B's config.json, its server a command that exits at
+    once: what it recorded once the server's exit (or its refusal) is written, and its log."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    model = tmp_path / "m"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(QWEN7B.read_text())
+    spec = {
+        "variant": "bf16",
+        "model_dir": str(model),
+        "python": "/bin/false",
+        "args": {},
+        "emulate_gpu_memory_gib": gib,
+    }
+    state = tmp_path / "server.json"
+    cmd = [sys.executable, "-m", "worthit.server", "--state", str(state), "--log", str(tmp_path / "serve.log")]
+    proc = subprocess.Popen([*cmd, "--spec", json.dumps(spec)], cwd=ROOT)
+    try:
+        exit_file = tmp_path / "server.json.exit"
+        deadline = time.monotonic() + 60
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)  # the state file follows the exit file
+        return json.loads(state.read_text()), (tmp_path / "serve.log").read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_the_supervisor_serves_the_emulated_pool_or_refuses_a_card_too_small(tmp_path: Path):
+    state, log = _supervise(tmp_path / "a", 24)
+    flag = state["command"].index("--kv-cache-memory-bytes")
+    pool = emulate.emulated_pool(
+        P.ModelShape.from_file(QWEN7B), {}, P.ModelShape.from_file(QWEN7B).weight_bytes(2), 24, where=""
+    )
+    assert int(state["command"][flag + 1]) == pool.kv_bytes
+    assert "[worthit] KV pool of a 24 GiB card (emulated): 0.9 x 24 GiB - weights 14.18 GiB" in log
+    refused, log = _supervise(tmp_path / "b", 16)
+    assert refused["command"] == []  # nothing started
+    assert "not starting the server: variant 'bf16' (serve.emulate_gpu_memory_gib" in log
+    assert "cannot hold it" in log

@@ -60,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     args = spec.get("args")
     if spec.get("emulate_gpu_memory_gib"):  # the KV pool of a smaller card, from the model's own files
-        where = f"variant '{spec['variant']}' (serve.emulate_gpu_memory_gib or variants.{spec['variant']}.*)"
+        v = spec["variant"]
+        where = f"variant '{v}' (serve.emulate_gpu_memory_gib or variants.{v}.emulate_gpu_memory_gib)"
         try:
             args, pool = emulate.serve_args(args, model_dir, float(spec["emulate_gpu_memory_gib"]), where=where)
         except emulate.EmulationError as e:
