@@ -292,7 +292,9 @@ def test_errors_are_counted_in_the_summary_not_dropped(server: str) -> None:
 
 
 def test_closed_loop_keeps_concurrency_and_records_every_request(server: str) -> None:
-    cfg = ClientConfig(base_url=server, model="m", request_id_prefix="loop-")
+    # tokens 20 ms apart: on a loaded machine 5 ms gaps can reach the client in one read, leaving no TPOT
+    spaced = {"calibration": {"itl_ms": 20}}
+    cfg = ClientConfig(base_url=server, model="m", request_id_prefix="loop-", extra_body=spaced)
     res = asyncio.run(closed_loop(cfg, [RequestSpec("x", 1, 8)] * 16, 8))
     assert [r.request_id for r in res.records] == list(range(16))
     s = summarize(res.rows())
