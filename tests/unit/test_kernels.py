@@ -1,5 +1,5 @@
 """The plan learns the kernels (worthit.plan.kernels): a W4A16 step predicted from each kernel family's
-efficiency, calibrated on measured MBU, within 20 % of what sitting 13 measured on one H200."""
+efficiency, calibrated on measured MBU, within 20 % of what examples/h200-qwen/7b-int4 measured on one H200."""
 
 from __future__ import annotations
 
@@ -12,28 +12,28 @@ from worthit import plan as P
 from worthit.config import load
 from worthit.plan import kernels
 
-SITTING = ROOT / "examples" / "h200-qwen" / "7b-int4"
+SAMPLE = ROOT / "examples" / "h200-qwen" / "7b-int4"
 STUDY = ROOT / "config" / "studies" / "h200-qwen2.5-7b-int4.yaml"
 H200 = P.Hardware.named("NVIDIA H200")
 MODELS = ROOT / "tests" / "fixtures" / "models"
 
 
 def measured() -> dict[str, dict[str, str]]:
-    """The sitting's committed capacity table: TPOT P50 at the lowest level and weight bytes per variant."""
-    with open(SITTING / "results" / "report" / "capacity.csv", newline="") as f:
+    """The sample's committed capacity table: TPOT P50 at the lowest level and weight bytes per variant."""
+    with open(SAMPLE / "results" / "report" / "capacity.csv", newline="") as f:
         return {r["variant"]: r for r in csv.DictReader(f)}
 
 
-def sitting_plan() -> dict[str, dict]:
+def sample_plan() -> dict[str, dict]:
     given = {
-        "qwen7b-random": str(SITTING / "plan" / "config.json"),
-        "qwen7b-random-int4": str(SITTING / "plan" / "config-int4.json"),
+        "qwen7b-random": str(SAMPLE / "plan" / "config.json"),
+        "qwen7b-random-int4": str(SAMPLE / "plan" / "config-int4.json"),
     }
     plan = P.make_plan(load(STUDY), H200, ROOT / "no-such-dir", given=given, hub=False)
     return {r["variant"]: r for r in plan.rows}
 
 
-def test_the_calibration_table_holds_the_sitting_s_measurements():
+def test_the_calibration_table_holds_the_sample_s_measurements():
     m = measured()
     rows = {r.family: r for r in kernels.table() if r.gpu == "NVIDIA H200"}
     for family, variant in ((kernels.MACHETE, "int4_machete"), (kernels.MARLIN, "int4_marlin")):
@@ -50,7 +50,7 @@ def test_the_calibration_table_holds_the_sitting_s_measurements():
 
 
 def test_the_plan_predicts_the_int4_step_within_20_percent_of_the_measurement():
-    rows, m = sitting_plan(), measured()
+    rows, m = sample_plan(), measured()
     for variant, family in (("int4_machete", kernels.MACHETE), ("int4_marlin", kernels.MARLIN)):
         row = rows[variant]
         assert row["kernel"] == family

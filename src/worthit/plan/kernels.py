@@ -1,14 +1,14 @@
 """The plan learns the kernels: how much of bf16's bandwidth fraction a W4A16 kernel reaches.
 
-The plan predicts a decode step as its bytes over the bandwidth, divided by the fraction of peak bandwidth a
-step reaches (:data:`worthit.plan.predictions.DEFAULT_BANDWIDTH_FRACTION`). Scaled by weight bytes alone, INT4
-would take a third of bf16's step; the W4A16 kernels do not: on one H200, sitting 13's Qwen2.5-7B-shaped model
-decoded in 3.79 ms (Machete) and 3.11 ms (Marlin) against bf16's 4.76, where weight bytes alone said 1.56 ms
-(MBU 31 % and 37 % against bf16's 67 %). Each kernel family's efficiency is its MBU over bf16's on the same
-machine and model (``src/worthit/data/kernel_efficiency.csv``: the measured TPOTs and weight bytes behind it,
-at most 1), and the plan divides bf16's fraction by it for a W4A16 variant. A GPU not in the table takes its
-family's row of the nearest peak bandwidth: the fixed cost of a step (attention, launches, sampling) weighs
-more the faster the weights are read, so Marlin reaches bf16's fraction on an RTX 3090 and 0.56 of it on an
+The plan predicts a decode step as its bytes over the bandwidth, divided by the fraction of peak bandwidth a step
+reaches (:data:`worthit.plan.predictions.DEFAULT_BANDWIDTH_FRACTION`). Scaled by weight bytes alone, INT4 would
+take a third of bf16's step; the W4A16 kernels do not: on one H200, the Qwen2.5-7B-shaped model of
+examples/h200-qwen/7b-int4 decoded in 3.79 ms (Machete) and 3.11 ms (Marlin) against bf16's 4.76, where weight
+bytes alone said 1.56 ms (MBU 31 % and 37 % against bf16's 67 %). Each kernel family's efficiency is its MBU over
+bf16's on the same machine and model (``src/worthit/data/kernel_efficiency.csv``: the measured TPOTs and weight
+bytes behind it, at most 1), and the plan divides bf16's fraction by it for a W4A16 variant. A GPU not in the table
+takes its family's row of the nearest peak bandwidth: the fixed cost of a step (attention, launches, sampling)
+weighs more the faster the weights are read, so Marlin reaches bf16's fraction on an RTX 3090 and 0.56 of it on an
 H200. The CPU's int4 kernel is not calibrated: the plan predicts no TPOT on a CPU.
 
 Which family serves a variant (vLLM 0.25): a checkpoint in AWQ or GPTQ format, ``linear-backend: marlin``, or
