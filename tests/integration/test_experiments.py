@@ -1,7 +1,8 @@
-"""The optimisation experiments on real vLLM (CPU) through the real workflow: prefix caching on vs off,
-speculative decoding (ngram and self-drafting) with S = alpha / (k gamma + c), an fp8 KV cache, a
-speculative variant whose server cannot start becoming a failure in the report, and what the study cost
-(cost.parquet) with where each server's compile cache lives."""
+"""The optimisation experiments on real vLLM (CPU) through the real workflow: prefix caching on vs off (read
+from the embedded default study CI has just run, which sweeps it), speculative decoding (ngram and
+self-drafting) with S = alpha / (k gamma + c), an fp8 KV cache, a speculative variant whose server cannot start
+becoming a failure in the report, and what the study cost (cost.parquet) with where each server's compile cache
+lives."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 
 from tests.conftest import run_snakemake, study_config
 from worthit import compile_cache, plan, schemas
+from worthit.config import ROOT, load
 from worthit.experiments.kv.tables import KV_CACHE
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS, REPORT_LEVELS, SUMMARY
 from worthit.experiments.prefix.tables import PREFIX, REPORT_PREFIX
@@ -36,21 +38,8 @@ def study(tmp_path_factory, model_dir) -> Path:
         "warmup_requests": 1,
     }
     cfg["variants"] = {
-        "base": {"model": "smol", "experiments": ["kv", "loadtest", "prefix"]},
-        "nocache": {"model": "smol", "engine_args": {"no-enable-prefix-caching": True}, "experiments": ["prefix"]},
+        "base": {"model": "smol", "experiments": ["kv", "loadtest"]},
         "fp8": {"model": "smol", "engine_args": {"kv-cache-dtype": "fp8"}, "experiments": ["kv", "loadtest"]},
-        "ngram": {
-            "model": "smol",
-            "experiments": ["loadtest"],
-            "engine_args": {
-                "speculative-config": {
-                    "method": "ngram",
-                    "num_speculative_tokens": 3,
-                    "prompt_lookup_min": 2,
-                    "prompt_lookup_max": 3,
-                }
-            },
-        },
         "draft": {
             "model": "smol",
             "experiments": ["loadtest"],
@@ -71,34 +60,42 @@ def study(tmp_path_factory, model_dir) -> Path:
         },
     }
     cfg["baseline_variant"] = "base"
-    cfg["prefix"] = {"lengths": [0, 512], "suffix_tokens": 16, "output_tokens": 4, "num_requests": 3}
     cfg["specdec"] = {"draft_variants": {"draft": "base"}, "verify_repeats": 4}
     cfg["validate_deployments"] = False  # serving the recommended commands is deploy.smk's (test_deployment_validation)
     run_snakemake(work, cfg, timeout=1500)
     return work / "results/t"
 
 
-def test_prefix_caching_cuts_ttft_of_a_long_shared_prefix_and_reports_hits(study):
-    rows = schemas.read(study / "report/prefix.parquet", REPORT_PREFIX).table.to_pylist()
+def test_prefix_caching_cuts_ttft_of_a_long_shared_prefix_and_reports_hits(embedded_study):
+    """Read from the embedded default study CI has just run (tests/conftest.py ``embedded_study``): its baseline
+    (cache on) and no_prefix_cache variants sweep the same shared-prefix lengths (config/config.yaml ``prefix``)."""
+    cfg = load(ROOT / "config" / "config.yaml")
+    lengths, n = cfg["prefix"]["lengths"], cfg["prefix"]["num_requests"]
+    longest = max(lengths)
+    rows = schemas.read(embedded_study / "report/prefix.parquet", REPORT_PREFIX).table.to_pylist()
     by = {(r["variant"], r["prefix_tokens"]): r for r in rows}
-    assert set(by) == {("base", 0), ("base", 512), ("nocache", 0), ("nocache", 512)}
-    assert all(r["status"] == "ok" and r["ttft_ms_p50_n"] == 3 for r in rows)
-    on, off = by[("base", 512)], by[("nocache", 512)]
+    assert set(by) == {(v, length) for v in ("baseline", "no_prefix_cache") for length in lengths}
+    assert all(r["status"] == "ok" and r["ttft_ms_p50_n"] == n for r in rows), rows
+    on, off = by[("baseline", longest)], by[("no_prefix_cache", longest)]
     assert on["prefix_caching"] and not off["prefix_caching"]
     assert on["hit_rate_pct"] > 50 and not off["hit_rate_pct"]
-    assert on["reference"] == "nocache" and on["change_pct"] < 0
+    assert on["reference"] == "no_prefix_cache" and on["change_pct"] < 0
     assert on["ttft_slope_ms_per_1k_tokens"] < off["ttft_slope_ms_per_1k_tokens"]
-    raw = schemas.read(study / "variant~base/prefix/len~512.parquet", PREFIX)
-    assert all(r["prompt_tokens_reported"] == 528 for r in raw.table.to_pylist())
-    assert raw.metadata["n_warmup"] == 1
-    assert not (study / "prefix_summary.md").exists()  # the report's table is the one analysis
+    raw = schemas.read(embedded_study / f"variant~baseline/prefix/len~{longest}.parquet", PREFIX)
+    assert all(r["prompt_tokens_reported"] == longest + cfg["prefix"]["suffix_tokens"] for r in raw.table.to_pylist())
+    assert raw.metadata["n_warmup"] == cfg["prefix"]["warmup_requests"]
+    assert not (embedded_study / "prefix_summary.md").exists()  # the report's table is the one analysis
 
 
 def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(study):
     rows = schemas.read(study / "report/specdec.parquet", REPORT_SPECDEC).table.to_pylist()
-    by = {(r["variant"], r["concurrency"]): r for r in rows}
-    assert {v for v, _ in by} == {"ngram", "draft"}  # badspec never served: a failure, not a row
-    assert all(r["workload"] == "random" and r["level"] == f"conc~{r['concurrency']}" for r in rows)
+    # badspec never served: a failure, not a row. Each level on random tokens, and ShareGPT first turns added at
+    # both concurrencies for the speculative variant and its base (loadtest.real_text_for_speculative's default)
+    assert {(r["variant"], r["workload"], r["level"]) for r in rows} == {
+        ("draft", w, f"{prefix}conc~{c}") for w, prefix in (("random", ""), ("sharegpt", "sharegpt/")) for c in (1, 2)
+    }
+    assert all(r["status"] == "ok" for r in rows), rows
+    by = {(r["variant"], r["concurrency"]): r for r in rows if r["workload"] == "random"}
     draft = by[("draft", 1)]
     assert draft["status"] == "ok" and draft["method"] == "draft_model" and draft["k"] == 3
     # the model drafting for itself: nearly every draft is accepted and a draft step costs a target step
@@ -114,8 +111,6 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
     assert draft["predicted_speedup"] == pytest.approx(draft["alpha"] / (3 * draft["gamma"] + draft["c"]))
     assert draft["measured_speedup"] > 0 and draft["rule"].endswith("not worth trying")
     assert 0 < draft["draft_coverage_pct"] <= 100
-    ngram = by[("ngram", 1)]
-    assert ngram["status"] == "ok" and ngram["gamma"] == 0.0 and ngram["measured_speedup"] > 0
     assert verify.ok and {r["new_tokens"] for r in verify.table.to_pylist()} == {1, 4}
     assert verify.metadata["hit_rate"] > 0.5  # the context really came from the cache
     # timed at each load level's concurrency: waves of 1 and of 2 requests, verify_repeats of each size
@@ -123,6 +118,20 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
     assert waves == {(c, m): 4 * c for c in (1, 2) for m in (1, 4)}
     assert by[("draft", 2)]["c"] is not None and by[("draft", 2)]["c_source"] == "verify timing at concurrency 2"
     assert not (study / "specdec_summary.md").exists()  # the report's table is the one analysis
+
+
+def test_ngram_speculation_gets_its_prediction_and_measured_speedup_per_workload(embedded_study):
+    """Read from the embedded default study CI has just run: its spec_ngram variant (config/config.yaml) is load
+    tested on random tokens at every grid level and on ShareGPT prompts, the baseline's verify timing beside it."""
+    rows = schemas.read(embedded_study / "report/specdec.parquet", REPORT_SPECDEC).table.to_pylist()
+    ngram = {(r["workload"], r["concurrency"]): r for r in rows if r["variant"] == "spec_ngram"}
+    assert ("random", 1) in ngram and ("sharegpt", 1) in ngram, sorted(ngram)
+    for r in ngram.values():
+        assert r["status"] == "ok" and r["method"] == "ngram" and r["gamma"] == 0.0, r
+        assert r["alpha"] >= 1 and r["c"] is not None, r
+        assert r["predicted_speedup"] > 0 and r["measured_speedup"] > 0 and r["rule"], r
+    # on random tokens the model loops and prompt lookup predicts the loop; real prompts are accepted less often
+    assert ngram[("random", 1)]["alpha"] > ngram[("sharegpt", 1)]["alpha"], ngram
 
 
 def test_a_speculative_server_that_cannot_start_is_a_failure_with_its_log(study):
@@ -157,7 +166,7 @@ def test_servers_start_with_the_users_thread_variables_not_snakemakes_zero(study
     refuses on each start and which keeps vLLM from its own default: the servers get the user's value back
     (here the test session's, tests/conftest.py) or none (worthit.jobenv)."""
     logs = sorted(p for p in (study / "logs/serve").glob("*.log") if not p.name.endswith(".spec.log"))
-    assert [p.stem for p in logs] == ["badspec", "base", "draft", "fp8", "ngram", "nocache"]
+    assert [p.stem for p in logs] == ["badspec", "base", "draft", "fp8"]
     for log in logs:
         text = log.read_text(errors="replace")
         assert "starting:" in text and "Invalid value for environment variable OMP_NUM_THREADS" not in text, log
@@ -173,7 +182,7 @@ def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):
 
     rows = schemas.read(study / "cost.parquet", schemas.STUDY_COST).table.to_pylist()
     servers = {r["name"]: r for r in rows if r["scope"] == "server"}
-    assert servers.keys() == {"base", "nocache", "fp8", "ngram", "draft", "badspec"}
+    assert servers.keys() == {"base", "fp8", "draft", "badspec"}
     planned = {r["variant"]: r for r in schemas.read(study / "plan.parquet", schemas.PLAN).table.to_pylist()}
     refused = set() if plan.host_cpu_has_avx512_or_amx() else {"fp8"}  # not applicable on this CPU: never started
     for name, server in servers.items():
@@ -190,8 +199,9 @@ def test_study_cost_has_each_server_start_and_every_stage_wall_time(study):
     stages = {r["name"]: r for r in rows if r["scope"] == "stage"}
     ran = {"plan_study", "write_serve_spec", "measure_kv", "loadtest", "aggregate", "decide_study", "plot_study"}
     assert ran <= stages.keys(), stages.keys()
-    # two levels on each of the five load-tested variants (badspec's are failure records); spec files: a printf
-    assert stages["loadtest"]["jobs"] == 10 and stages["write_serve_spec"]["wall_s"] >= 0
+    # two levels on each of the four load-tested variants, and the two ShareGPT levels added on draft, its base and
+    # badspec (badspec's are failure records); spec files: a printf
+    assert stages["loadtest"]["jobs"] == 4 * 2 + 3 * 2 and stages["write_serve_spec"]["wall_s"] >= 0
     assert all(stages[s]["wall_s"] > 0 for s in ran - {"write_serve_spec"})
     # a benchmark file per job of every rule but the server (a service) and the two after this table
     files = {p.parent.relative_to(study / "benchmarks").parts[0] for p in (study / "benchmarks").rglob("*.tsv")}
