@@ -96,16 +96,21 @@ def not_applicable(
     engine_args: Mapping[str, Any] | None,
     gpus: Sequence[Gpu],
     model_dir: str | os.PathLike[str] | None = None,
+    python: str | None = None,
 ) -> str | None:
     """The first reason a variant cannot run on these devices, or None: every prerequisite rule of
     :mod:`worthit.plan` (FP8 KV and Marlin compute capability, int4 kernels on a CPU, GPU count, head
     divisibility, the draft's tokenizer, quantisation group size, memory) over the engine arguments and,
     when ``model_dir`` is given, the model's config.json. A rule that cannot be checked (shapes or GPU
-    unknown) never refuses."""
+    unknown) never refuses. ``python``: the serve env's interpreter, whose vLLM is asked what it supports when a
+    rule needs it (FP8 weights, suffix decoding, LMCache: :mod:`worthit.plan.vllm_support`)."""
     from worthit import plan  # plan builds on this module's Gpu and FP8 gate
+    from worthit.plan import prerequisites, vllm_support
 
     try:
         subject = plan.serving_subject(engine_args, model_dir)
+        if python and prerequisites.needs_support(engine_args):
+            subject.support = vllm_support.ask(python)
         unmet = plan.first_unmet(plan.check(subject, plan.Hardware.from_devices(gpus)))
     except Exception:  # a rule that breaks on an odd config must not stop a server: the FP8 gate still holds
         return kv_cache_dtype_gate(eargs.get(engine_args, "kv-cache-dtype"), gpus)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from worthit import gating
 from worthit import plan as P
 from worthit.config import load
 from worthit.plan import vllm_support
@@ -150,9 +151,21 @@ def test_the_serve_envs_vllm_says_what_it_supports(serve_python: Path) -> None:
     assert got.fp8_min_capability is not None and got.fp8_min_capability >= 75
     assert got.offloading_backends is not None and "native" in got.offloading_backends
     assert got.arctic_inference is not None and got.lmcache is not None and got.fp8_quant_kernel is not None
-    # the answers the rules get from it on this CPU: each switch is refused with vLLM's reason, or allowed
-    for args, name in [
-        ({"quantization": "fp8", "dtype": "bfloat16"}, "fp8_weights"),
-        ({"speculative-config": {"method": "suffix"}}, "suffix_decoding"),
-    ]:
-        assert rule(args, CPU, got, name).status in (P.MET, P.NOT_MET)
+    # the supervisor asks it before starting a server whose switch depends on it: refused with vLLM's reason
+    # where the serve env lacks the package, served where it has it
+    suffix = {"speculative-config": {"method": "suffix"}}
+    refused = gating.not_applicable(suffix, [], None, str(serve_python))
+    assert (refused is not None) == (not got.arctic_inference)
+    assert refused is None or "arctic-inference" in refused
+
+
+def test_the_serve_env_is_asked_only_for_the_switches_that_depend_on_it() -> None:
+    from worthit.plan.prerequisites import needs_support
+
+    assert needs_support({"quantization": "fp8"}) and needs_support({"speculative-config": '{"method": "suffix"}'})
+    assert needs_support({"kv-offloading-size": 4, "kv-offloading-backend": "lmcache"})
+    for args in ({}, {"kv-offloading-size": 4}, {"async-scheduling": True}, {"quantization": "awq_marlin"}):
+        assert not needs_support(args)
+    # nothing to ask: the supervisor's gate decides on the arguments alone (a python that is not there is not run)
+    assert gating.not_applicable({"async-scheduling": True}, [], None, "/no/such/python") is not None
+    assert gating.not_applicable({"speculative-config": {"method": "suffix"}}, [], None, "/no/such/python") is None

@@ -543,6 +543,19 @@ def first_unmet(checks: Sequence[PrerequisiteCheck]) -> PrerequisiteCheck | None
     return next((c for c in checks if c.status == NOT_MET), None)
 
 
+def needs_support(args: Mapping[str, Any] | None) -> bool:
+    """Whether a rule judges these engine arguments on what the serve env's vLLM says of itself (FP8 weights,
+    LMCache offloading, suffix decoding): only then is it worth asking (:func:`worthit.plan.vllm_support.ask`)."""
+    args = args or {}
+    sc = eargs.speculative_config(args) or {}
+    offload = _offloading(args)
+    return (
+        str(eargs.get(args, "quantization") or "").lower() in FP8_WEIGHT_METHODS
+        or str(sc.get("method") or "").lower() == "suffix"
+        or (offload is not None and offload[0] != "native")
+    )
+
+
 def serving_subject(
     args: Mapping[str, Any] | None, model_dir: str | os.PathLike[str] | None, variant: str = ""
 ) -> Subject:

@@ -387,7 +387,7 @@ def _refusal(
     gate (not applicable), then arguments vLLM would refuse or misread, then a missing API key (failed)."""
     if key_error:
         return key_error, "failed"
-    refused = gating.not_applicable(args, devices, model_dir)
+    refused = gating.not_applicable(args, devices, model_dir, python)
     if refused:
         return refused, "not_applicable"
     if not argv and (misread := _flag_problems(python, args, log_path)):
