@@ -1,8 +1,9 @@
 """What every report stage reads: the typed study, its results, the rules, and how each variant is judged.
 
 Each variant other than the baseline is one *optimisation*, named as the user turns it on and oriented so
-that ``with_`` is the side that has it: a variant that turns prefix caching off is "prefix caching (on vs
-off)" with the baseline as the side that has it, and "adopt" means keep it on.
+that ``with_`` is the side that has it: a variant that turns a cache off is "<the cache> (on vs off)" with
+the baseline as the side that has it, and "adopt" means keep it on. Each experiment names the changes of its
+own engine flags (:func:`worthit.report.experiments.changes`); the flags no experiment names are named here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from worthit.report.mbu import Bandwidth, peak_bandwidth
 from worthit.report.rules import Rules
 
 # Engine arguments that change what the model computes: a variant setting one of them differently needs an
-# accuracy measurement before it can be adopted. Everything else (prefix caching, speculative decoding with
+# accuracy measurement before it can be adopted. Everything else (caching a prompt, speculative decoding with
 # its exact rejection sampling, batch and memory limits, compilation) leaves the outputs as they were.
 LOSSY_FLAGS = ("kv-cache-dtype", "quantization", "dtype", "calculate-kv-scales")
 # Flags whose difference the name of an optimisation leaves out (how much memory and context the engine gets,
@@ -220,9 +221,12 @@ class Context:
         parts: list[str] = []
         with_ = variant
         lossless = True
-        if eargs.prefix_caching_on(a) != eargs.prefix_caching_on(b):
-            parts.append("prefix caching (on vs off)")
-            if eargs.prefix_caching_on(a):
+        from worthit.report.experiments import changes, helper_of  # they register against this module
+
+        named, named_flags = changes(a, b)  # each experiment names what its own flags change
+        for c in named:
+            parts.append(c.name)
+            if c.baseline_has_it:
                 with_ = base
         asyncs = (eargs.ASYNC_SCHEDULING, eargs.NO_ASYNC_SCHEDULING)
         explicit_async = any(eargs.has(x, f) for x in (a, b) for f in asyncs)
@@ -230,17 +234,11 @@ class Context:
             parts.append("async scheduling (on vs off)")  # lossless: when a step is planned, not what it computes
             if eargs.async_scheduling_on(a):
                 with_ = base
-        sa, sb = eargs.speculative_config(a), eargs.speculative_config(b)
-        if sa != sb:
-            sc = sb or sa or {}
-            method = sc.get("method") or ("draft model" if sc.get("model") else "speculative")
-            k = sc.get("num_speculative_tokens")
-            parts.append(f"speculative decoding ({method}{f', k={k}' if k else ''})" + ("" if sb else " (off)"))
         ma, mb = self.model(base), self.model(variant)
         if ma != mb:
             parts.append(_model_name(self.study.cfg, mb) + f" (vs {ma})")
             lossless = False
-        skip = {eargs.PREFIX_CACHING, eargs.NO_PREFIX_CACHING, eargs.SPECULATIVE_CONFIG, *_QUIET_FLAGS}
+        skip = {*named_flags, *_QUIET_FLAGS}
         skip |= set(asyncs)
         for key in sorted({eargs.flag(k) for k in (*a, *b)} - skip):
             va, vb = eargs.get(a, key), eargs.get(b, key)
@@ -262,11 +260,12 @@ class Context:
             name = f"control: {base}'s configuration measured again"
         else:
             name = "; ".join(parts) or f"{variant} (same engine arguments as {base})"
-        drafted = [s for s in self.study.cfg["specdec"]["draft_variants"] if self.study.draft_variant(s) == variant]
-        if drafted:  # served for gamma: judged as what it also is, another model, but named for what it is for
-            name += f" [the draft model of {', '.join(drafted)}, served alone for gamma]"
+        helper = helper_of(self, variant)
+        if helper is not None:  # judged as what it also is (another model), but named for what it is for
+            name += f" [{helper.of}]"
         without = variant if with_ == base else base
-        return Pair(variant, name, without, with_, lossless, base, control, content_dependent=sa != sb)
+        dependent = any(c.content_dependent for c in named)
+        return Pair(variant, name, without, with_, lossless, base, control, content_dependent=dependent)
 
     # --- hardware --------------------------------------------------------------------------------
     @property

@@ -44,6 +44,7 @@ from worthit.report.decide import (
     control_spread,
     judged_on,
 )
+from worthit.report.experiments import helper_of
 from worthit.report.measure import SINGLE_RUN
 from worthit.report.regimes import judge, tail_harms
 from worthit.report.rules import Rules
@@ -56,12 +57,11 @@ MINUS = "\u2212"
 
 
 def role(ctx: Context, pair: Pair) -> str:
-    """What a variant is to the study: an optimisation to turn on, a control, or a helper (a draft model
-    served alone for γ, ``specdec.draft_variants``)."""
+    """What a variant is to the study: an optimisation to turn on, a control, or a helper of an experiment
+    (:func:`worthit.report.experiments.helper_of`: a draft model served alone, say)."""
     if pair.control:
         return ROLE_CONTROL
-    drafts = (ctx.study.cfg.get("specdec") or {}).get("draft_variants") or {}
-    if pair.variant in {str(d) for d in drafts.values()}:
+    if helper_of(ctx, pair.variant) is not None:
         return HELPER
     return OPTIMISATION
 
@@ -323,13 +323,9 @@ def control_line(pair: Pair, e: Evidence) -> str:
 
 
 def helper_line(ctx: Context, pair: Pair) -> str:
-    """What a helper is for: the draft model served alone, and the γ it gave."""
-    drafts = (ctx.study.cfg.get("specdec") or {}).get("draft_variants") or {}
-    specs = [s for s, d in drafts.items() if str(d) == pair.variant]
-    spec_levels = ctx.analyses.get("specdec") or {}
-    gammas = [lv[0].gamma for s in specs if (lv := spec_levels.get(s)) and lv[0].gamma is not None]
-    got = f": \u03b3 = {gammas[0]:.2f} (its TPOT P50 / the target's at the lowest level)" if gammas else ""
-    return f"{pair.variant} serves the draft model of {', '.join(specs)} alone, to measure \u03b3{got}"
+    """What a helper is for, in the words of the experiment it serves."""
+    h = helper_of(ctx, pair.variant)
+    return h.line if h is not None else f"{pair.variant} serves another variant"
 
 
 def headlines(

@@ -187,7 +187,7 @@ def one_change(changes: Mapping[str, str], variant: str = "<variant>") -> Findin
     keys = set(changes)
     if len(keys) <= 1 or any(keys <= group for group in _TOGETHER):
         return None
-    shown = "; ".join(f"{k} ({v})" for k, v in changes.items())
+    shown = "; ".join(f"{k} ({v})" if v else k for k, v in changes.items())
     return Finding(
         "more than one change",
         f"its two sides differ in {len(keys)} things: {shown}; the effect cannot be attributed to one of them",
@@ -197,18 +197,19 @@ def one_change(changes: Mapping[str, str], variant: str = "<variant>") -> Findin
 
 
 def _changes(ctx: Context, pair: Pair) -> dict[str, str]:
-    """What differs between the two sides of an optimisation: the model, each engine flag (prefix caching and
-    the speculative config each one change; memory and context sizes left out), extra arguments, environment."""
+    """What differs between the two sides of an optimisation: the model, each engine flag (the flags an
+    experiment names, one change each, :func:`worthit.report.experiments.changes`; memory and context sizes
+    left out), extra arguments, environment."""
+    from worthit.report.experiments import changes
+
     base, v = pair.base or ctx.baseline, pair.variant
     a, b = ctx.engine_args(base), ctx.engine_args(v)
     out: dict[str, str] = {}
     if ctx.model(base) != ctx.model(v):
         out["model"] = f"{ctx.model(v)} vs {ctx.model(base)}"
-    if eargs.prefix_caching_on(a) != eargs.prefix_caching_on(b):
-        out["prefix caching"] = "on vs off" if eargs.prefix_caching_on(b) else "off vs on"
-    if eargs.speculative_config(a) != eargs.speculative_config(b):
-        out["speculative config"] = "set" if eargs.speculative_config(b) else "unset"
-    skip = {eargs.PREFIX_CACHING, eargs.NO_PREFIX_CACHING, eargs.SPECULATIVE_CONFIG, *QUIET_FLAGS}
+    named, named_flags = changes(a, b)
+    out.update({c.name: "" for c in named})
+    skip = {*named_flags, *QUIET_FLAGS}
     for key in sorted({eargs.flag(k) for k in (*a, *b)} - skip):
         va, vb = eargs.get(a, key), eargs.get(b, key)
         if va != vb:
@@ -241,23 +242,6 @@ def _kv_calibrated(ctx: Context, pair: Pair) -> tuple[bool, bool]:
     return calibrated, same
 
 
-def _spec_points(ctx: Context, variant: str) -> list[SpecPoint]:
-    levels = (ctx.analyses.get("specdec") or {}).get(variant) or []
-    out = []
-    for s in levels:
-        gamma = f", gamma {s.gamma:.2f}" if s.gamma is not None else ""
-        inputs = (
-            f"alpha {s.alpha:.2f}, k {s.k}{gamma}, c {s.c:.2f}"
-            if s.alpha is not None and s.c is not None
-            else "inputs unknown"
-        )
-        label = (
-            f"{s.workload} concurrency {s.concurrency}" if s.workload != "random" else f"concurrency {s.concurrency}"
-        )
-        out.append(SpecPoint(label, s.predicted, s.measured, inputs, s.c_implied))
-    return out
-
-
 def _bytes_check(ctx: Context, pair: Pair, e: Evidence) -> Finding | None:
     """:func:`weight_bytes_speedup` at the lowest concurrency both sides measured, where only the weights
     differ in bytes (the same KV-cache dtype, no speculative drafting on either side)."""
@@ -277,6 +261,8 @@ def _bytes_check(ctx: Context, pair: Pair, e: Evidence) -> Finding | None:
 
 def findings(ctx: Context, pair: Pair, e: Evidence) -> list[Finding]:
     """Every plausibility check on one optimisation, with its inputs read off the study (none for a control)."""
+    from worthit.report.experiments import registered
+
     if pair.control or e.status != "ok":
         return []
     accuracy = [] if e.random_weights else list(e.accuracy)
@@ -291,7 +277,9 @@ def findings(ctx: Context, pair: Pair, e: Evidence) -> list[Finding]:
             if (c := capacity.get(side)) is not None
         ),
         _bytes_check(ctx, pair, e),
-        speculative_model(_spec_points(ctx, pair.variant)),
+        *(  # each experiment's own checks, on its analysis (docs/verdicts.md, "Suspect results")
+            f for x in registered() if x.findings is not None for f in x.findings(ctx, ctx.analyses.get(x.name), pair)
+        ),
         one_change(_changes(ctx, pair), pair.variant),
     ]
     return [f for f in found if f is not None]

@@ -93,7 +93,7 @@ class Rules:
     # many percent and by more than this many ms; within either it is a trade-off (docs/verdicts.md, "Harms").
     max_harm_pct: float = _default("max_harm_pct", _float)
     max_harm_ms: float = _default("max_harm_ms", _float)
-    # The knees of the load curves (decide.knee): worthit.experiments.kv.report and the plan's comparison.
+    # The knees of the load curves (decide.knee), read by the KV capacity analysis and the plan's comparison.
     knee_throughput_fraction: float = _default("knee_throughput_fraction", _float)
     knee_latency_factor: float = _default("knee_latency_factor", _float)
 

@@ -6,7 +6,7 @@ above zero, the side with the cache on against the side with it off (whichever o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded
 from worthit.report.decide import LATENCY, Comparison, Setting
-from worthit.report.experiments import EvidenceItem, Experiment, Figure
+from worthit.report.experiments import Change, EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, quantile
 from worthit.report.pooling import Pools, files_machine
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols, pct
@@ -210,6 +210,13 @@ def _figure(ctx: Context, a: dict[str, list[Point]]) -> Any:
     return plots.finish(fig, ax)
 
 
+def change(a: Mapping[str, Any], b: Mapping[str, Any]) -> Change | None:
+    """The pair's name when the variant turns prefix caching on or off (the side with the cache has it)."""
+    if eargs.prefix_caching_on(a) == eargs.prefix_caching_on(b):
+        return None
+    return Change("prefix caching (on vs off)", baseline_has_it=eargs.prefix_caching_on(a))
+
+
 EXPERIMENT = Experiment(
     NAME,
     analyse,
@@ -224,4 +231,6 @@ EXPERIMENT = Experiment(
     ),
     capability=capability,
     order=40,
+    change=change,
+    flags=frozenset({eargs.PREFIX_CACHING, eargs.NO_PREFIX_CACHING}),
 )

@@ -55,8 +55,9 @@ from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.data import Loaded
 from worthit.report.decide import ALL_REGIMES, LATENCY, UNDETERMINED, WORSE, Check, Setting
-from worthit.report.experiments import EvidenceItem, Experiment, Figure
+from worthit.report.experiments import Change, EvidenceItem, Experiment, Figure, Helper
 from worthit.report.measure import Measure, ratio
+from worthit.report.outcomes import Finding
 from worthit.report.plausibility import SpecPoint, speculative_model
 from worthit.report.views import INT, MEASURE, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
@@ -453,6 +454,51 @@ def _figure(ctx: Context, a: dict[str, list[SpecLevel]]) -> Any:
     return plots.finish(fig, ax)
 
 
+def change(a: Mapping[str, Any], b: Mapping[str, Any]) -> Change | None:
+    """The pair's name when the variant's speculative config differs from its baseline's: its method and k, or
+    "(off)" when the variant serves none; its effect depends on what is generated."""
+    sa, sb = eargs.speculative_config(a), eargs.speculative_config(b)
+    if sa == sb:
+        return None
+    sc = sb or sa or {}
+    method = sc.get("method") or ("draft model" if sc.get("model") else "speculative")
+    k = sc.get("num_speculative_tokens")
+    name = f"speculative decoding ({method}{f', k={k}' if k else ''})" + ("" if sb else " (off)")
+    return Change(name, content_dependent=True)
+
+
+def helper(ctx: Context, variant: str) -> Helper | None:
+    """A draft model served alone for γ (``specdec.draft_variants``): what it is for, and the γ it gave."""
+    specs = [s for s in ctx.study.cfg["specdec"]["draft_variants"] if ctx.study.draft_variant(s) == variant]
+    if not specs:
+        return None
+    levels = ctx.analyses.get(NAME) or {}
+    gammas = [lv[0].gamma for s in specs if (lv := levels.get(s)) and lv[0].gamma is not None]
+    got = f": \u03b3 = {gammas[0]:.2f} (its TPOT P50 / the target's at the lowest level)" if gammas else ""
+    return Helper(
+        f"the draft model of {', '.join(specs)}, served alone for gamma",
+        f"{variant} serves the draft model of {', '.join(specs)} alone, to measure \u03b3{got}",
+    )
+
+
+def plausible(_ctx: Context, analysis: Any, pair: Pair) -> list[Finding | None]:
+    """The speculative model's check on the variant's levels: the measured speed-up within half to twice its
+    own predicted S (:func:`worthit.report.plausibility.speculative_model`)."""
+    points = []
+    for s in (analysis or {}).get(pair.variant) or []:
+        gamma = f", gamma {s.gamma:.2f}" if s.gamma is not None else ""
+        inputs = (
+            f"alpha {s.alpha:.2f}, k {s.k}{gamma}, c {s.c:.2f}"
+            if s.alpha is not None and s.c is not None
+            else "inputs unknown"
+        )
+        label = (
+            f"{s.workload} concurrency {s.concurrency}" if s.workload != "random" else f"concurrency {s.concurrency}"
+        )
+        points.append(SpecPoint(label, s.predicted, s.measured, inputs, s.c_implied))
+    return [speculative_model(points)]
+
+
 EXPERIMENT = Experiment(
     NAME,
     analyse,
@@ -468,4 +514,8 @@ EXPERIMENT = Experiment(
     ),
     order=50,
     requires=("load",),
+    change=change,
+    flags=frozenset({eargs.SPECULATIVE_CONFIG}),
+    helper=helper,
+    findings=plausible,
 )

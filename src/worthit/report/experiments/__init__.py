@@ -21,7 +21,7 @@ tests/unit/test_report.py registers a toy experiment this way and finds its tabl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, TaskAccuracy
+from worthit.report.outcomes import Finding
 from worthit.report.views import View
 
 EvidenceItem = Comparison | Check | TaskAccuracy
@@ -42,6 +43,23 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class Change:
+    """What a variant changes from its baseline, in an experiment's words (a part of the pair's name)."""
+
+    name: str  # "prefix caching (on vs off)"
+    baseline_has_it: bool = False  # the baseline is the side with the optimisation (the variant turns it off)
+    content_dependent: bool = False  # its effect depends on what is generated: judged on real text
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A variant that is no optimisation but serves one (a draft model served alone for its speed)."""
+
+    of: str  # added to the pair's name: "the draft model of spec, served alone for gamma"
+    line: str  # the headline's line for it
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str
     analyse: Callable[[Context], Any]
@@ -52,6 +70,25 @@ class Experiment:
     notes: Callable[[Context, Any, Pair], Sequence[str]] | None = None  # lines added to a verdict's reason
     order: int = 50
     requires: Sequence[str] = field(default_factory=tuple)
+    # How the pair's name says what the experiment's engine flags change (the baseline's arguments, the
+    # variant's); ``flags`` are the ones it names, which the generic flag changes leave out.
+    change: Callable[[Mapping[str, Any], Mapping[str, Any]], Change | None] | None = None
+    flags: frozenset[str] = frozenset()
+    helper: Callable[[Context, str], Helper | None] | None = None  # the variant as a helper of this experiment
+    # Its plausibility checks of one optimisation, on its analysis (worthit.report.plausibility.findings).
+    findings: Callable[[Context, Any, Pair], Sequence[Finding | None]] | None = None
+
+
+def changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[Change], set[str]]:
+    """What the registered experiments name of the change from engine arguments ``a`` to ``b``, and the
+    flags they name (in the experiments' order)."""
+    out = [c for e in registered() if e.change is not None and (c := e.change(a, b)) is not None]
+    return out, {f for e in registered() for f in e.flags}
+
+
+def helper_of(ctx: Context, variant: str) -> Helper | None:
+    """The variant as a helper of a registered experiment, if it is one."""
+    return next((h for e in registered() if e.helper is not None and (h := e.helper(ctx, variant))), None)
 
 
 REGISTRY: dict[str, Experiment] = {}
