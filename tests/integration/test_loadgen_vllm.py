@@ -63,6 +63,9 @@ def test_a_level_measures_every_request_and_counts_generated_tokens(vllm_url: st
     assert meta["metrics_delta"]["vllm:prompt_tokens_total"] == 4 * 32
     assert meta["metrics_delta"]["vllm:request_success_total"] == 4 and meta["metrics_after_warmup"] is True
     assert meta["traffic"]["shared"] is False and meta["traffic"]["other_generation_tokens"] == 0
+    # a CPU server has no NVML energy counter: not measured, and why, never a zero
+    assert meta["energy"]["energy_j"] is None and meta["energy"]["energy_j_per_output_token"] is None
+    assert meta["energy"]["energy_reason"].startswith("not measured: no NVIDIA GPU (NVML)")
 
 
 def test_a_named_workloads_level_counts_its_own_requests_not_its_warm_up(vllm_url: str, model_dir: Path) -> None:
