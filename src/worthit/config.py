@@ -457,10 +457,6 @@ class Study:
         return int(lt["prompt_tokens"]) + int(lt["output_tokens"])
 
     @property
-    def prefix_lengths(self) -> list[int]:
-        return [int(n) for n in self.cfg["prefix"]["lengths"]]
-
-    @property
     def spec_variants(self) -> list[str]:
         """Variants served with a speculative-config (measured by their load levels)."""
         return [v for v in self.variants_with("loadtest") if self.variant(v).speculative_config]

@@ -45,3 +45,29 @@ def test_the_report_compares_each_cache_on_length_with_its_other_side_in_one_sig
     assert on["change_pct"] == pytest.approx((on["ttft_ms_p50"] - off["ttft_ms_p50"]) / off["ttft_ms_p50"] * 100)
     assert on["change_pct"] < -50 < off["change_pct"]  # the cache saves most of a 512-token prefill
     assert on["hit_rate_pct"] > 90
+
+
+def test_the_prefix_section_is_read_through_one_door_with_its_folders_defaults() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from tests.conftest import ROOT
+    from worthit.config import validate
+    from worthit.experiments.prefix.section import SECTION_FILE, section
+
+    props = yaml.safe_load(Path(SECTION_FILE).read_text())["prefix"]["properties"]
+    bare = section({})
+    assert bare.lengths == tuple(props["lengths"]["default"])
+    assert (bare.suffix_tokens, bare.num_requests) == (
+        props["suffix_tokens"]["default"],
+        props["num_requests"]["default"],
+    )
+    mine = section({"prefix": {"lengths": [0, 64], "suffix_tokens": 8}})
+    assert (mine.lengths, mine.prompt_tokens(64), mine.output_tokens) == (
+        (0, 64),
+        72,
+        props["output_tokens"]["default"],
+    )
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert section(validate(cfg)) == section(cfg)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from worthit.config import ConfigError, Study, validate
+from worthit.experiments.prefix.section import section as prefix_section
 
 
 def _study(**level) -> Study:
@@ -34,7 +35,7 @@ def test_a_workload_level_naming_variants_runs_on_exactly_those():
     # every run of each, in the order measured, and the consumers take their turns in that order
     assert [lv.path(r) for lv, r in s.level_runs("nocache")] == ["load/chat/conc~4", "load/chat/conc~4.rep~2"]
     assert list(s.consumers("nocache")) == ["kv", "load/chat/conc~4", "load/chat/conc~4.rep~2"] + [
-        f"prefix/len~{n}" for n in s.prefix_lengths
+        f"prefix/len~{n}" for n in prefix_section(s.cfg).lengths
     ]
 
 

@@ -59,7 +59,9 @@ def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: s
     sweet_spot.variants names it, its probes (sweet_spot.max_probes, one run each, costed at the grid's
     geometric-mean concurrency: where the bracket lies is known only once the grid is measured). Rate and
     replay levels are not costed."""
-    lt, px = cfg["loadtest"], cfg["prefix"]
+    from worthit.experiments.prefix.section import section as prefix_section
+
+    lt, px = cfg["loadtest"], prefix_section(cfg)
     levels = tuple(int(c) for c in lt["levels"])
     n = lt["num_requests"]
     repeats = int(lt.get("repeats", 1))
@@ -81,11 +83,8 @@ def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: s
         levels=levels,
         requests=tuple(requests(c) for c in levels),
         repeats=repeats,
-        prefix=tuple(
-            (int(L) + int(px["suffix_tokens"]), int(px["num_requests"]) + int(px["warmup_requests"]))
-            for L in px["lengths"]
-        ),
-        prefix_output_tokens=int(px["output_tokens"]),
+        prefix=tuple((px.prompt_tokens(L), px.num_requests + px.warmup_requests) for L in px.lengths),
+        prefix_output_tokens=px.output_tokens,
         experiments=tuple(experiments),
         extra=tuple(extra),
     )

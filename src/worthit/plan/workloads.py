@@ -101,9 +101,11 @@ def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
         if added:
             why += f"; ShareGPT levels {'; '.join(added)}"
         out.append(WorkloadChoice("loadtest", variant, {k: v for k, (v, _) in sends.items()}, why, warning))
-    prefix = cfg.get("prefix") or {}
-    if any("prefix" in study.variant(v).experiments for v in study.variants) and prefix.get("lengths"):
-        lengths = ", ".join(str(n) for n in prefix["lengths"])
+    from worthit.experiments.prefix.section import section as prefix_section
+
+    prefix = prefix_section(cfg)
+    if any("prefix" in study.variant(v).experiments for v in study.variants) and prefix.lengths:
+        lengths = ", ".join(str(n) for n in prefix.lengths)
         out.append(
             WorkloadChoice(
                 "prefix",

@@ -1,6 +1,6 @@
 """Prefix caching: TTFT of requests that share a prefix of each length, with the cache on and off.
 
-Config key ``prefix`` (its section.yaml) and the experiment name ``prefix`` in
+Config key ``prefix`` (its section.yaml, read through :func:`.section.section`) and the experiment name ``prefix`` in
 ``variants.<v>.experiments``. Its files:
 
 - :mod:`.measure`: one shared-prefix length on a variant's server (``prefix_test``, run in its turn through
@@ -14,22 +14,23 @@ Config key ``prefix`` (its section.yaml) and the experiment name ``prefix`` in
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
+from worthit.experiments.prefix.section import SECTION_FILE, section
 from worthit.experiments.prefix.tables import PREFIX, REPORT_PREFIX
 
 if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "prefix"
-SECTION = Path(__file__).with_name("section.yaml")  # its config section
+SECTION = SECTION_FILE  # its config section
 
 
 def consumers(study: Study, variant: str) -> list[str]:
     """One turn per shared-prefix length on every variant whose experiments include ``prefix``."""
-    return [f"prefix/len~{n}" for n in study.prefix_lengths] if NAME in study.variant(variant).experiments else []
+    lengths = section(study.cfg).lengths
+    return [f"prefix/len~{n}" for n in lengths] if NAME in study.variant(variant).experiments else []
 
 
 def register() -> None:

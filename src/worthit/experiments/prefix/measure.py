@@ -18,6 +18,7 @@ from typing import Any
 
 from worthit import prom
 from worthit.config import Study
+from worthit.experiments.prefix.section import section
 from worthit.experiments.prefix.tables import PREFIX
 from worthit.loadgen.client import ClientConfig, closed_loop
 from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
@@ -96,7 +97,7 @@ def prefix_test(
     study: Study, variant: str, *, prefix_tokens: int, state_path: str, manifest_path: str, out: str
 ) -> None:
     """The prefix_test rule: one length on the variant's server, in its turn; failures are results."""
-    pc = study.cfg["prefix"]
+    pc = section(study.cfg)
     manifest = Manifest.load(manifest_path)
     meta = result_meta(
         study, variant, manifest, prefix_tokens=prefix_tokens, prefix_caching=study.variant(variant).prefix_caching
@@ -108,13 +109,13 @@ def prefix_test(
             state.served_model_name,
             tokenizer_dir=manifest.model_dir,
             prefix_tokens=prefix_tokens,
-            suffix_tokens=pc["suffix_tokens"],
-            output_tokens=pc["output_tokens"],
-            num_requests=pc["num_requests"],
-            concurrency=pc["concurrency"],
-            warmup=pc["warmup_requests"],
-            seed=pc["seed"],
-            timeout_s=pc["request_timeout_s"],
+            suffix_tokens=pc.suffix_tokens,
+            output_tokens=pc.output_tokens,
+            num_requests=pc.num_requests,
+            concurrency=pc.concurrency,
+            warmup=pc.warmup_requests,
+            seed=pc.seed,
+            timeout_s=pc.request_timeout_s,
             api_key=study.api_key,
         )
         for r in rows:
