@@ -1,9 +1,9 @@
 """The HTML report as a person opening it sees it: headless Chromium at 1400x900 (worthit.testing.browser).
 
-On the H200 real-weights sample (examples/h200-qwen/results, its per-request rows on the evidence branch:
-tests/evidence.py) and on the embedded default's committed full run (examples/embedded-default/results), every
-optimisation's verdict and headline effect lie in the first screen, read from the page's element boxes, and no
-table is wider than the page with every fold open.
+On the H200 real-weights sample (examples/h200-qwen/results, its per-request rows on the evidence branch, read
+from their compact extract on main: tests/evidence.py) and on the embedded default's committed full run
+(examples/embedded-default/results), every optimisation's verdict and headline effect lie in the first screen,
+read from the page's element boxes, and no table is wider than the page with every fold open.
 
 Needs the Debian package ``chromium`` (.ci/run installs it); skipped with that reason when absent.
 """
@@ -53,7 +53,7 @@ def _config(results: Path, configfile: Path | None) -> dict:
 @pytest.fixture(scope="module", params=sorted(STUDIES))
 def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
     where, configfile = STUDIES[request.param]
-    results = evidence.sample(where) if isinstance(where, str) else where
+    results = evidence.compact(where) if isinstance(where, str) else where
     out = tmp_path_factory.mktemp(request.param)
     report = build.from_dir(_config(results, configfile), results)
     page = build.write_all(report, out / "report", out / "report.html", {})

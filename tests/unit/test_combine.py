@@ -1,9 +1,11 @@
 """``worthit combine`` on the three one-machine measurement sessions (examples/h200-qwen/h100-int4-ngram,
-h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows on the evidence branch,
-tests/evidence.py) renders the committed one-machine report (examples/h200-qwen/one-machine/) with every
-optimisation judged on one machine. On the embedded default's committed results: the combined folder holds the
-source's own rows under the new names and says where each file came from; bad input names the folder, variant
-or name and what to do; a plain copy of a result under another variant's name is still refused by the report."""
+h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows on the evidence branch, kept
+compact under tests/fixtures/evidence/: tests/evidence.py) renders the committed one-machine report
+(examples/h200-qwen/one-machine/) with every optimisation judged on one machine; on the branch itself (``pytest -m
+evidence``), every column of its verdicts as committed. On the embedded default's committed results: the combined
+folder holds the source's own rows under the new names and says where each file came from; bad input names the
+folder, variant or name and what to do; a plain copy of a result under another variant's name is still refused by
+the report."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import csv
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -37,10 +40,11 @@ def _combine_command() -> list[str]:
     return [a.strip("'") for a in args.split()]
 
 
-def _combine_example(out: Path) -> None:
+def _combine_example(out: Path, where: Callable[[str], Path] = evidence.compact) -> None:
+    """The documented combine into ``out``, each ``examples/<path>`` it names read from ``where(path)``."""
     argv = _combine_command()
     argv[argv.index("--out") + 1] = str(out)
-    argv = [str(evidence.sample(a.removeprefix("examples/"))) if a.startswith("examples/") else a for a in argv]
+    argv = [str(where(a.removeprefix("examples/"))) if a.startswith("examples/") else a for a in argv]
     assert cli.main(["combine", *argv]) == 0
 
 
@@ -66,6 +70,16 @@ def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_pat
     assert said + "(bf16_s14, bf16_s15, fp8_kv)." in page
     md = (out / "report" / "tables.md").read_text()
     assert "Baseline: `bf16_s16`, or the one an optimisation names (`bf16_s14`, `bf16_s15`, `fp8_kv`)." in md
+
+
+@pytest.mark.evidence
+def test_on_the_raw_results_the_documented_combine_gives_the_committed_verdicts(tmp_path: Path) -> None:
+    """Every column of every verdict as committed, inter-token latency included (the compact extract nulls it)."""
+    out = tmp_path / "results"
+    _combine_example(out, evidence.sample)
+    assert report_main(["--results", str(out), "--configfile", str(ONE / "config.yaml")]) == 0
+    made = list(csv.DictReader((out / "report" / "verdicts.csv").open()))
+    assert made == list(csv.DictReader((ONE / "results" / "report" / "verdicts.csv").open()))
 
 
 def test_a_combined_file_keeps_its_rows_and_says_where_it_came_from(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """An interrupted tune's confirmation, judged on the fresh starts it measured, serving nothing
 (``worthit tune --no-confirm``). The data is the real tune of examples/h200-qwen/tune/ (Qwen2.5-Coder-1.5B on an
-H100; its per-request rows on the evidence branch, tests/evidence.py): vLLM's defaults measured on both of their
-fresh starts, the rounds' best on one of its two."""
+H100; its per-request rows on the evidence branch, read from their compact extract on main: tests/evidence.py):
+vLLM's defaults measured on both of their fresh starts, the rounds' best on one of its two."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ BEST = "2e1f648e2f39"  # max-num-seqs 107, max-num-batched-tokens 5954: both sce
 def _tune(tmp_path: Path) -> tuple[dict, TuneSearch, Path]:
     cfg = load(CONFIG)
     results = tmp_path / "results" / f"{cfg['study']}-tune"
-    shutil.copytree(evidence.sample("h200-qwen/tune") / "results", results)
+    shutil.copytree(evidence.compact("h200-qwen/tune") / "results", results)
     (results / "tune" / "confirmation.parquet").unlink()
     search = TuneSearch(parse(cfg, str(CONFIG)), results / "tune" / "journal.log", study_name=str(cfg["study"]))
     return cfg, search, results
