@@ -486,11 +486,6 @@ class Study:
         }
         return sorted({1} | {k + 1 for k in ks if k > 0})
 
-    @property
-    def sweet_spot_variants(self) -> list[str]:
-        """Variants whose SLO sweet spot is searched (sweet_spot.variants)."""
-        return list(self.cfg["sweet_spot"]["variants"])
-
     def consumers(self, variant: str) -> Iterator[str]:
         """The variant's measurements in the order they run on its server (one at a time): every
         experiment's (worthit.measurements), in the experiments' order."""

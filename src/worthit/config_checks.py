@@ -90,8 +90,11 @@ def _speculative_config_value(key: str, value: Any) -> bool:
 
 def sweet_spot(cfg: Mapping[str, Any], source: str) -> None:
     """A searched variant exists, load-tests, and there is an SLO to search against."""
+    from worthit.experiments.sweet_spot.section import section
+
+    searched = section(cfg).variants
     names = ", ".join(cfg["variants"])
-    for i, name in enumerate(cfg["sweet_spot"]["variants"]):
+    for i, name in enumerate(searched):
         key = f"{source}: key 'sweet_spot.variants[{i}]'"
         if name not in cfg["variants"]:
             raise ConfigError(f"{key}: unknown variant {name!r} (allowed: {names})")
@@ -100,7 +103,7 @@ def sweet_spot(cfg: Mapping[str, Any], source: str) -> None:
                 f"{key}: variant {name!r} runs no load test (add 'loadtest' to variants.{name}.experiments)"
             )
     slo = cfg.get("slo") or {}
-    if cfg["sweet_spot"]["variants"] and slo.get("ttft_ms") is None and slo.get("tpot_ms") is None:
+    if searched and slo.get("ttft_ms") is None and slo.get("tpot_ms") is None:
         raise ConfigError(
             f"{source}: key 'sweet_spot.variants': the search looks for the highest concurrency meeting the SLO, "
             "and none is set: set slo.ttft_ms and/or slo.tpot_ms, or empty sweet_spot.variants"

@@ -25,6 +25,7 @@ tests/workflow/test_experiment_registry.py adds a toy experiment this way and to
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable, Sequence
@@ -135,6 +136,14 @@ def section_file(path: str | Path) -> tuple[str, dict[str, Any]]:
         raise ValueError(f"{path}: holds one config section, a key with its JSON schema (key: {{type: object, ...}})")
     ((key, schema),) = doc.items()
     return str(key), schema
+
+
+@functools.cache
+def section_defaults(path: str | Path) -> dict[str, Any]:
+    """The defaults of an experiment's config section (its ``section.yaml``), key by key: what its one reader
+    (the folder's ``section.py``) takes for a key a config leaves out."""
+    _, schema = section_file(path)
+    return {str(k): p.get("default") for k, p in (schema.get("properties") or {}).items()}
 
 
 def summary_files(stem: str, wanted: Callable[[Study], object]) -> Callable[[Study, str], list[str]]:

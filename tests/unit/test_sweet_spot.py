@@ -104,3 +104,21 @@ def test_config_names_the_key_and_allowed_values_for_a_bad_sweet_spot():
         validate(cfg, "study.yaml")
     ok = validate(_cfg(variants=["base"]), "study.yaml")
     assert ok["sweet_spot"] == {"variants": ["base"], "width": 1, "max_probes": 6}
+
+
+def test_the_sweet_spot_section_is_read_through_one_door_with_its_folders_defaults() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from worthit.experiments.sweet_spot.section import SECTION_FILE, section
+
+    props = yaml.safe_load(Path(SECTION_FILE).read_text())["sweet_spot"]["properties"]
+    bare = section({})
+    assert (bare.variants, bare.width, bare.max_probes) == (
+        tuple(props["variants"]["default"]),
+        props["width"]["default"],
+        props["max_probes"]["default"],
+    )
+    mine = section({"sweet_spot": {"variants": ["base"], "max_probes": 2}})
+    assert (mine.variants, mine.max_probes, mine.width) == (("base",), 2, props["width"]["default"])

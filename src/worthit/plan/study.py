@@ -60,6 +60,7 @@ def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: s
     geometric-mean concurrency: where the bracket lies is known only once the grid is measured). Rate and
     replay levels are not costed."""
     from worthit.experiments.prefix.section import section as prefix_section
+    from worthit.experiments.sweet_spot.section import section as sweet_spot_section
 
     lt, px = cfg["loadtest"], prefix_section(cfg)
     levels = tuple(int(c) for c in lt["levels"])
@@ -74,9 +75,10 @@ def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: s
         study = Study(cfg)  # which workload levels a variant measures: one rule (Study.variant_levels)
         beyond = [lv.concurrency for lv in study.variant_levels(variant) if lv.workload is not None]
         extra += [(c, requests(c), repeats) for c in beyond if c is not None]
-        if "loadtest" in experiments and levels and variant in study.sweet_spot_variants:
+        sweet = sweet_spot_section(cfg)
+        if "loadtest" in experiments and levels and variant in sweet.variants:
             mid = max(1, round(math.exp(sum(math.log(c) for c in levels) / len(levels))))
-            extra += [(mid, requests(mid), 1)] * int(cfg["sweet_spot"]["max_probes"])
+            extra += [(mid, requests(mid), 1)] * sweet.max_probes
     return WorkloadShape(
         prompt_tokens=int(lt["prompt_tokens"]),
         output_tokens=int(lt["output_tokens"]),

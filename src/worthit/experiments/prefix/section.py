@@ -4,7 +4,6 @@ folder's ``section.yaml``; a config the schema has not filled yet takes the defa
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,18 +30,11 @@ class PrefixSection:
         return int(length) + self.suffix_tokens
 
 
-@functools.cache
-def defaults() -> dict[str, Any]:
-    """The section's defaults, from section.yaml."""
-    from worthit.measurements import section_file
-
-    _, schema = section_file(SECTION_FILE)
-    return {k: p.get("default") for k, p in schema["properties"].items()}
-
-
 def section(cfg: Mapping[str, Any]) -> PrefixSection:
     """The ``prefix:`` section of ``cfg`` (validated or not: a key it leaves out takes its default)."""
-    d = {**defaults(), **dict(cfg.get("prefix") or {})}
+    from worthit.measurements import section_defaults
+
+    d = {**section_defaults(SECTION_FILE), **dict(cfg.get("prefix") or {})}
     return PrefixSection(
         lengths=tuple(int(n) for n in d["lengths"]),
         suffix_tokens=int(d["suffix_tokens"]),

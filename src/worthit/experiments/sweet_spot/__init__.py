@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
+from worthit.experiments.sweet_spot.section import section
 from worthit.experiments.sweet_spot.tables import REPORT_SWEET_SPOT, SWEET_SPOT
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 def consumers(study: Study, variant: str) -> list[str]:
     """One turn on each searched variant's server, after the grid it starts from."""
-    return [NAME] if variant in study.sweet_spot_variants else []
+    return [NAME] if variant in section(study.cfg).variants else []
 
 
 def register() -> None:

@@ -13,6 +13,7 @@ from worthit.config import Study
 from worthit.experiments.loadtest.measure import study_level
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.experiments.sweet_spot import search
+from worthit.experiments.sweet_spot.section import section
 from worthit.experiments.sweet_spot.tables import SWEET_SPOT
 from worthit.loadgen.levels import CONC, LoadLevel
 from worthit.metrics import Slo, summarize
@@ -53,10 +54,10 @@ def sweet_spot(
     :meth:`worthit.config.Study.consumers` and write their file before passing the turn on): Snakemake starts
     every member of a server group at once, so they cannot be the rule's inputs. A level that is missing or
     failed is left out of the grid; with none left, the result says so (outcome no_grid)."""
-    cfg = study.cfg["sweet_spot"]
+    cfg = section(study.cfg)
     slo = Slo.from_config(study.cfg["slo"])
     manifest = Manifest.load(manifest_path)
-    meta = result_meta(study, variant, manifest, slo=study.cfg["slo"], width=cfg["width"])
+    meta = result_meta(study, variant, manifest, slo=study.cfg["slo"], width=cfg.width)
     lt = study.cfg["loadtest"]
 
     def grid() -> tuple[list[dict[str, Any]], list[str]]:
@@ -104,8 +105,8 @@ def sweet_spot(
         found = search.search(
             [(int(r["concurrency"]), bool(r["meets_slo"])) for r in grid_rows],
             measure,
-            int(cfg["width"]),
-            int(cfg["max_probes"]),
+            cfg.width,
+            cfg.max_probes,
         )
         log.info("sweet spot of %s: %s", variant, found.describe())
         extra = {
