@@ -16,7 +16,7 @@ one is a new module that calls :func:`register`, and nothing else in the report 
 
     register(Experiment("mine", analyse, evidence=evidence, views=..., figures=(Figure(...),)))
 
-tests/unit/test_report.py registers a toy experiment this way and finds its table in the page.
+tests/unit/report/test_report.py registers a toy experiment this way and finds its table in the page.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from worthit.paths import parse
 from worthit.report import build
 from worthit.report.rules import Rules
 
-EMBEDDED = Path(__file__).resolve().parents[2] / "examples" / "embedded-default" / "results"
+EMBEDDED = Path(__file__).resolve().parents[3] / "examples" / "embedded-default" / "results"
 Key = tuple[Any, ...]
 
 

@@ -28,7 +28,7 @@ from worthit.experiments.quantize import (
 )
 from worthit.server import ServerFailed, wait_ready
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def write_model(d: Path, shapes: dict[str, list[int]], arch: str = "LlamaForCausalLM") -> Path:

@@ -17,7 +17,7 @@ from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.report import build
 from worthit.report.build import main as report_main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LEVEL = Path("variant~baseline") / "load" / "conc~4.parquet"
 
 

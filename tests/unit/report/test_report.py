@@ -39,7 +39,7 @@ from worthit.report.measure import SINGLE_RUN, Measure, quantile
 from worthit.report.render import html_page, markdown_page, provenance
 from worthit.report.views import TEXT, Column, View
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 H200 = ROOT / "examples" / "h200"
 ROOT_CAUSE_LOG = ROOT / "tests" / "fixtures" / "logs" / "vllm-0.25-h200-gpu-memory-held.log"
 

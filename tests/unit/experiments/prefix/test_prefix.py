@@ -37,7 +37,7 @@ def test_the_report_compares_each_cache_on_length_with_its_other_side_in_one_sig
     from worthit.experiments.prefix.tables import REPORT_PREFIX
     from worthit.report import build
 
-    results = Path(__file__).resolve().parents[2] / "examples" / "embedded-default" / "results"
+    results = Path(__file__).resolve().parents[4] / "examples" / "embedded-default" / "results"
     view = build.from_dir(load(results / "report" / "config.yaml"), results).view(REPORT_PREFIX)
     rows = {(r["variant"], r["prefix_tokens"]): r for r in view.rows if r.get("status") == "ok"}
     on, off = rows[("baseline", 512)], rows[("no_prefix_cache", 512)]

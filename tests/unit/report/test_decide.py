@@ -46,7 +46,7 @@ from worthit.report.regimes import judge
 from worthit.report.rules import Rules
 from worthit.stats import Z_95
 
-STUDY = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures" / "study-rtx3090.yaml").read_text())
+STUDY = yaml.safe_load((Path(__file__).resolve().parents[2] / "fixtures" / "study-rtx3090.yaml").read_text())
 
 
 # ------------------------------------------------------------------------ the study's figures as evidence

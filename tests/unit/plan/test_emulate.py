@@ -23,7 +23,7 @@ SEED_CONFIGS = {
     "qwen2.5-7b-awq": str(MODELS / "qwen2.5-7b-instruct-awq" / "config.json"),
     "qwen2.5-0.5b": str(MODELS / "qwen2.5-0.5b-instruct" / "config.json"),
 }
-# the seed study's measured KV blocks on its RTX 3090 (tests/unit/test_plan.py, STUDY_BLOCKS)
+# the seed study's measured KV blocks on its RTX 3090 (tests/unit/plan/test_plan.py, STUDY_BLOCKS)
 SEED_BLOCKS = {"bf16": 5306, "awq_int4": 15839}
 RTX3090 = P.Hardware.named("NVIDIA GeForce RTX 3090")
 H200 = P.Hardware.named("NVIDIA H200")

@@ -9,7 +9,7 @@ baseline go through the product's own pipeline: the pool (:func:`worthit.stats.p
 measure (:func:`worthit.report.measure.pooled_over_runs`), the comparisons, the simultaneous intervals over the
 verdict's judged figures and the verdict (:func:`worthit.report.decide.decide`).
 
-``python tests/unit/test_decision_properties.py`` prints the table docs/statistics.md holds; a test checks
+``python tests/unit/report/test_decision_properties.py`` prints the table docs/statistics.md holds; a test checks
 that the page holds exactly what the rules give now.
 """
 
@@ -29,7 +29,7 @@ from worthit.report.regimes import judge
 from worthit.report.rules import Rules
 from worthit.stats import SpreadCell, pool_spread
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LEVELS = (1, 4, 16)
 VARIANTS = ("baseline", "candidate", "other1", "other2")
 QUANTITIES = (
@@ -175,7 +175,7 @@ def test_three_spreads_are_adopted_in_most_studies_with_two_runs(machine):
 
 def test_the_statistics_page_holds_the_table_the_rules_give():
     page = (ROOT / "docs" / "statistics.md").read_text()
-    assert table() in page, "docs/statistics.md: paste `python tests/unit/test_decision_properties.py`"
+    assert table() in page, "docs/statistics.md: paste `python tests/unit/report/test_decision_properties.py`"
 
 
 def test_the_cpu_spreads_are_the_committed_runs(tmp_path):

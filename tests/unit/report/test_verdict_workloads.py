@@ -123,7 +123,7 @@ def test_a_content_free_optimisation_is_judged_on_every_workload_and_said_per_wo
 def test_the_report_tags_each_level_with_what_it_sent_and_whether_it_loops(tmp_path: Path) -> None:
     """On the committed embedded default, the baseline's chat level copied to spec_ngram (every response a
     loop): the verdict's line names both synthetic workloads, flags the chat's loops, and asks for real text."""
-    from tests.unit.test_specdec import _chat_level_on_spec, _report
+    from tests.unit.experiments.specdec.test_specdec import _chat_level_on_spec, _report
 
     looping = _report(_chat_level_on_spec(tmp_path / "a", 40.0, 160.0, 150.0, share=0.9))
     v = looping.verdicts["spec_ngram"]

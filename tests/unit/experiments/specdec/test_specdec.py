@@ -172,7 +172,7 @@ def test_verify_timing_records_another_client_on_the_server(monkeypatch: pytest.
 
 
 # ------------------------------------------------------------------------------------------ the report's table
-EMBEDDED = Path(__file__).resolve().parents[2] / "examples" / "embedded-default" / "results"
+EMBEDDED = Path(__file__).resolve().parents[4] / "examples" / "embedded-default" / "results"
 
 
 def _report(results: Path) -> Any:

@@ -17,7 +17,7 @@ import pytest
 from worthit import taskdata
 from worthit.taskdata import arc, hellaswag
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = taskdata.generate()
 EVALUATED = {"worthit_hellaswag": "validation", "worthit_arc": "test", "worthit_gsm": "test"}
 

@@ -15,7 +15,7 @@ def _walk() -> tuple[list[str], list[str]]:
     text = (ROOT / "docs/architecture.md").read_text()
     start = text.index("Files of the walk, its own:")
     own_part, shared_part = text[start:].split("Shared, three:", 1)
-    shared_part = shared_part.split("`tests/unit/test_architecture_walk.py`", 1)[0]
+    shared_part = shared_part.split("`tests/unit/report/test_architecture_walk.py`", 1)[0]
     paths = re.compile(r"`([\w./-]+\.(?:py|yaml|smk))`")
     return paths.findall(own_part), paths.findall(shared_part)
 

@@ -24,7 +24,7 @@ from worthit.report.measure import Measure
 from worthit.report.regimes import judge
 from worthit.report.render import DECISION_HEADERS, html_page
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _with_control_and_helper(results: Path, cfg: dict[str, Any]) -> dict[str, Any]:
