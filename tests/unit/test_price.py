@@ -80,3 +80,10 @@ def test_an_unpriced_study_says_how_to_price_it(tmp_path: Path):
     (base, *_) = _report(tmp_path, None)
     assert base["usd_per_million_output_tokens"] is None and base["price_note"] == price.NOT_PRICED
     assert "not priced (set cost.usd_per_gpu_hour)" in token_cost.summary_lines([base])[0]
+
+
+def test_an_unpriced_cpu_study_says_it_once_not_once_per_variant(tmp_path: Path):
+    rows = _report(tmp_path, None)
+    assert len([r for r in rows if r["status"] == "ok"]) > 1
+    lines = token_cost.summary_lines(rows)
+    assert lines == [f"every variant: {energy.NOT_RECORDED}; {price.NOT_PRICED}"]

@@ -104,6 +104,16 @@ def _finding_note(c: Comparison, finding: str) -> str:
     return UNDETERMINED + (f" ({', '.join(why)})" if why else "")
 
 
+# Beyond this the width of an interval says "far too few runs", not a size: a 2-run level's simultaneous interval
+# can reach millions of percent (a t quantile of 1 degree of freedom), which reads as a measurement.
+MAX_SHOWN_PCT = 1000.0
+
+
+def _bound(x: float) -> str:
+    """An interval bound in %, ``>+1,000`` past what a bound can usefully say."""
+    return f">{signed(MAX_SHOWN_PCT)}" if x > MAX_SHOWN_PCT else signed(x)
+
+
 def effect_text(c: Comparison, finding: str = "") -> str:
     """ "TPOT P50 −52 % at concurrency 1 [−63, −41 %]"; an undetermined figure says so and why."""
     ch = c.change_pct
@@ -115,7 +125,7 @@ def effect_text(c: Comparison, finding: str = "") -> str:
     if c.improvement.is_exact:
         text += " (exact count)"
     elif iv is not None:
-        text += f" [{signed(iv[0])}, {signed(iv[1])} %]"
+        text += f" [{_bound(iv[0])}, {_bound(iv[1])} %]"
     note = _finding_note(c, finding)
     return f"{text}, {note}" if note else text
 

@@ -308,3 +308,12 @@ def test_a_validated_deployment_shows_what_serving_it_measured_beside_the_promis
     assert fig["promised"].startswith("20.0 [19.0, 21.0] n=48") and fig["measured"].startswith("23.5 [22.0, 25.0]")
     assert (fig["outcome"], fig["badge"]) == ("miss", "bad")
     assert block["slo"] == "P99 TTFT \u2264 500 ms, P99 TPOT \u2264 25 ms"
+
+
+def test_an_interval_bound_past_a_thousand_percent_is_shown_as_such():
+    """A 2-run level's simultaneous interval can reach millions of percent; the text says ">+1,000" instead."""
+    from worthit.report.headline import _bound
+
+    assert _bound(181_572_670.0) == ">+1,000"
+    assert _bound(999.4) == "+999"
+    assert _bound(-100.0) == "\u2212100"

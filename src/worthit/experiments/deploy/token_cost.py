@@ -103,6 +103,16 @@ EXPERIMENT = Experiment(NAME, analyse, views=views, order=95, requires=("load",)
 
 def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per variant for the terminal: its best level, J per output token and price, or why not."""
+    ok = [r for r in rows if r.get("status") == schemas.STATUS_OK]
+    reasons = {str(r.get("energy_reason") or energy.NOT_RECORDED) for r in ok}
+    if (
+        len(ok) > 1
+        and len(reasons) == 1
+        and all(
+            r.get("energy_j_per_output_token") is None and r.get("usd_per_million_output_tokens") is None for r in ok
+        )
+    ):  # nothing to compare (a CPU run without a price): one line, not the same reason once per variant
+        return [f"every variant: {reasons.pop()}; {price.NOT_PRICED}"]
     lines = []
     for r in rows:
         if r.get("status") != schemas.STATUS_OK:
