@@ -106,11 +106,11 @@ def _finding_note(c: Comparison, finding: str) -> str:
 
 # Beyond this the width of an interval says "far too few runs", not a size: a 2-run level's simultaneous interval
 # can reach millions of percent (a t quantile of 1 degree of freedom), which reads as a measurement.
-MAX_SHOWN_PCT = 1000.0
+MAX_SHOWN_PCT = 10_000.0
 
 
 def _bound(x: float) -> str:
-    """An interval bound in %, ``>+1,000`` past what a bound can usefully say."""
+    """An interval bound in %, ``>+10,000`` (a factor over 100) past what a bound can usefully say."""
     return f">{signed(MAX_SHOWN_PCT)}" if x > MAX_SHOWN_PCT else signed(x)
 
 

@@ -154,3 +154,52 @@ def test_an_exact_ratio_of_two_full_intervals_is_unchanged():
     assert ratio(a, b).interval() is not None
     c = Comparison("TTFT P50", "ms", b, a, False)
     assert c.improvement.method == ""
+
+
+def _write_level(path, ttfts, meta):
+    from worthit import schemas
+    from worthit.experiments.loadtest.tables import LOAD_REQUESTS
+
+    for i, ttft in enumerate(ttfts):
+        rows = [
+            {
+                "variant": "baseline",
+                "concurrency": meta["concurrency"],
+                "request_id": r,
+                "success": True,
+                "start_s": float(r),
+                "ttft_ms": ttft * (1 + 0.01 * r),
+                "e2e_ms": ttft * 3,
+                "output_tokens": 8,
+                "prompt_tokens": 32,
+                "itl_ms": [5.0] * 7,
+            }
+            for r in range(4)
+        ]
+        name = path if i == 0 else path.with_name(path.stem + f".rep~{i + 1}.parquet")
+        schemas.write(name, LOAD_REQUESTS, rows, metadata={**meta, "repeat": i + 1, "hardware": {"host": "box"}})
+
+
+def test_a_level_whose_replies_end_at_eos_pools_apart_from_the_fixed_length_levels(tmp_path):
+    """A ShareGPT level ending at EOS varies with its replies' lengths: its spread must not widen the grid's."""
+    import yaml
+
+    from tests.conftest import ROOT
+    from worthit.config import Study, validate
+    from worthit.experiments.loadtest.report import analyse
+    from worthit.report.context import Context
+    from worthit.report.data import load_dir
+
+    load = tmp_path / "variant~baseline" / "load"
+    for c in (1, 4):
+        _write_level(load / f"conc~{c}.parquet", [100.0, 104.0], {"concurrency": c, "ignore_eos": True})
+    for c, ttfts in ((1, [100.0, 300.0]), (4, [300.0, 100.0])):
+        eos = {"concurrency": c, "level_kind": "conc", "level_workload": "sharegpt", "level": f"sharegpt/conc~{c}"}
+        eos.update(workload_name="sharegpt", ignore_eos=False)
+        _write_level(load / "sharegpt" / f"conc~{c}.parquet", ttfts, eos)
+    cfg = validate(yaml.safe_load((ROOT / "tests" / "fixtures" / "embedded-default" / "config.yaml").read_text()), "t")
+    pools = analyse(Context.of(Study(cfg), load_dir(tmp_path))).pools
+    grid, apart = pools.get("box", "ttft_p50"), pools.get("box|workload=sharegpt", "ttft_p50")
+    assert grid is not None and apart is not None
+    assert len(grid.cells) == 2 and len(apart.cells) == 2
+    assert grid.var_log < 0.05**2 < apart.var_log  # 4 % between the grid's runs, a factor of 3 on the EOS level

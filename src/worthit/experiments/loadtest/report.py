@@ -44,7 +44,7 @@ from worthit.report.decide import (
 )
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, pooled_over_runs, quantile, runs_basis
-from worthit.report.pooling import KINDS, Cell, Pools, files_machine, pools_of
+from worthit.report.pooling import KINDS, Cell, Pools, files_machine, pool_group, pools_of
 from worthit.report.views import INT, MEASURE, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "load"
@@ -125,6 +125,7 @@ def level(
     pools: Pools | None = None,
     cell: str = "",
     runs: Mapping[str, tuple[float, ...]] | None = None,
+    workload: str | None = None,
 ) -> Level:
     """One level from its result files; ``pools``: the study's pooled run-to-run spread (its intervals then
     rest on it, ``cell`` naming this level in the pool); ``runs``: its per-run figures when already computed."""
@@ -154,7 +155,8 @@ def level(
         got = runs if runs is not None else per_run(good, slo)
         n = len(records)
         pool = pools or Pools()
-        figs = {k: pooled_over_runs(got.get(k, ()), n, pool.get(where, k), cell) for k in KINDS}
+        group = pool_group(where, workload if ends_at_eos else None)
+        figs = {k: pooled_over_runs(got.get(k, ()), n, pool.get(group, k), cell) for k in KINDS}
         spread = {
             "spread_tpot_p50": _spread(list(got.get("tpot_p50", ()))),
             "spread_output_tok_per_s": _spread(list(got.get("output_tok_per_s", ()))),
@@ -214,6 +216,12 @@ class LoadAnalysis:
         return max(cands, key=lambda lv: lv.output_tok_per_s.value or 0.0) if cands else None
 
 
+def _ends_at_eos(files: Sequence[Loaded]) -> bool:
+    """Whether every measured run of a level let replies end at EOS (``ignore_eos`` false in its metadata)."""
+    eos = {f.metadata.get("ignore_eos") for f in files if f.ok}
+    return eos == {False}
+
+
 def analyse(ctx: Context) -> LoadAnalysis:
     """Every level of every variant; first the per-run figures of the repeated ones, pooled by machine and
     kind of figure, then each level's measures on that pool."""
@@ -227,15 +235,17 @@ def analyse(ctx: Context) -> LoadAnalysis:
             cells[f"{v}/{name}"] = (v, int(files[0].metadata.get("concurrency") or 0), files)
             named.setdefault(v, {})[name] = f"{v}/{name}"
     runs = {key: per_run(files, ctx.slo) for key, (_, _, files) in cells.items()}
+    # a level whose replies end at EOS pools with its own workload's levels only (pooling.pool_group)
+    apart = {key: key.split("/")[1] if _ends_at_eos(files) else None for key, (_, _, files) in cells.items()}
     pools = pools_of(
-        Cell(files_machine([f for f in files if f.ok]), kind, key, vals)
+        Cell(pool_group(files_machine([f for f in files if f.ok]), apart[key]), kind, key, vals)
         for key, (_, _, files) in cells.items()
         for kind, vals in runs[key].items()
     )
 
     def lv(key: str) -> Level:
         v, c, files = cells[key]
-        return level(v, c, files, ctx.slo, pools=pools, cell=key, runs=runs[key])
+        return level(v, c, files, ctx.slo, pools=pools, cell=key, runs=runs[key], workload=apart[key])
 
     grid = {v: [lv(f"{v}/conc~{c}") for c in ctx.results.variant(v).levels()] for v in ctx.variants}
     return LoadAnalysis(grid, {v: {n: lv(k) for n, k in ws.items()} for v, ws in named.items()}, pools)
