@@ -36,9 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     manifest = json.loads(Path(spec["manifest"]).read_text()) if spec.get("manifest") else {}
     model_dir = spec["model_dir"] if "model_dir" in spec else manifest["model_dir"]
     status, reason = manifest_status(manifest)
-    if spec.get("refuse"):  # nothing to serve (e.g. no deployment was recommended): say why, start nothing
-        status, reason = spec["refuse"].get("status", "not_run"), spec["refuse"].get("reason", "")
-    if status != "ok":  # e.g. a quantised model that failed its quality gate: never serve it
+
+    def refused(why: str, outcome: str) -> int:
+        """Record why nothing is served and wait for the stop the service expects (no server runs)."""
         stop: list[int] = []
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda *_: stop.append(1))
@@ -49,14 +49,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             model_dir=model_dir,
             cmd=[],
             port=0,
-            reason=reason
-            if spec.get("refuse")
-            else f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
-            f"(model status {status}): {reason or 'no reason recorded'}",
+            reason=why,
             locks=[],
             stopping=lambda: bool(stop),
             parent=os.getppid(),
-            status=status if spec.get("refuse") else "failed",
+            status=outcome,
+        )
+
+    if spec.get("refuse"):  # nothing to serve (e.g. no deployment was recommended): say why, start nothing
+        return refused(spec["refuse"].get("reason", ""), spec["refuse"].get("status", "not_run"))
+    if status != "ok":  # e.g. a quantised model that failed its quality gate: never serve it
+        return refused(
+            f"model '{manifest.get('name')}' of variant '{spec['variant']}' is not served "
+            f"(model status {status}): {reason or 'no reason recorded'}",
+            "failed",
         )
     args = spec.get("args")
     if spec.get("emulate_gpu_memory_gib"):  # the KV pool of a smaller card, from the model's own files
@@ -65,22 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args, pool = emulate.serve_args(args, model_dir, float(spec["emulate_gpu_memory_gib"]), where=where)
         except emulate.EmulationError as e:
-            stop2: list[int] = []
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(sig, lambda *_: stop2.append(1))
-            return refuse(
-                ns.state,
-                ns.log,
-                variant=spec["variant"],
-                model_dir=model_dir,
-                cmd=[],
-                port=0,
-                reason=str(e),
-                locks=[],
-                stopping=lambda: bool(stop2),
-                parent=os.getppid(),
-                status="failed",
-            )
+            return refused(str(e), "failed")
         ns.log.parent.mkdir(parents=True, exist_ok=True)
         with open(ns.log, "a") as log:
             log.write(f"[worthit] {pool.describe()}\n[worthit] emulated: {json.dumps(pool.as_record())}\n")
