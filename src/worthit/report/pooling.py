@@ -39,15 +39,15 @@ def files_machine(files: Sequence[Loaded]) -> str | None:
     return next(iter(found)) if len(found) == 1 and None not in found else None
 
 
-def pool_group(machine_id: str | None, workload: str | None) -> str | None:
-    """What a level's run-to-run spread pools with: the machine's levels (``workload`` None), or only the levels
-    of one workload. A level whose replies end at EOS (a ShareGPT level) varies from run to run with the lengths
-    its replies take, a spread of its own; pooled with fixed-length levels it would widen every one of their
-    intervals (on the embedded default's 3-4 request ShareGPT levels, TTFT P50's pooled spread went from 4 %
-    to 33 %), so it pools apart (docs/statistics.md, "Pooled run-to-run spread")."""
+def pool_group(machine_id: str | None, workload: str | None, ends_at_eos: bool | None) -> str | None:
+    """What a level's run-to-run spread pools with: the machine's levels, or, for a level of a named ``workload``
+    whose replies end at EOS (a ShareGPT level), only the levels of that workload. Such a level varies from run
+    to run with the lengths its replies take, a spread of its own; pooled with fixed-length levels it would widen
+    every one of their intervals (on the embedded default's 3-4 request ShareGPT levels, TTFT P50's pooled
+    spread went from 15 % to 33 %), so it pools apart (docs/statistics.md, "Between runs")."""
     if machine_id is None:
         return None
-    return machine_id if workload is None else f"{machine_id}|workload={workload}"
+    return f"{machine_id}|workload={workload}" if workload is not None and ends_at_eos else machine_id
 
 
 @dataclass(frozen=True)

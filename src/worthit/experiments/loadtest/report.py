@@ -128,7 +128,8 @@ def level(
     workload: str | None = None,
 ) -> Level:
     """One level from its result files; ``pools``: the study's pooled run-to-run spread (its intervals then
-    rest on it, ``cell`` naming this level in the pool); ``runs``: its per-run figures when already computed."""
+    rest on it, ``cell`` naming this level in the pool); ``runs``: its per-run figures when already computed;
+    ``workload``: the named workload of the level, if any (:func:`worthit.report.pooling.pool_group`)."""
     good = [f for f in files if f.ok]
     if not good:
         return Level(variant, concurrency, files[0].status, files[0].cause)
@@ -145,8 +146,7 @@ def level(
         for f in good
     )
     where = files_machine(good)
-    eos = {f.metadata.get("ignore_eos") for f in good} - {None}
-    ends_at_eos = (not eos.pop()) if len(eos) == 1 else None
+    ends_at_eos = _ends_at_eos(good)
     rep = level_repetition([r.get("repeated_ngram_share") for r in ok])
     common: dict[str, Any] = {"n": len(records), "n_errors": len(records) - len(ok), "runs": len(good)}
     figs: dict[str, Any]
@@ -155,7 +155,7 @@ def level(
         got = runs if runs is not None else per_run(good, slo)
         n = len(records)
         pool = pools or Pools()
-        group = pool_group(where, workload if ends_at_eos else None)
+        group = pool_group(where, workload, ends_at_eos)
         figs = {k: pooled_over_runs(got.get(k, ()), n, pool.get(group, k), cell) for k in KINDS}
         spread = {
             "spread_tpot_p50": _spread(list(got.get("tpot_p50", ()))),
@@ -216,10 +216,11 @@ class LoadAnalysis:
         return max(cands, key=lambda lv: lv.output_tok_per_s.value or 0.0) if cands else None
 
 
-def _ends_at_eos(files: Sequence[Loaded]) -> bool:
-    """Whether every measured run of a level let replies end at EOS (``ignore_eos`` false in its metadata)."""
-    eos = {f.metadata.get("ignore_eos") for f in files if f.ok}
-    return eos == {False}
+def _ends_at_eos(files: Sequence[Loaded]) -> bool | None:
+    """Whether a level's measured runs let replies end at EOS (``ignore_eos`` false in their metadata); None
+    where they do not say or disagree."""
+    eos = {f.metadata.get("ignore_eos") for f in files if f.ok} - {None}
+    return (not eos.pop()) if len(eos) == 1 else None
 
 
 def analyse(ctx: Context) -> LoadAnalysis:
@@ -227,6 +228,7 @@ def analyse(ctx: Context) -> LoadAnalysis:
     kind of figure, then each level's measures on that pool."""
     cells: dict[str, tuple[str, int, list[Loaded]]] = {}  # cell name -> (variant, concurrency, files)
     named: dict[str, dict[str, str]] = {}  # variant -> workload level -> cell name
+    workload_of: dict[str, str] = {}  # cell name -> the named workload of its level (none for the grid's)
     for v in ctx.variants:
         res = ctx.results.variant(v)
         for c, files in res.levels().items():
@@ -234,18 +236,15 @@ def analyse(ctx: Context) -> LoadAnalysis:
         for name, files in res.workload_levels().items():
             cells[f"{v}/{name}"] = (v, int(files[0].metadata.get("concurrency") or 0), files)
             named.setdefault(v, {})[name] = f"{v}/{name}"
+            workload_of[f"{v}/{name}"] = str(files[0].metadata["level_workload"])
     runs = {key: per_run(files, ctx.slo) for key, (_, _, files) in cells.items()}
-    # a level whose replies end at EOS pools with its own workload's levels only (pooling.pool_group)
-    apart = {key: key.split("/")[1] if _ends_at_eos(files) else None for key, (_, _, files) in cells.items()}
-    pools = pools_of(
-        Cell(pool_group(files_machine([f for f in files if f.ok]), apart[key]), kind, key, vals)
-        for key, (_, _, files) in cells.items()
-        for kind, vals in runs[key].items()
-    )
+    oks = {key: [f for f in files if f.ok] for key, (_, _, files) in cells.items()}
+    group = {key: pool_group(files_machine(ok), workload_of.get(key), _ends_at_eos(ok)) for key, ok in oks.items()}
+    pools = pools_of(Cell(group[key], kind, key, vals) for key in cells for kind, vals in runs[key].items())
 
     def lv(key: str) -> Level:
         v, c, files = cells[key]
-        return level(v, c, files, ctx.slo, pools=pools, cell=key, runs=runs[key], workload=apart[key])
+        return level(v, c, files, ctx.slo, pools=pools, cell=key, runs=runs[key], workload=workload_of.get(key))
 
     grid = {v: [lv(f"{v}/conc~{c}") for c in ctx.results.variant(v).levels()] for v in ctx.variants}
     return LoadAnalysis(grid, {v: {n: lv(k) for n, k in ws.items()} for v, ws in named.items()}, pools)
