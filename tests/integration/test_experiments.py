@@ -109,7 +109,9 @@ def test_speculative_variants_get_alpha_gamma_c_prediction_and_measured_speedup(
     base_tpot = next(r["tpot_ms_p50"] for r in levels if r["variant"] == "base" and r["concurrency"] == 1)
     assert draft["c"] == pytest.approx(1 + (med[(1, 4)] - med[(1, 1)]) / base_tpot)
     assert draft["predicted_speedup"] == pytest.approx(draft["alpha"] / (3 * draft["gamma"] + draft["c"]))
-    assert draft["measured_speedup"] > 0 and draft["rule"].endswith("not worth trying")
+    # the rule reads the prediction; which side of 1.3x it lands on follows the noisy c, so check the reading
+    assert draft["measured_speedup"] > 0
+    assert draft["rule"] == specdec.rule_of_thumb(draft["predicted_speedup"], 1.3)
     assert 0 < draft["draft_coverage_pct"] <= 100
     assert verify.ok and {r["new_tokens"] for r in verify.table.to_pylist()} == {1, 4}
     assert verify.metadata["hit_rate"] > 0.5  # the context really came from the cache
