@@ -29,7 +29,7 @@ baseline = str(sm.config["baseline_variant"])
 accuracy_samples = {variant_of(p): p for p in sm.input.accuracy_samples}
 rules = Rules.from_config(sm.config)  # the report's decide section: the same bound per task
 write_accuracy_summary(
-    accuracy_rows(accuracy, baseline, accuracy_samples, rules.max_drop),
+    accuracy_rows(accuracy, baseline, accuracy_samples, rules.max_drop, baseline_of=study.baseline_of),
     sm.output.accuracy_parquet,
     sm.output.accuracy_md,
     study.name,

@@ -59,7 +59,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     samples = {parse(p).variant: str(p) for p in out.glob("variant~*/accuracy_samples.parquet")}
     base = str(cfg["baseline_variant"])
     write_accuracy_summary(
-        accuracy_rows(acc, base, samples, Rules.from_config(cfg).max_drop),
+        accuracy_rows(acc, base, samples, Rules.from_config(cfg).max_drop, baseline_of=study.baseline_of),
         out / "accuracy_summary.parquet",
         out / "a.md",
         "t",

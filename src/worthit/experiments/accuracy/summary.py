@@ -26,7 +26,8 @@ ACCURACY_COLUMNS = (
     ("num_fewshot", "shots"),
     ("value", "score"),
     ("stderr", "± stderr"),
-    ("delta_pt", "Δ vs baseline pt"),
+    ("baseline_variant", "vs"),
+    ("delta_pt", "Δ pt"),
     ("delta_ci95", "95% interval pt"),
     ("delta_method", "method"),
     ("max_drop_pt", "max drop pt"),
@@ -107,16 +108,20 @@ def accuracy_rows(
     baseline: str,
     sample_files: Mapping[str, str] | None = None,
     max_drop_pt: Callable[[str], float] = lambda task: 3.0,
+    baseline_of: Callable[[str], str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every variant's accuracy.parquet -> rows with the change vs ``baseline`` (same task/metric/filter)
-    and the non-inferiority decision against ``max_drop_pt(task)`` (:func:`task_delta`,
+    """Every variant's accuracy.parquet -> rows with the change vs the variant it is judged against (same
+    task/metric/filter) and the non-inferiority decision against ``max_drop_pt(task)`` (:func:`task_delta`,
     :func:`worthit.stats.noninferiority`: the numbers the report shows).
+
+    ``baseline_of(variant)`` names that variant (the study's :meth:`worthit.config.Study.baseline_of`: a
+    variant's own ``baseline:``, else ``baseline_variant``), as the report pairs them; without it every variant
+    is compared with ``baseline``. A variant judged against one that measured no accuracy gets no change.
 
     With ``sample_files`` (each variant's accuracy_samples.parquet) the change and its error are paired
     over the documents both variants scored; otherwise the two scores' stderrs are combined.
     """
     per_doc = {v: _per_doc(p) for v, p in (sample_files or {}).items()}
-    base_docs = per_doc.get(baseline, {})
     per_variant: dict[str, list[dict[str, Any]]] = {}
     for variant, path in files.items():
         res = schemas.read(path, ACCURACY)
@@ -126,13 +131,19 @@ def accuracy_rows(
         per_variant[variant] = [
             {k: r.get(k) for k in ACCURACY_SUMMARY.columns if k in r} for r in res.table.to_pylist()
         ]
-    base = {
-        (r.get("task"), r.get("metric"), r.get("filter")): r
-        for r in per_variant.get(baseline, [])
-        if r.get("status") == schemas.STATUS_OK
-    }
+
+    def scored(variant: str) -> dict[tuple[Any, Any, Any], dict[str, Any]]:
+        return {
+            (r.get("task"), r.get("metric"), r.get("filter")): r
+            for r in per_variant.get(variant, [])
+            if r.get("status") == schemas.STATUS_OK
+        }
+
     rows: list[dict[str, Any]] = []
-    for recs in per_variant.values():
+    for variant, recs in per_variant.items():
+        against = baseline_of(variant) if baseline_of is not None else baseline
+        base = scored(against)
+        base_docs = per_doc.get(against, {})
         for r in recs:
             row = {**r, "status": r.get("status") or schemas.STATUS_OK}
             key = (r.get("task"), r.get("metric"), r.get("filter"))
@@ -143,7 +154,7 @@ def accuracy_rows(
                 bound = float(max_drop_pt(str(r.get("task"))))
                 lo, hi = normal_ci95(d, se)
                 row.update(
-                    baseline_variant=baseline,
+                    baseline_variant=against,
                     baseline_value=b.get("value"),
                     baseline_stderr=b.get("stderr"),
                     delta_pt=d,
@@ -181,7 +192,8 @@ def write_accuracy_summary(
     parts = [
         f"# {study}: accuracy",
         "",
-        f"Scores and standard errors in percent; Δ in percentage points vs `{baseline}` with its 95% interval "
+        "Scores and standard errors in percent; Δ in percentage points vs the variant each is judged against "
+        f"(its own `baseline:`, else `{baseline}`) with its 95% interval "
         "(paired over the documents both variants scored where their per-document scores exist, else unpaired). "
         "Decision (non-inferiority): acceptable when the interval lies above −(max drop), unacceptable when it "
         "lies below, inconclusive when it straddles it.",

@@ -421,6 +421,27 @@ def test_accuracy_summary_compares_each_variant_with_the_baseline(tmp_path):
     assert schemas.read(tmp_path / "s.parquet", ACCURACY_SUMMARY).table.num_rows == len(rows)
 
 
+def test_each_variant_is_compared_with_the_variant_it_is_judged_against(tmp_path):
+    """A variant with its own ``baseline:`` (AWQ against the baseline's weights in bf16) gets its change against
+    that variant, as the report pairs it; a variant whose baseline measured no accuracy gets no change."""
+    base = acc.parse_results(RESULTS, "base", "worthit_arc")
+    files = {}
+    for name, drop in (("base", 0.0), ("bf16", 0.1), ("awq", 0.15), ("lone", 0.3)):
+        rows = [dict(r, variant=name, value=r["value"] - drop) for r in base]
+        files[name] = str(schemas.write(tmp_path / f"{name}.parquet", ACCURACY, rows))
+    against = {"awq": "bf16", "lone": "absent"}
+    rows = accuracy_rows(files, "base", baseline_of=lambda v: against.get(v, "base"))
+    acc_of = {r["variant"]: r for r in rows if r["metric"] == "acc"}
+    assert acc_of["awq"]["baseline_variant"] == "bf16" and acc_of["awq"]["delta_pt"] == pytest.approx(-5.0)
+    assert acc_of["bf16"]["baseline_variant"] == "base" and acc_of["bf16"]["delta_pt"] == pytest.approx(-10.0)
+    assert acc_of["lone"].get("delta_pt") is None and acc_of["lone"].get("decision") is None
+    # without it, every variant against the study's baseline
+    plain = {r["variant"]: r for r in accuracy_rows(files, "base") if r["metric"] == "acc"}
+    assert plain["awq"]["baseline_variant"] == "base" and plain["awq"]["delta_pt"] == pytest.approx(-15.0)
+    write_accuracy_summary(rows, tmp_path / "s.parquet", tmp_path / "s.md", "t", baseline="base", metadata={})
+    assert "| awq | worthit_arc | acc" in (tmp_path / "s.md").read_text()
+
+
 def test_accuracy_summary_pairs_documents_when_per_document_scores_exist(tmp_path):
     files, samples = {}, {}
     for name, flips in (("base", 0), ("q", 5)):
