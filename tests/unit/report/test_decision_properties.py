@@ -44,7 +44,7 @@ JUDGED = {"e2e"}  # the rest are shown beside it and count only as harms (docs/v
 # of the embedded default (examples/embedded-default/results; test_the_cpu_spreads_are_the_committed_runs
 # checks them) and the widest of the three lent H100s of examples/h200-qwen/one-machine (h100-prefix-fp8-kv's).
 OBSERVED = {
-    "cpu": {"e2e": 0.071, "ttft": 0.044, "tpot": 0.133, "ttft99": 0.047, "tpot99": 0.105},
+    "cpu": {"e2e": 0.094, "ttft": 0.085, "tpot": 0.158, "ttft99": 0.054, "tpot99": 0.122},
     "h100": {"e2e": 0.159, "ttft": 0.157, "tpot": 0.157, "ttft99": 0.128, "tpot99": 0.144},
 }
 # Each level's baseline figures in ms, as those runs measured them (concurrency 1, 4, 16).
@@ -194,10 +194,17 @@ def test_the_cpu_spreads_are_the_committed_runs(tmp_path):
     pooled = {}
     for key, quantity in QUANTITIES:
         bases = comp.loc[comp.quantity == quantity, "interval_basis"].dropna()
-        sds = {
-            float(m[1]) / 100 for b in bases if (m := re.search(r"pooled over \d+ cells?, \d+ df \(sd ([\d.]+)%\)", b))
+        # levels pool by workload (docs/statistics.md): the random-token grid is the largest pool, the one the
+        # simulation stands for; a workload with levels of its own (ShareGPT, ending at EOS) pools apart
+        pools = {
+            (int(m[1]), float(m[2]) / 100)
+            for b in bases
+            if (m := re.search(r"pooled over (\d+) cells?, \d+ df \(sd ([\d.]+)%\)", b))
         }
-        assert len(sds) == 1, (quantity, sds)
+        assert pools, quantity
+        largest = max(n for n, _ in pools)
+        sds = {sd for n, sd in pools if n == largest}
+        assert len(sds) == 1, (quantity, pools)
         pooled[key] = sds.pop()
     assert pooled == pytest.approx(OBSERVED["cpu"], abs=0.0015)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from worthit import schemas
+from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.workloads import KINDS, REAL_TEXT_KINDS, real_text
 from worthit.report.decide import (
     ADOPT,
@@ -122,18 +123,35 @@ def test_a_content_free_optimisation_is_judged_on_every_workload_and_said_per_wo
 
 def test_the_report_tags_each_level_with_what_it_sent_and_whether_it_loops(tmp_path: Path) -> None:
     """On the committed embedded default, the baseline's chat level copied to spec_ngram (every response a
-    loop): the verdict's line names both synthetic workloads, flags the chat's loops, and asks for real text."""
+    loop): the verdict's line names each workload, judges on ShareGPT's real text, shows the two synthetic ones
+    with the chat's loops flagged; without the real-text levels it asks for real text."""
+    import shutil
+
     from tests.unit.experiments.specdec.test_specdec import _chat_level_on_spec, _report
 
     looping = _report(_chat_level_on_spec(tmp_path / "a", 40.0, 160.0, 150.0, share=0.9))
     v = looping.verdicts["spec_ngram"]
-    names = [w.workload.name for w in v.by_workload]
-    assert sorted(names) == ["chat", "random tokens"] and all(w.judged for w in v.by_workload)
+    judged = {w.workload.name: w.judged for w in v.by_workload}
+    assert judged == {"sharegpt": True, "random tokens": False, "chat": False}
     chat = next(w.workload for w in v.by_workload if w.workload.name == "chat")
     assert chat.loops is True and not chat.real_text  # a conversation workload is generated random tokens
     row = next(r for r in looping.rows(schemas.REPORT_VERDICTS) if r["variant"] == "spec_ngram")
+    assert row["by_workload"].startswith("sharegpt (real text): ")
     assert "chat (random tokens): " in row["by_workload"] and LOOPS in row["by_workload"]
+    assert "(shown, not judged)" in row["by_workload"]
+    synthetic = _chat_level_on_spec(tmp_path / "c", 40.0, 160.0, 150.0, share=0.9)
+    for level in synthetic.glob("variant~*/load/sharegpt"):
+        shutil.rmtree(level)
+    only = _report(synthetic)
+    assert sorted(w.workload.name for w in only.verdicts["spec_ngram"].by_workload) == ["chat", "random tokens"]
+    row = next(r for r in only.rows(schemas.REPORT_VERDICTS) if r["variant"] == "spec_ngram")
     assert "no real-text level measured" in row["by_workload"]
-    plain = _report(_chat_level_on_spec(tmp_path / "b", 40.0, 160.0, 150.0, share=0.1))
+    plain_results = _chat_level_on_spec(tmp_path / "b", 40.0, 160.0, 150.0, share=0.1)
+    # the baseline's own chat replies loop on this model (median repeated 4-gram share 0.62): made plain too
+    for f in plain_results.glob("variant~baseline/load/chat/*.parquet"):
+        res = schemas.read(f, LOAD_REQUESTS)
+        rows = [{**r, "repeated_ngram_share": 0.1} for r in res.table.to_pylist()]
+        schemas.write(f, LOAD_REQUESTS, rows, metadata=res.metadata)
+    plain = _report(plain_results)
     chat = next(w.workload for w in plain.verdicts["spec_ngram"].by_workload if w.workload.name == "chat")
     assert chat.loops is False

@@ -216,9 +216,12 @@ def _chat_level_on_spec(tmp_path: Path, drafts: float, draft_tokens: float, acce
 def test_the_committed_ngram_rows_are_the_models_formulas_on_the_pooled_runs() -> None:
     """The embedded default's spec_ngram levels: α, the acceptance, S and c implied are the one formula each."""
     rows = {r["level"]: r for r in _specdec_rows(EMBEDDED)}
-    assert set(rows) == {"conc~1", "conc~4", "conc~16"}
+    assert set(rows) == {"conc~1", "conc~4", "conc~16", "sharegpt/conc~1", "sharegpt/conc~4"}
     for r in rows.values():
-        assert r["workload"] == "random" and r["mostly_loops"] is None
+        # random tokens: fixed-length replies that mostly loop; ShareGPT first turns: replies to EOS, no loops
+        real = r["level"].startswith("sharegpt/")
+        assert r["workload"] == ("sharegpt" if real else "random")
+        assert r["mostly_loops"] is not real and r["ends_at_eos"] is real
         assert r["alpha"] == pytest.approx(1 + r["accepted_tokens"] / r["drafts"])
         assert r["acceptance_rate_pct"] == pytest.approx(100 * r["accepted_tokens"] / r["draft_tokens"])
         f = r["draft_coverage_pct"] / 100
@@ -237,7 +240,9 @@ def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path:
     # every response a loop: 80 % of its 4-grams repeat an earlier one
     results = _chat_level_on_spec(tmp_path, 10.0, 40.0, 8.0, share=0.8)
     rows = {(r["workload"], r["level"]): r for r in _specdec_rows(results)}
-    assert set(rows) == {("random", "conc~1"), ("random", "conc~4"), ("random", "conc~16"), ("chat", "chat/conc~4")}
+    assert set(rows) == {("random", f"conc~{c}") for c in (1, 4, 16)} | {("chat", "chat/conc~4")} | {
+        ("sharegpt", f"sharegpt/conc~{c}") for c in (1, 4)
+    }
     chat = rows[("chat", "chat/conc~4")]
     runs = len(list((results / "variant~spec_ngram" / "load" / "chat").glob("*.parquet")))
     assert chat["concurrency"] == 4 and chat["drafts"] == 10.0 * runs
@@ -247,9 +252,13 @@ def test_each_workload_level_of_a_speculative_variant_gets_its_own_row(tmp_path:
     assert "predicting the model's loops" in chat["note"]
     f = chat["draft_coverage_pct"] / 100
     assert chat["predicted_speedup"] == pytest.approx((f * 1.8 + 1 - f) / (f * chat["c"] + 1 - f))
-    assert rows[("random", "conc~4")]["mostly_loops"] is None
-    # the row says the level's replies ended at EOS; the grid's levels predate the record
-    assert chat["ends_at_eos"] is True and rows[("random", "conc~4")]["ends_at_eos"] is None
+    # the random-token grid's own replies loop on this model; ShareGPT's do not
+    assert (
+        rows[("random", "conc~4")]["mostly_loops"] is True
+        and rows[("sharegpt", "sharegpt/conc~4")]["mostly_loops"] is False
+    )
+    # the row says whether the level's replies ended at EOS (the random-token grid's run to their fixed length)
+    assert chat["ends_at_eos"] is True and rows[("random", "conc~4")]["ends_at_eos"] is False
 
 
 def test_a_workload_level_where_the_drafter_never_proposed_is_inconclusive_there_alone(tmp_path: Path) -> None:
@@ -309,7 +318,7 @@ def test_a_text_without_a_long_word_cannot_be_misspelt() -> None:
 def test_a_level_far_from_its_own_model_says_so_in_its_row_and_one_near_it_does_not() -> None:
     """The committed draft-model sample on one H100 measured x0.12 at concurrency 16 against x0.33 predicted (the
     report's plausibility check trips there, docs/verdicts.md "Suspect results"); at 256 it met its model (x0.56
-    against x0.53). The specdec table's note says which, from the same check. Its raw results: the evidence branch's,
+    against x0.53). The specdec table's note says which, from the same check. Its raw results: in main's history,
     kept compact on main (tests/evidence.py)."""
     from tests import evidence
     from worthit.config import load
