@@ -60,7 +60,7 @@ def require_env(stage: str) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "evidence: reads the evidence branch's raw results (tests/evidence.py); skips where it is absent"
+        "markers", "evidence: reads the samples' raw results from main's history (tests/evidence.py); skips without"
     )
     if hasattr(config, "workerinput"):  # a pytest-xdist worker (pyproject.toml runs the suite on two)
         _end_with_the_controller()

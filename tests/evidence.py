@@ -1,20 +1,22 @@
-"""The GPU samples' raw results, which live on this repository's ``evidence`` branch (examples/README.md).
+"""The GPU samples' raw results, kept in this repository's history (examples/README.md, "The raw results").
 
 Two ways in:
 
 * :func:`compact` -- ``examples/<path>`` from the compact extract committed under ``tests/fixtures/evidence/``
   (one ``.tar.xz`` a sample, :data:`SAMPLES`), extracted once into the system's temporary folder. It holds the
-  sample's measured files as the branch has them, less what no test reads: the logs, the Snakemake benchmark
+  sample's measured files as they were measured, less what no test reads: the logs, the Snakemake benchmark
   files, the committed report (main keeps it) and the per-request rows' ``itl_ms`` lists (nulled: the gaps
-  between chunks, the bulk of the bytes; every other value is the branch's). The tests that rebuild a sample
+  between chunks, the bulk of the bytes; every other value as measured). The tests that rebuild a sample
   read it: they run in CI, on a clone of main alone.
-* :func:`sample` -- ``examples/<path>`` on the branch itself, found, in this order: under ``$WORTHIT_EVIDENCE``
-  (a checkout of the branch), in the worktree docs/running.md suggests (``git worktree add ../worthit-evidence
-  evidence``), or extracted once from the local branch (``evidence`` or ``origin/evidence``). Only the tests
-  marked ``evidence`` read it (those that need every value, e.g. a whole committed report rebuilt); a clone
-  without the branch skips them, in CI too (tests/conftest.py), saying how to get it.
+* :func:`sample` -- ``examples/<path>`` with every file as it was measured, found, in this order: under
+  ``$WORTHIT_EVIDENCE`` (a checkout of it), in the worktree docs/running.md suggests (``git worktree add
+  ../worthit-evidence <commit>``), extracted once from a local ``evidence`` branch (``evidence`` or
+  ``origin/evidence``), or from this repository's own history: :data:`HISTORY`, the last commit whose working
+  tree held the raw results, under the folder names they had then (:data:`FORMER`). Only the tests marked
+  ``evidence`` read it (those that need every value, e.g. a whole committed report rebuilt); a shallow clone
+  without that commit skips them, in CI too (tests/conftest.py), saying how to get it.
 
-``python -m tests.evidence`` writes the compact extracts again from the local branch.
+``python -m tests.evidence`` writes the compact extracts again from the raw results.
 """
 
 from __future__ import annotations
@@ -36,9 +38,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BRANCH = "evidence"
-FETCH = f"git fetch origin {BRANCH}:{BRANCH}"
-# the reason a test marked ``evidence`` skips with where the branch is absent (tests/conftest.py lets it skip in CI)
-MISSING = f"needs the {BRANCH} branch"
+# the last commit of main whose working tree held every sample's raw results (examples/README.md)
+HISTORY = "40526c6447e9a470ed2fc1e01e8f39471b1f7a75"
+# the sample folders renamed since: folder now -> folder at HISTORY
+FORMER = {
+    "h200-qwen/int8-kv-two-machines": "h200-qwen/sitting10",
+    "h200-qwen/defaults-and-int8-kv": "h200-qwen/sitting11",
+    "h200-qwen/7b-int4-first-try": "h200-qwen/sitting12",
+    "h200-qwen/7b-int4": "h200-qwen/sitting13",
+    "h200-qwen/h100-int4-ngram": "h200-qwen/sitting14",
+    "h200-qwen/h100-prefix-fp8-kv": "h200-qwen/sitting15",
+    "h200-qwen/h100-draft": "h200-qwen/sitting16",
+    "h200-qwen/tune-confirmation-begun": "h200-qwen/tune-stop43",
+    "h200-qwen/tune-confirmed": "h200-qwen/tune-stop45",
+}
+FETCH = f"git fetch --unshallow (the raw results are in commit {HISTORY[:7]} of main's history)"
+# the reason a test marked ``evidence`` skips with where no copy is reachable (tests/conftest.py lets it skip in CI)
+MISSING = "needs the raw results"
 FIXTURES = ROOT / "tests" / "fixtures" / "evidence"
 # the samples the tests rebuild, each kept compact under FIXTURES
 SAMPLES = ("h200-qwen/results", "h200-qwen/h100-int4-ngram", "h200-qwen/h100-prefix-fp8-kv", "h200-qwen/h100-draft")
@@ -82,43 +98,54 @@ def _unpacked(base: Path, unit: str, fill: Callable[[Path], None]) -> Path:
     return target
 
 
-def _branch_commit() -> str | None:
+def _source() -> tuple[str, dict[str, str]] | None:
+    """The commit holding the raw results and its folder renames: a local ``evidence`` branch (today's names),
+    else :data:`HISTORY` where this clone has it; None in a shallow clone without either."""
     for ref in (BRANCH, f"origin/{BRANCH}"):
         rev = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
         if rev.returncode == 0:
-            return rev.stdout.decode().strip()
+            return rev.stdout.decode().strip(), {}
+    if _git("cat-file", "-e", f"{HISTORY}^{{commit}}").returncode == 0:
+        return HISTORY, FORMER
     return None
 
 
-def _from_branch(commit: str, unit: str, work: Path) -> None:
+def _from_branch(commit: str, unit: str, work: Path, former: dict[str, str] | None = None) -> None:
+    """``work/examples/<unit>`` from ``commit``, where the folder may have had another name (``former``)."""
+    then = (former or {}).get(unit, unit)
     archive = work / "part.tar"
-    made = _git("archive", "--format=tar", f"--output={archive}", commit, f"examples/{unit}")
+    made = _git("archive", "--format=tar", f"--output={archive}", commit, f"examples/{then}")
     if made.returncode != 0:
-        raise FileNotFoundError(f"examples/{unit} is not on the {BRANCH} branch: {made.stderr.decode()}")
+        raise FileNotFoundError(f"examples/{then} is not in commit {commit[:12]}: {made.stderr.decode()}")
     with tarfile.open(archive) as tar:
         tar.extractall(work, filter="data")
     archive.unlink()
+    if then != unit:
+        (work / "examples" / unit).parent.mkdir(parents=True, exist_ok=True)
+        (work / "examples" / then).rename(work / "examples" / unit)
 
 
 def _extracted(path: str) -> Path | None:
-    """examples/<path> extracted from the local branch, or None where this clone lacks the branch. The whole
-    sample folder holding it is extracted, once, so that two paths of one sample never leave a partial copy."""
-    commit = _branch_commit()
-    if commit is None:
+    """examples/<path> extracted from :func:`_source`, or None where this clone has neither. The whole sample
+    folder holding it is extracted, once, so that two paths of one sample never leave a partial copy."""
+    found = _source()
+    if found is None:
         return None
+    commit, former = found
     unit = _unit(path)
     base = Path(tempfile.gettempdir()) / f"worthit-evidence-{commit[:12]}"
-    return _unpacked(base, unit, lambda work: _from_branch(commit, unit, work)) / Path(path).relative_to(unit)
+    return _unpacked(base, unit, lambda work: _from_branch(commit, unit, work, former)) / Path(path).relative_to(unit)
 
 
 def available() -> bool:
-    """Whether :func:`sample` finds the branch (a checkout of it, or the local branch)."""
+    """Whether :func:`sample` finds the raw results (a checkout of them, the local branch or main's history)."""
     given = [os.environ.get("WORTHIT_EVIDENCE"), str(ROOT.parent / "worthit-evidence")]
-    return any(g and (Path(g) / "examples").is_dir() for g in given) or _branch_commit() is not None
+    return any(g and (Path(g) / "examples").is_dir() for g in given) or _source() is not None
 
 
 def sample(path: str) -> Path:
-    """The folder ``examples/<path>`` of the evidence branch; skips the calling test where no copy is reachable.
+    """The folder ``examples/<path>`` as measured (the module's docstring); skips the calling test where no copy
+    is reachable.
     Only tests marked ``evidence`` call it."""
     for given in (os.environ.get("WORTHIT_EVIDENCE"), str(ROOT.parent / "worthit-evidence")):
         if given and (Path(given) / "examples" / path).exists():
@@ -168,12 +195,12 @@ def pruned(data: bytes) -> bytes:
 
 
 def write_compact(unit: str) -> Path:
-    """Write :func:`archive` of ``unit`` from the local branch: reproducible (sorted, no times or owners)."""
-    commit = _branch_commit()
-    if commit is None:
-        raise SystemExit(f"the {BRANCH} branch is not here: {FETCH}")
+    """Write :func:`archive` of ``unit`` from the raw results: reproducible (sorted, no times or owners)."""
+    found = _source()
+    if found is None:
+        raise SystemExit(f"the raw results are not in this clone: {FETCH}")
     with tempfile.TemporaryDirectory() as tmp:
-        _from_branch(commit, unit, Path(tmp))
+        _from_branch(found[0], unit, Path(tmp), found[1])
         top = Path(tmp) / "examples" / unit
         dest = archive(unit)
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@
 It renders the report of the results folder (``--page``: takes a rendered page as it is) into a temporary
 folder, so the folder itself is left as it is, opens it in headless Chromium at 1400x900 and writes the
 screenshot to ``--out`` (default: ``first-screen.png`` beside the results folder, e.g.
-examples/h200-qwen/first-screen.png). A GPU sample's results are on the evidence branch (examples/README.md); its
+examples/h200-qwen/first-screen.png). A GPU sample's raw results are in commit 40526c6 (examples/README.md); its
 rendered page is here. It then checks the page's layout (worthit.testing.browser): every
 optimisation's verdict and headline effect in the first screen, no table wider than the page; it names what
 is not and exits 1. Needs Debian's ``chromium`` (apt-get install chromium).

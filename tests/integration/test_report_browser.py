@@ -1,6 +1,6 @@
 """The HTML report as a person opening it sees it: headless Chromium at 1400x900 (worthit.testing.browser).
 
-On the H200 real-weights sample (examples/h200-qwen/results, its per-request rows on the evidence branch, read
+On the H200 real-weights sample (examples/h200-qwen/results, its per-request rows in main's history, read
 from their compact extract on main: tests/evidence.py) and on the embedded default's committed full run
 (examples/embedded-default/results), every optimisation's verdict and headline effect lie in the first screen,
 read from the page's element boxes, and no table is wider than the page with every fold open.

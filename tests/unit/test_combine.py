@@ -1,7 +1,7 @@
 """``worthit combine`` on the three one-machine measurement sessions (examples/h200-qwen/h100-int4-ngram,
-h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows on the evidence branch, kept
+h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows in main's history, kept
 compact under tests/fixtures/evidence/: tests/evidence.py) renders the committed one-machine report
-(examples/h200-qwen/one-machine/) with every optimisation judged on one machine; on the branch itself (``pytest -m
+(examples/h200-qwen/one-machine/) with every optimisation judged on one machine; on the raw results (``pytest -m
 evidence``), every column of its verdicts as committed. On the embedded default's committed results: the combined
 folder holds the source's own rows under the new names and says where each file came from; bad input names the
 folder, variant or name and what to do; a plain copy of a result under another variant's name is still refused by

@@ -1,7 +1,7 @@
 """The compact extracts of the GPU samples' raw results (tests/fixtures/evidence/, tests/evidence.py) hold the
-evidence branch's measurements unaltered: every file the extract keeps is the branch's, byte for byte, or for a
+measurements unaltered: every file the extract keeps is the measured one (main's history), byte for byte, or for a
 Parquet table its every column, row and metadata entry but the nulled inter-token gaps; and no file it should
-keep is missing. Needs the branch (``pytest -m evidence``)."""
+keep is missing. Needs the raw results (``pytest -m evidence``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.evidence
 
 
 @pytest.mark.parametrize("unit", evidence.SAMPLES)
-def test_a_compact_extract_holds_the_branchs_values(unit: str) -> None:
+def test_a_compact_extract_holds_the_measured_values(unit: str) -> None:
     full = evidence.sample(unit)
     kept = sorted(
         PurePosixPath(p.relative_to(full).as_posix())

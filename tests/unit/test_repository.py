@@ -1,6 +1,6 @@
 """The default checkout stays small enough to read: the tracked files of the working tree weigh at most 25 MB
-and at most 500 of them lie outside src/, tests/, docs/ and config/. The samples' raw results live on the
-evidence branch (examples/README.md), not here."""
+and at most 500 of them lie outside src/, tests/, docs/ and config/. The samples' raw results live in the
+repository's history (commit 40526c6, examples/README.md), not in the working tree."""
 
 from __future__ import annotations
 

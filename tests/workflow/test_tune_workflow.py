@@ -268,7 +268,7 @@ def test_a_faster_candidate_whose_accuracy_is_not_shown_acceptable_may_not_win(t
 
 
 def test_no_confirm_judges_an_interrupted_confirmation_on_its_starts_and_serves_nothing(tmp_path: Path) -> None:
-    """The real tune of examples/h200-qwen/tune/ (an H100; its raw results on the evidence branch, read from their
+    """The real tune of examples/h200-qwen/tune/ (an H100; its raw results in main's history, read from their
     compact extract on main: tests/evidence.py), stopped with its confirmation one fresh start short, read again
     here with --no-confirm: nothing is served, the answer is printed undecided with each side's starts, and what is
     missing is named with the command that measures it."""

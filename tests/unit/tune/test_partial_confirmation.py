@@ -1,6 +1,6 @@
 """An interrupted tune's confirmation, judged on the fresh starts it measured, serving nothing
 (``worthit tune --no-confirm``). The data is the real tune of examples/h200-qwen/tune/ (Qwen2.5-Coder-1.5B on an
-H100; its per-request rows on the evidence branch, read from their compact extract on main: tests/evidence.py):
+H100; its per-request rows in main's history, read from their compact extract on main: tests/evidence.py):
 vLLM's defaults measured on both of their fresh starts, the rounds' best on one of its two."""
 
 from __future__ import annotations
