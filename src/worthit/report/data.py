@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from worthit import measurements, paths, prom, schemas
-from worthit.experiments.kv.tables import KV_CACHE
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
@@ -63,9 +62,9 @@ class VariantResults:
     def failures(self) -> list[Loaded]:
         return [f for f in self.files if not f.ok]
 
-    @property
-    def kv(self) -> dict[str, Any] | None:
-        for f in self.of(KV_CACHE.name):
+    def first_row(self, table: str) -> dict[str, Any] | None:
+        """The first row of the variant's first successful file of ``table`` (a one-row table: the KV probe's)."""
+        for f in self.of(table):
             if f.ok and f.rows:
                 return f.rows[0]
         return None

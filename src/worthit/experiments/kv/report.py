@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 
 from worthit import engine_args as eargs
 from worthit import prom
-from worthit.experiments.kv.tables import REPORT_CAPACITY
+from worthit.experiments.kv.tables import KV_CACHE, REPORT_CAPACITY
 from worthit.experiments.loadtest.report import Level, LoadAnalysis
 from worthit.experiments.specdec import model as specdec
 from worthit.report import plots
@@ -96,7 +96,7 @@ def weights_read_per_step(
 
 def capacity_of(ctx: Context, variant: str, levels: Sequence[Level]) -> Capacity:
     v = ctx.results.variant(variant)
-    kv = v.kv
+    kv = v.first_row(KV_CACHE.name)
     tk, lk = knees(levels, ctx.rules.knee_throughput_fraction, ctx.rules.knee_latency_factor)
     crit = (kv or {}).get("critical_concurrency")
     ok = sorted((lv for lv in levels if lv.ok), key=lambda lv: lv.concurrency)

@@ -39,9 +39,14 @@ class Point:
     machine: str | None = None  # the machine of its run (the pooled run-to-run spread is looked up there)
 
 
+# The KV experiment's one-row probe of the served variant, whose prefix_caching flag is the server's own word;
+# named by its table's name (as the load analysis is by its key), not imported: this folder imports no other.
+KV_PROBE = "kv_cache"
+
+
 def points_of(ctx: Context, variant: str) -> list[Point]:
     v = ctx.results.variant(variant)
-    kv = v.kv or {}
+    kv = v.first_row(KV_PROBE) or {}
     default_on = (
         bool(kv["prefix_caching"])
         if kv.get("prefix_caching") is not None
