@@ -456,36 +456,6 @@ class Study:
         lt = self.cfg["loadtest"]
         return int(lt["prompt_tokens"]) + int(lt["output_tokens"])
 
-    @property
-    def spec_variants(self) -> list[str]:
-        """Variants served with a speculative-config (measured by their load levels)."""
-        return [v for v in self.variants_with("loadtest") if self.variant(v).speculative_config]
-
-    @property
-    def specdec_base(self) -> str:
-        return str(self.cfg["specdec"]["base_variant"] or self.cfg["baseline_variant"])
-
-    @property
-    def specdec_load_variants(self) -> list[str]:
-        """The variants whose load levels the speculative-decoding table reads: the speculative ones, the
-        base and the drafts, where measured."""
-        names = [*self.spec_variants, self.specdec_base, *(self.draft_variant(v) for v in self.spec_variants)]
-        measured = self.variants_with("loadtest")
-        return [v for v in dict.fromkeys(names) if v and v in measured]
-
-    def draft_variant(self, spec_variant: str) -> str | None:
-        draft = self.cfg["specdec"]["draft_variants"].get(spec_variant)
-        return str(draft) if draft else None
-
-    @property
-    def verify_sizes(self) -> list[int]:
-        """Tokens per sequence a verify step processes (k + 1), one per distinct k, plus 1 (plain decode)."""
-        ks = {
-            int((self.variant(v).speculative_config or {}).get("num_speculative_tokens") or 0)
-            for v in self.spec_variants
-        }
-        return sorted({1} | {k + 1 for k in ks if k > 0})
-
     def consumers(self, variant: str) -> Iterator[str]:
         """The variant's measurements in the order they run on its server (one at a time): every
         experiment's (worthit.measurements), in the experiments' order."""

@@ -111,13 +111,15 @@ def sweet_spot(cfg: Mapping[str, Any], source: str) -> None:
 
 
 def specdec(cfg: Mapping[str, Any], source: str) -> None:
-    sd = cfg["specdec"]
+    from worthit.experiments.specdec.section import section
+
+    sd = section(cfg)
     names = ", ".join(cfg["variants"])
-    if sd["base_variant"] is not None and sd["base_variant"] not in cfg["variants"]:
+    if sd.base_variant is not None and sd.base_variant not in cfg["variants"]:
         raise ConfigError(
-            f"{source}: key 'specdec.base_variant': unknown variant {sd['base_variant']!r} (allowed: {names})"
+            f"{source}: key 'specdec.base_variant': unknown variant {sd.base_variant!r} (allowed: {names})"
         )
-    for spec, draft in sd["draft_variants"].items():
+    for spec, draft in sd.draft_variants.items():
         for name in (spec, draft):
             if name not in cfg["variants"]:
                 raise ConfigError(

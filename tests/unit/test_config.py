@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from worthit.config import ROOT, ConfigError, Study, load, validate
+from worthit.experiments.specdec.section import load_variants
 from worthit.server import engine_flags
 
 MIN = {"models": {"m": {"source": "hf:Qwen/Qwen2.5-7B-Instruct"}}, "variants": {"a": {"model": "m"}}}
@@ -153,9 +154,9 @@ def test_specdec_table_reads_the_speculative_base_and_draft_variants_that_run_lo
             "specdec": {"draft_variants": {"spec": "draft"}},
         }
     )
-    assert Study(cfg).specdec_load_variants == ["spec", "base", "draft"]
+    assert load_variants(Study(cfg)) == ["spec", "base", "draft"]
     cfg["specdec"]["draft_variants"] = {"spec": "no_load"}
-    assert Study(cfg).specdec_load_variants == ["spec", "base"]
+    assert load_variants(Study(cfg)) == ["spec", "base"]
 
 
 @pytest.mark.parametrize(

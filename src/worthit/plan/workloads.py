@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worthit.config import Study
+from worthit.experiments.specdec.section import spec_variants
 from worthit.loadgen.levels import LoadLevel
 from worthit.loadgen.workloads import REAL_TEXT_KINDS, real_text
 
@@ -75,7 +76,7 @@ def _added(study: Study, variant: str, level: LoadLevel) -> str | None:
 def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
     """Per load-tested variant (and the prefix experiment) what its levels send and why."""
     study = Study(cfg)
-    speculative = set(study.spec_variants)
+    speculative = set(spec_variants(study))
     out = []
     for variant in study.load_tested:
         levels = study.variant_levels(variant)
@@ -94,7 +95,7 @@ def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
                     "loadtest.workload_levels)"
                 )
         else:
-            peers = [v for v in study.spec_variants if set(real) & {lv.name for lv in study.variant_levels(v)}]
+            peers = [v for v in spec_variants(study) if set(real) & {lv.name for lv in study.variant_levels(v)}]
             why = CONTENT_FREE + (
                 f"; its real-text levels are what {', '.join(peers)} is compared with" if peers else ""
             )

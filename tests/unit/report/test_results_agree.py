@@ -19,6 +19,7 @@ from worthit import measurements, plan, schemas
 from worthit.aggregate import summary_rows, write_summary
 from worthit.config import Study, load
 from worthit.experiments.accuracy.summary import accuracy_rows, write_accuracy_summary
+from worthit.experiments.specdec.section import spec_variants
 from worthit.metrics import Slo
 from worthit.paths import parse
 from worthit.report import build
@@ -69,7 +70,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     planned = schemas.read(out / "plan.parquet", schemas.PLAN).table.to_pylist()
     rows = plan.compare(planned, out, cfg["plan"]["tolerances"], Rules.from_config(cfg).knee_throughput_fraction)
     plan.write_comparison(rows, out / "plan_vs_measured.parquet", {})
-    assert study.spec_variants and study.variants_with("prefix")  # the study has both experiments
+    assert spec_variants(study) and study.variants_with("prefix")  # the study has both experiments
     return out
 
 

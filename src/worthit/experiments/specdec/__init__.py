@@ -30,7 +30,9 @@ SECTION = Path(__file__).with_name("section.yaml")  # its config section
 
 def consumers(study: Study, variant: str) -> list[str]:
     """The verify measurement, on the base variant's server, when the study has speculative variants."""
-    return ["specdec/verify"] if study.spec_variants and variant == study.specdec_base else []
+    from worthit.experiments.specdec.section import base_variant, spec_variants
+
+    return ["specdec/verify"] if spec_variants(study) and variant == base_variant(study) else []
 
 
 def register() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from worthit import prom
 from worthit.config import Study
+from worthit.experiments.specdec.section import section, verify_sizes
 from worthit.experiments.specdec.tables import VERIFY
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
 from worthit.loadgen.prompts import SharedPrefixWorkload, load_tokenizer
@@ -110,8 +111,9 @@ def run_verify(
 
 def measure_verify(study: Study, variant: str, state_path: str, manifest_path: str, *, out: str) -> None:
     """The measure_verify rule: verify-step timing on the base variant's server, in its turn."""
-    sd = study.cfg["specdec"]
-    context = int(sd["verify_context_tokens"] or study.cfg["loadtest"]["prompt_tokens"])
+    sd = section(study.cfg)
+    sizes = verify_sizes(study)
+    context = int(sd.verify_context_tokens or study.cfg["loadtest"]["prompt_tokens"])
     manifest = Manifest.load(manifest_path)
     meta = result_meta(study, variant, manifest)
 
@@ -121,8 +123,8 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
             state.served_model_name,
             manifest.model_dir,
             context,
-            sizes=study.verify_sizes,
-            repeats=int(sd["verify_repeats"]),
+            sizes=sizes,
+            repeats=sd.verify_repeats,
             seed=study.cfg["loadtest"]["seed"],
             timeout_s=study.cfg["loadtest"]["request_timeout_s"],
             concurrencies=study.levels,
@@ -131,7 +133,7 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
         for r in rows:
             r["variant"] = variant
         for conc in study.levels:
-            for m in study.verify_sizes:
+            for m in sizes:
                 ttft = [
                     r["ttft_ms"] for r in rows if r["new_tokens"] == m and r["concurrency"] == conc and r["success"]
                 ]

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worthit.config import ConfigError, Study
+from worthit.experiments.specdec.section import base_variant, spec_variants
 from worthit.loadgen.workloads import real_text
 
 KEY = "real_text_for_speculative"
@@ -57,7 +58,7 @@ def _workload(cfg: dict[str, Any]) -> str:
 def missing(cfg: Mapping[str, Any]) -> list[str]:
     """The speculative variants measured on no real-text level."""
     study = Study(cfg)
-    return [v for v in study.spec_variants if not _has_real_text(study, v)]
+    return [v for v in spec_variants(study) if not _has_real_text(study, v)]
 
 
 def add_real_text_levels(cfg: dict[str, Any], source: str = "config") -> list[str]:
@@ -75,7 +76,7 @@ def add_real_text_levels(cfg: dict[str, Any], source: str = "config") -> list[st
     if not need:
         return []
     study = Study(cfg)
-    base = study.specdec_base
+    base = base_variant(study)
     name = _workload(cfg)
     their = "its" if len(need) == 1 else "their"
     why = f"added for {', '.join(need)} and {their} base {base}: speculative decoding is judged on real text"

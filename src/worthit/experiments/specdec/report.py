@@ -50,6 +50,7 @@ from worthit.experiments.specdec.model import (
     rule_of_thumb,
     verify_medians,
 )
+from worthit.experiments.specdec.section import base_variant, draft_variant, section
 from worthit.experiments.specdec.tables import REPORT_SPECDEC, VERIFY
 from worthit.report import plots
 from worthit.report.context import Context, Pair
@@ -176,7 +177,7 @@ def spec_variants(ctx: Context) -> list[str]:
 def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
     load: LoadAnalysis = ctx.analyses["load"]
     out: dict[str, list[SpecLevel]] = {}
-    cfg_base = (ctx.study.cfg.get("specdec") or {}).get("base_variant")
+    cfg_base = section(ctx.study.cfg).base_variant
     for v in spec_variants(ctx):
         sc = eargs.speculative_config(ctx.engine_args(v)) or {}
         method, k = method_of(sc), int(sc.get("num_speculative_tokens") or 0)
@@ -188,13 +189,13 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
         if method in MODEL_FREE_METHODS:
             gamma = 0.0
         else:
-            draft = ctx.study.draft_variant(v) if ctx.configured(v) else None
+            draft = draft_variant(ctx.study, v) if ctx.configured(v) else None
             dl = load.ok(draft) if draft else []
             gamma = gamma_from_tpot(dl[0].tpot_p50.value, low) if dl else None
             if gamma is None:
                 notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
         medians, why_none = verify_timing(ctx, base)
-        timed = ctx.study.specdec_base  # where the workflow times verify steps
+        timed = base_variant(ctx.study)  # where the workflow times verify steps
         c_levels = base_levels
         if why_none and timed != base:  # a variant judged against a control: c from the study's base, whole
             medians, why_none = verify_timing(ctx, timed)
@@ -469,7 +470,7 @@ def change(a: Mapping[str, Any], b: Mapping[str, Any]) -> Change | None:
 
 def helper(ctx: Context, variant: str) -> Helper | None:
     """A draft model served alone for γ (``specdec.draft_variants``): what it is for, and the γ it gave."""
-    specs = [s for s in ctx.study.cfg["specdec"]["draft_variants"] if ctx.study.draft_variant(s) == variant]
+    specs = [s for s, d in section(ctx.study.cfg).draft_variants.items() if d == variant]
     if not specs:
         return None
     levels = ctx.analyses.get(NAME) or {}
