@@ -14,7 +14,8 @@ an experiment:
 - ``outputs(study, results)``: study-level files of its own the default target builds (its aggregate);
 - ``section``: its config section (key, JSON schema with defaults and descriptions) when
   ``config/schema.yaml`` does not hold it;
-- ``tables``: its Parquet tables (:class:`worthit.schemas.Table`), added to the schema module's index.
+- ``tables``: its Parquet tables (:class:`worthit.schemas.Table`), added to the schema module's index;
+- ``levels``: the table of its load levels' requests, the files the report reads as a variant's levels.
 
 The report side (analysis, evidence for the decision layer, tables, figures) is the report's registry,
 :mod:`worthit.report.experiments`. An experiment outside this package is a module that registers both and is
@@ -62,6 +63,7 @@ class Measurement:
     outputs: Callable[[Study, str], Sequence[str]] = no_consumers
     section: tuple[str, dict[str, Any]] | None = None
     tables: Sequence[Table] = field(default_factory=tuple)
+    levels: Table | None = None
 
 
 REGISTRY: dict[str, Measurement] = {}
@@ -83,6 +85,11 @@ def registered() -> list[Measurement]:
     """Every experiment's measurement side, in turn order."""
     load_plugins()
     return sorted(REGISTRY.values(), key=lambda m: (m.order, m.name))
+
+
+def level_tables() -> set[str]:
+    """The tables whose files are a variant's load levels (the report's VariantResults.levels)."""
+    return {m.levels.name for m in registered() if m.levels is not None}
 
 
 def selectable() -> list[str]:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from worthit import measurements, paths, prom, schemas
-from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.loadgen.levels import CONC
 from worthit.server import startup_error
 
@@ -69,6 +68,11 @@ class VariantResults:
                 return f.rows[0]
         return None
 
+    def _level_files(self) -> list[Loaded]:
+        """The files of the variant's load levels: of the tables the experiments declare as levels."""
+        tables = measurements.level_tables()
+        return [f for f in self.files if f.table in tables]
+
     def levels(self) -> dict[int, list[Loaded]]:
         """Load levels by concurrency; several files for one level are repeats.
 
@@ -76,7 +80,7 @@ class VariantResults:
         (``level_kind`` other than concurrency) and levels of a named workload are summarised on their own
         (summary.md) and are not comparable with them."""
         out: dict[int, list[Loaded]] = {}
-        for f in self.of(LOAD_REQUESTS.name):
+        for f in self._level_files():
             if f.metadata.get("level_kind", CONC) != CONC or f.metadata.get("workload_name"):
                 continue
             c = f.metadata.get("concurrency")
@@ -92,7 +96,7 @@ class VariantResults:
         name; several files for one level are repeats. Two variants that measured the same one are compared
         on it (a conversation level judges prefix caching on realistic reuse)."""
         out: dict[str, list[Loaded]] = {}
-        for f in self.of(LOAD_REQUESTS.name):
+        for f in self._level_files():
             md = f.metadata
             if md.get("level_kind") == CONC and md.get("level_workload") and md.get("level"):
                 out.setdefault(str(md["level"]), []).append(f)

@@ -55,6 +55,7 @@ def register() -> None:
             order=20,
             side_results=side_results,
             tables=(LOAD_REQUESTS, SERVER_TIMELINE, SUMMARY, REPORT_LEVELS, REPORT_TIMELINE),
+            levels=LOAD_REQUESTS,
             section=measurements.section_file(SECTION),
         )
     )
