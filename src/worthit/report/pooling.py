@@ -17,9 +17,8 @@ from worthit.provenance import machine
 from worthit.report.data import Loaded
 from worthit.stats import PooledSpread, SpreadCell, pool_spread
 
-# The kinds of figure a level has (worthit.experiments.loadtest.report.Level's fields) and the quantity names the
-# comparisons use for them.
-KINDS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "output_tok_per_s", "goodput_tok_per_s")
+# The quantity names the comparisons use for the kinds of figure a level has (the cells' ``kind``; the load
+# experiment's levels name theirs).
 QUANTITY_KIND = {
     "E2E P50": "e2e_p50",
     "TTFT P50": "ttft_p50",

@@ -24,7 +24,6 @@ NOT_YET = {
     ("context.py", "quantize"): "a checkpoint without weights (quantize.NO_WEIGHTS)",
     ("outcomes.py", "capacity"): "the capacity regime of the vocabulary, named like the KV experiment's analysis",
     ("plausibility.py", "capacity"): "the capacity analysis' MBU and weight bytes",
-    ("pooling.py", "loadtest"): "the kinds of figure of a load level, pooled over runs",
     ("plausibility.py", "quantize"): "calibrated KV scales of a quantised checkpoint",
     ("render.py", "accuracy"): "the accuracy files of the page's provenance",
     ("render.py", "deploy"): "the deployments section of the page",

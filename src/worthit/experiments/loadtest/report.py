@@ -44,10 +44,15 @@ from worthit.report.decide import (
 )
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.measure import SINGLE_RUN, Measure, bootstrap_rate, pooled_over_runs, quantile, runs_basis
-from worthit.report.pooling import KINDS, Cell, Pools, files_machine, pool_group, pools_of
+from worthit.report.pooling import Cell, Pools, files_machine, pool_group, pools_of
 from worthit.report.views import INT, MEASURE, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "load"
+
+
+# The kinds of figure a level has (Level's fields), each pooled over runs (worthit.report.pooling, whose
+# QUANTITY_KIND names them as the comparisons do).
+KINDS = ("ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "output_tok_per_s", "goodput_tok_per_s")
 
 
 @dataclass(frozen=True)
