@@ -44,7 +44,6 @@ INFO = "information"
 # --- regimes --------------------------------------------------------------------------------------
 LATENCY = "latency"
 THROUGHPUT = "throughput"
-CAPACITY = "capacity"
 ALL_REGIMES = "all"  # a check that settles every regime (a speculative variant whose drafter never proposed)
 REGIMES = (LATENCY, THROUGHPUT)
 REGIME_NAMES = {LATENCY: "latency-first", THROUGHPUT: "throughput-first"}

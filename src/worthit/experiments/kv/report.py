@@ -21,13 +21,14 @@ from worthit.experiments.loadtest.report import Level, LoadAnalysis
 from worthit.experiments.specdec import model as specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
-from worthit.report.decide import CAPACITY, Comparison, Setting
+from worthit.report.decide import Comparison, Setting
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.mbu import Bandwidth, bytes_per_step, mbu
 from worthit.report.measure import Measure
 from worthit.report.views import INT, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "capacity"
+CAPACITY = NAME  # the regime of its figures, reported beside latency and throughput, never judged
 _FLOAT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
