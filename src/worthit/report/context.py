@@ -15,7 +15,6 @@ from typing import Any
 from worthit import engine_args as eargs
 from worthit.config import Study
 from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
-from worthit.experiments.quantize import NO_WEIGHTS
 from worthit.metrics import Slo
 from worthit.provenance import machine
 from worthit.report.data import StudyResults
@@ -68,16 +67,10 @@ def _model_source(cfg: Mapping[str, Any], model: str) -> str:
 
 
 def _model_name(cfg: Mapping[str, Any], model: str) -> str:
-    spec = (cfg.get("models") or {}).get(model) or {}
-    q = spec.get("quantize")
-    if q:
-        kv = f"{str(q['kv_cache']).upper()} KV-cache scales" if q.get("kv_cache") else ""
-        if str(q.get("scheme")) == NO_WEIGHTS:
-            return f"{kv} ({model})"
-        scheme = str(q.get("scheme") or "").replace("_", " ")
-        weights = f"{str(q.get('method') or '').upper()} {scheme} weights".strip()
-        return f"{weights}{' + ' + kv if kv else ''} ({model})"
-    return model
+    """The model in an optimisation's name, as the experiment that made it says it (a quantised checkpoint)."""
+    from worthit.report.experiments import model_name  # they register against this module
+
+    return model_name(cfg, model)
 
 
 def _matched(ta: Mapping[str, Any], tb: Mapping[str, Any]) -> set[str]:

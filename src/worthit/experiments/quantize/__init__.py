@@ -19,7 +19,8 @@ only inside the functions that need them; the stage runs in the quantize environ
 (``<quantize_python> -m worthit.experiments.quantize``, :mod:`.cli`).
 
 Modules: ``spec`` (the plan and its allowed values), ``checks``, ``text`` (calibration and held-out text),
-``backends``, ``gate``, ``manifest``, ``run`` (:func:`quantize`), ``cli``. Its rules: ``workflow/rules/quantize.smk``,
+``backends``, ``gate``, ``manifest``, ``run`` (:func:`quantize`), ``cli``, ``report`` (a quantised model's name in
+the report). Its rules: ``workflow/rules/quantize.smk``,
 included through :func:`register` like every experiment's; its config lives under ``models.<name>.quantize``
 (``config/schema.yaml``), and the variants that serve a quantised model are what the report compares.
 """
@@ -129,7 +130,10 @@ def register() -> None:
     """Register the stage's rule file the way an experiment outside the package does. It measures nothing on
     a server (no turn, not a value of ``variants.<v>.experiments``): its output is a model that variants serve."""
     from worthit import measurements
+    from worthit.experiments.quantize import report
+    from worthit.report import experiments
 
     measurements.register(
         measurements.Measurement(NAME, measurements.no_consumers, "quantize.smk", order=0, selectable=False)
     )
+    experiments.register(report.EXPERIMENT)

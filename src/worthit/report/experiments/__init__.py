@@ -77,6 +77,9 @@ class Experiment:
     helper: Callable[[Context, str], Helper | None] | None = None  # the variant as a helper of this experiment
     # Its plausibility checks of one optimisation, on its analysis (worthit.report.plausibility.findings).
     findings: Callable[[Context, Any, Pair], Sequence[Finding | None]] | None = None
+    # How the pair's name says what a model of this experiment is (the config, the model's key), None for
+    # a model it did not make (a quantised checkpoint: "AWQ W4A16 weights (awq)").
+    model_name: Callable[[Mapping[str, Any], str], str | None] | None = None
 
 
 def changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[Change], set[str]]:
@@ -89,6 +92,11 @@ def changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[Change], s
 def helper_of(ctx: Context, variant: str) -> Helper | None:
     """The variant as a helper of a registered experiment, if it is one."""
     return next((h for e in registered() if e.helper is not None and (h := e.helper(ctx, variant))), None)
+
+
+def model_name(cfg: Mapping[str, Any], model: str) -> str:
+    """The model as the pair's name says it: in the words of the experiment that made it, else its key."""
+    return next((n for e in registered() if e.model_name is not None and (n := e.model_name(cfg, model))), model)
 
 
 REGISTRY: dict[str, Experiment] = {}

@@ -1,0 +1,36 @@
+"""The quantisation stage's report side: how an optimisation's name says what a quantised checkpoint is.
+
+The stage measures nothing itself (its variants' servers are measured by the other experiments), so its
+analysis is empty; its one hook names a model it made (``models.<name>.quantize``) in the pair's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from worthit.experiments.quantize.spec import NO_WEIGHTS
+from worthit.report.context import Context
+from worthit.report.experiments import Experiment
+
+NAME = "quantize"
+
+
+def model_name(cfg: Mapping[str, Any], model: str) -> str | None:
+    """ "AWQ W4A16 weights + FP8 KV-cache scales (awq_kv)" for a model the stage makes, else None."""
+    q = ((cfg.get("models") or {}).get(model) or {}).get("quantize")
+    if not q:
+        return None
+    kv = f"{str(q['kv_cache']).upper()} KV-cache scales" if q.get("kv_cache") else ""
+    if str(q.get("scheme")) == NO_WEIGHTS:
+        return f"{kv} ({model})"
+    scheme = str(q.get("scheme") or "").replace("_", " ")
+    weights = f"{str(q.get('method') or '').upper()} {scheme} weights".strip()
+    return f"{weights}{' + ' + kv if kv else ''} ({model})"
+
+
+def analyse(_ctx: Context) -> None:
+    return None
+
+
+EXPERIMENT = Experiment(NAME, analyse, model_name=model_name, order=0)
