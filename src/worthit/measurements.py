@@ -16,6 +16,8 @@ an experiment:
   ``config/schema.yaml`` does not hold it;
 - ``tables``: its Parquet tables (:class:`worthit.schemas.Table`), added to the schema module's index;
 - ``levels``: the table of its load levels' requests, the files the report reads as a variant's levels.
+- ``machine_free``: its tables whose figures no machine sets (item scores), left out of which machine
+  measured a variant.
 
 The report side (analysis, evidence for the decision layer, tables, figures) is the report's registry,
 :mod:`worthit.report.experiments`. An experiment outside this package is a module that registers both and is
@@ -64,6 +66,7 @@ class Measurement:
     section: tuple[str, dict[str, Any]] | None = None
     tables: Sequence[Table] = field(default_factory=tuple)
     levels: Table | None = None
+    machine_free: Sequence[Table] = field(default_factory=tuple)
 
 
 REGISTRY: dict[str, Measurement] = {}
@@ -90,6 +93,11 @@ def registered() -> list[Measurement]:
 def level_tables() -> set[str]:
     """The tables whose files are a variant's load levels (the report's VariantResults.levels)."""
     return {m.levels.name for m in registered() if m.levels is not None}
+
+
+def machine_free_tables() -> set[str]:
+    """The tables whose figures no machine sets (the report's "one machine measured both sides" leaves them out)."""
+    return {t.name for m in registered() for t in m.machine_free}
 
 
 def selectable() -> list[str]:

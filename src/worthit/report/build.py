@@ -25,6 +25,7 @@ from worthit import atomic, errors, schemas, secrets
 from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.errors import InputError
+from worthit.experiments.accuracy.report import accuracy_side
 from worthit.experiments.accuracy.tables import ACCURACY
 from worthit.experiments.deploy.recommend import deployments_view, validation_view
 from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
@@ -155,7 +156,7 @@ def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
     """(why, what would settle it) when no task's accuracy compares the two sides: a side whose accuracy
     failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
     whys, settles = [], []
-    for v in (ctx.accuracy_side(pair.without), ctx.accuracy_side(pair.with_)):
+    for v in (accuracy_side(ctx, pair.without), accuracy_side(ctx, pair.with_)):
         files = ctx.results.variant(v).of(ACCURACY.name)
         failed = [f for f in files if not f.ok]
         if any(f.ok for f in files):

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worthit import engine_args as eargs
+from worthit import measurements
 from worthit.config import Study
-from worthit.experiments.accuracy.tables import ACCURACY, ACCURACY_SAMPLES
 from worthit.metrics import Slo
 from worthit.provenance import machine
 from worthit.report.data import StudyResults
@@ -28,8 +28,6 @@ LOSSY_FLAGS = ("kv-cache-dtype", "quantization", "dtype", "calculate-kv-scales")
 # Flags whose difference the name of an optimisation leaves out (how much memory and context the engine gets,
 # not what it runs). --enforce-eager is not among them: it turns CUDA graphs (and compilation) off.
 _QUIET_FLAGS = ("gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes")
-# Results a machine does not set: which machine measured them never enters "one machine measured both sides".
-MACHINE_FREE_TABLES = (ACCURACY.name, ACCURACY_SAMPLES.name)
 
 
 def _flag_change(key: str, without: Any, with_: Any) -> str:
@@ -155,12 +153,13 @@ class Context:
         return dict(self.study.variant(variant).env) if self.configured(variant) else {}
 
     def _timed(self, variant: str) -> dict[str, dict[str, Any] | None]:
-        """The variant's results whose figures a machine sets (every table but accuracy: item scores do not
-        depend on the machine's speed), by result (``load/conc~64.rep~3``), with their ``hardware`` stamp."""
+        """The variant's results whose figures a machine sets (every table but those the experiments declare
+        machine-free, such as item scores), by result (``load/conc~64.rep~3``), with their ``hardware`` stamp."""
+        free = measurements.machine_free_tables()
         return {
             f.experiment: f.metadata.get("hardware")
             for f in self.results.variant(variant).files
-            if f.ok and f.table not in MACHINE_FREE_TABLES
+            if f.ok and f.table not in free
         }
 
     def machines(self, variant: str) -> set[str]:
@@ -190,15 +189,6 @@ class Context:
         """The machines of the timed results ``a`` and ``b`` share, when each of them was measured on one
         machine for both sides (else the empty set)."""
         return _matched(self._timed(a), self._timed(b))
-
-    def accuracy_side(self, variant: str, _seen: frozenset[str] = frozenset()) -> str:
-        """Whose accuracy stands for ``variant``: its own, or, for a control that measured none, that of the
-        configuration it repeats (accuracy belongs to the model and its flags, not to the machine's speed)."""
-        control = variant not in _seen and variant != self.baseline and self.configured(variant)
-        control = control and self.pair(variant).control
-        if control and not any(f.ok for f in self.results.variant(variant).of(ACCURACY.name)):
-            return self.accuracy_side(self.base_of(variant), _seen | {variant})
-        return variant
 
     def label(self, variant: str) -> str:
         """The variant's name as every table shows it: random weights said wherever its numbers appear."""

@@ -20,7 +20,6 @@ CORE = [*sorted((ROOT / "src/worthit/report").glob("*.py")), ROOT / "src/worthit
 NOT_YET = {
     ("build.py", "accuracy"): "the accuracy columns of a verdict row and the variants asked for accuracy",
     ("build.py", "deploy"): "the deployments view and table, built after the verdicts",
-    ("context.py", "accuracy"): "the accuracy tables whose results no machine sets",
     ("plausibility.py", "capacity"): "the capacity analysis' MBU and weight bytes",
     ("plausibility.py", "quantize"): "calibrated KV scales of a quantised checkpoint",
     ("render.py", "accuracy"): "the accuracy files of the page's provenance",

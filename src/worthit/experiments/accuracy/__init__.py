@@ -56,6 +56,7 @@ def register() -> None:
             order=60,
             side_results=side_results,
             tables=(ACCURACY, ACCURACY_SAMPLES, ACCURACY_SUMMARY, REPORT_ACCURACY),
+            machine_free=(ACCURACY, ACCURACY_SAMPLES),  # item scores do not depend on the machine's speed
             section=measurements.section_file(SECTION),
         )
     )

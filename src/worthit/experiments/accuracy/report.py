@@ -35,6 +35,16 @@ FILTER_PRIORITY = ("none", "strict-match", "flexible-extract")
 TASK_SIZES = {"hellaswag": 10042, "arc_easy": 2376, "arc_challenge": 1172, "gsm8k": 1319}
 
 
+def accuracy_side(ctx: Context, variant: str, _seen: frozenset[str] = frozenset()) -> str:
+    """Whose accuracy stands for ``variant``: its own, or, for a control that measured none, that of the
+    configuration it repeats (accuracy belongs to the model and its flags, not to the machine's speed)."""
+    control = variant not in _seen and variant != ctx.baseline and ctx.configured(variant)
+    control = control and ctx.pair(variant).control
+    if control and not any(f.ok for f in ctx.results.variant(variant).of(ACCURACY.name)):
+        return accuracy_side(ctx, ctx.base_of(variant), _seen | {variant})
+    return variant
+
+
 @dataclass
 class AccuracyAnalysis:
     scores: dict[str, dict[str, dict[str, Any]]]  # variant -> task -> the chosen metric's row
@@ -95,7 +105,7 @@ def task_size(a: AccuracyAnalysis, task: str, n: int | None) -> int | None:
 
 def deltas(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[TaskAccuracy]:
     """Each task both sides scored: the change (with - without) and its standard error, one way everywhere."""
-    side_wo, side_w = ctx.accuracy_side(pair.without), ctx.accuracy_side(pair.with_)
+    side_wo, side_w = accuracy_side(ctx, pair.without), accuracy_side(ctx, pair.with_)
     wo, w = a.scores.get(side_wo, {}), a.scores.get(side_w, {})
     out = []
     for task, row in w.items():
@@ -214,7 +224,7 @@ def _figure(ctx: Context, a: AccuracyAnalysis) -> Any:
 
 
 def notes(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[str]:
-    sides = [(v, ctx.accuracy_side(v)) for v in (pair.without, pair.with_)]
+    sides = [(v, accuracy_side(ctx, v)) for v in (pair.without, pair.with_)]
     fails = [a.failures[s] for _, s in sides if s in a.failures]
     stands = [
         f"the accuracy of {s} stands for {v}, a control that repeats its configuration"
