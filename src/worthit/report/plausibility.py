@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from worthit import engine_args as eargs
 from worthit.report.evidence import Evidence, TaskAccuracy
@@ -228,14 +228,14 @@ QUIET_FLAGS = ("gpu-memory-utilization", "max-model-len", "kv-cache-memory-bytes
 def _kv_calibrated(ctx: Context, pair: Pair) -> tuple[bool, bool]:
     """(the variant's checkpoint carries calibrated KV-cache scales of the base's model, the base serves the
     same --kv-cache-dtype with its default scales)."""
-    models: Mapping[str, Any] = ctx.study.cfg.get("models") or {}
+    from worthit.report.experiments import kv_scales_of
+
     base = pair.base or ctx.baseline
-    q = (models.get(ctx.model(pair.variant)) or {}).get("quantize") or {}
-    calibrated = bool(q.get("kv_cache")) and str(q.get("base") or "") == ctx.model(base)
-    bq = (models.get(ctx.model(base)) or {}).get("quantize") or {}
+    scales = kv_scales_of(ctx.study.cfg, ctx.model(pair.variant))
+    calibrated = scales is not None and scales == ctx.model(base)
     kv = "kv-cache-dtype"
     same = (
-        not bq.get("kv_cache")
+        kv_scales_of(ctx.study.cfg, ctx.model(base)) is None
         and eargs.get(ctx.engine_args(base), kv) is not None
         and eargs.get(ctx.engine_args(base), kv) == eargs.get(ctx.engine_args(pair.variant), kv)
     )

@@ -21,7 +21,6 @@ NOT_YET = {
     ("build.py", "accuracy"): "the accuracy columns of a verdict row and the variants asked for accuracy",
     ("build.py", "deploy"): "the deployments view and table, built after the verdicts",
     ("plausibility.py", "capacity"): "the capacity analysis' MBU and weight bytes",
-    ("plausibility.py", "quantize"): "calibrated KV scales of a quantised checkpoint",
     ("render.py", "accuracy"): "the accuracy files of the page's provenance",
     ("render.py", "deploy"): "the deployments section of the page",
     ("tables.py", "accuracy"): "the accuracy table's columns in the decision table",

@@ -1,7 +1,8 @@
 """The quantisation stage's report side: how an optimisation's name says what a quantised checkpoint is.
 
 The stage measures nothing itself (its variants' servers are measured by the other experiments), so its
-analysis is empty; its one hook names a model it made (``models.<name>.quantize``) in the pair's name.
+analysis is empty; its hooks name a model it made (``models.<name>.quantize``) in the pair's name and say
+whose KV-cache scales it carries, calibrated.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ def model_name(cfg: Mapping[str, Any], model: str) -> str | None:
     return f"{weights}{' + ' + kv if kv else ''} ({model})"
 
 
+def kv_scales_of(cfg: Mapping[str, Any], model: str) -> str | None:
+    """The base model whose KV-cache scales a checkpoint the stage makes carries, calibrated on it ("" when
+    its config names none), else None (no ``kv_cache`` scheme, or not a model the stage makes)."""
+    q = ((cfg.get("models") or {}).get(model) or {}).get("quantize") or {}
+    return str(q.get("base") or "") if q.get("kv_cache") else None
+
+
 def analyse(_ctx: Context) -> None:
     return None
 
 
-EXPERIMENT = Experiment(NAME, analyse, model_name=model_name, order=0)
+EXPERIMENT = Experiment(NAME, analyse, model_name=model_name, kv_scales_of=kv_scales_of, order=0)

@@ -80,6 +80,9 @@ class Experiment:
     # How the pair's name says what a model of this experiment is (the config, the model's key), None for
     # a model it did not make (a quantised checkpoint: "AWQ W4A16 weights (awq)").
     model_name: Callable[[Mapping[str, Any], str], str | None] | None = None
+    # The model whose KV-cache scales a model of this experiment carries, calibrated (the config, the model's
+    # key), None for one without (worthit.report.plausibility.calibrated_kv_scales).
+    kv_scales_of: Callable[[Mapping[str, Any], str], str | None] | None = None
 
 
 def changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[Change], set[str]]:
@@ -97,6 +100,12 @@ def helper_of(ctx: Context, variant: str) -> Helper | None:
 def model_name(cfg: Mapping[str, Any], model: str) -> str:
     """The model as the pair's name says it: in the words of the experiment that made it, else its key."""
     return next((n for e in registered() if e.model_name is not None and (n := e.model_name(cfg, model))), model)
+
+
+def kv_scales_of(cfg: Mapping[str, Any], model: str) -> str | None:
+    """The model whose calibrated KV-cache scales ``model`` carries, as the experiment that made it says."""
+    found = (e.kv_scales_of(cfg, model) for e in registered() if e.kv_scales_of is not None)
+    return next((s for s in found if s is not None), None)
 
 
 REGISTRY: dict[str, Experiment] = {}
