@@ -242,23 +242,6 @@ def _kv_calibrated(ctx: Context, pair: Pair) -> tuple[bool, bool]:
     return calibrated, same
 
 
-def _bytes_check(ctx: Context, pair: Pair, e: Evidence) -> Finding | None:
-    """:func:`weight_bytes_speedup` at the lowest concurrency both sides measured, where only the weights
-    differ in bytes (the same KV-cache dtype, no speculative drafting on either side)."""
-    a, b = ctx.engine_args(pair.without), ctx.engine_args(pair.with_)
-    if eargs.speculative_config(a) or eargs.speculative_config(b):
-        return None
-    if eargs.get(a, "kv-cache-dtype") != eargs.get(b, "kv-cache-dtype"):
-        return None
-    capacity = ctx.analyses.get("capacity") or {}
-    cw, cv = capacity.get(pair.without), capacity.get(pair.with_)
-    tpot = [c for c in e.comparisons if c.quantity == "TPOT P50" and c.setting.dimension == "concurrency"]
-    if cw is None or cv is None or not tpot:
-        return None
-    low = min(tpot, key=lambda c: c.setting.value or 0.0)
-    return weight_bytes_speedup(cw.weight_bytes, cv.weight_bytes, low.improvement, low.setting.label)
-
-
 def findings(ctx: Context, pair: Pair, e: Evidence) -> list[Finding]:
     """Every plausibility check on one optimisation, with its inputs read off the study (none for a control)."""
     from worthit.report.experiments import registered
@@ -267,16 +250,12 @@ def findings(ctx: Context, pair: Pair, e: Evidence) -> list[Finding]:
         return []
     accuracy = [] if e.random_weights else list(e.accuracy)
     calibrated, same_flag = _kv_calibrated(ctx, pair)
-    capacity = ctx.analyses.get("capacity") or {}
     found = [
         calibrated_kv_scales(calibrated, same_flag, accuracy),
         lossless_accuracy(pair.lossless, accuracy),
-        *(
-            bandwidth_floor(side, c.mbu, c.tpot_ms_p50)
-            for side in dict.fromkeys((pair.without, pair.with_))
-            if (c := capacity.get(side)) is not None
+        *(  # each experiment's checks that read the evidence too (the capacity analysis' MBU and weight bytes)
+            f for x in registered() if x.checks is not None for f in x.checks(ctx, ctx.analyses.get(x.name), pair, e)
         ),
-        _bytes_check(ctx, pair, e),
         *(  # each experiment's own checks, on its analysis (docs/verdicts.md, "Suspect results")
             f for x in registered() if x.findings is not None for f in x.findings(ctx, ctx.analyses.get(x.name), pair)
         ),

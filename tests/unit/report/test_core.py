@@ -20,7 +20,6 @@ CORE = [*sorted((ROOT / "src/worthit/report").glob("*.py")), ROOT / "src/worthit
 NOT_YET = {
     ("build.py", "accuracy"): "the accuracy columns of a verdict row and the variants asked for accuracy",
     ("build.py", "deploy"): "the deployments view and table, built after the verdicts",
-    ("plausibility.py", "capacity"): "the capacity analysis' MBU and weight bytes",
     ("render.py", "accuracy"): "the accuracy files of the page's provenance",
     ("render.py", "deploy"): "the deployments section of the page",
     ("tables.py", "accuracy"): "the accuracy table's columns in the decision table",

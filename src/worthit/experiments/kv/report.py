@@ -22,9 +22,12 @@ from worthit.experiments.specdec import model as specdec
 from worthit.report import plots
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Comparison, Setting
+from worthit.report.evidence import Evidence
 from worthit.report.experiments import EvidenceItem, Experiment, Figure
 from worthit.report.mbu import Bandwidth, bytes_per_step, mbu
 from worthit.report.measure import Measure
+from worthit.report.outcomes import Finding
+from worthit.report.plausibility import bandwidth_floor, weight_bytes_speedup
 from worthit.report.views import INT, NUM, PCT, TEXT, VARIANT, Column, View, measure_cols
 
 NAME = "capacity"
@@ -292,6 +295,36 @@ def _figure(ctx: Context, a: dict[str, Capacity]) -> Any:
     return plots.finish(fig, ax, legend=False, grid="y")
 
 
+def checks(ctx: Context, a: Mapping[str, Capacity] | None, pair: Pair, e: Evidence) -> list[Finding | None]:
+    """Its plausibility checks of one optimisation: each side's MBU against the bandwidth floor, then
+    :func:`_bytes_check`."""
+    capacity = a or {}
+    return [
+        *(
+            bandwidth_floor(side, c.mbu, c.tpot_ms_p50)
+            for side in dict.fromkeys((pair.without, pair.with_))
+            if (c := capacity.get(side)) is not None
+        ),
+        _bytes_check(ctx, capacity, pair, e),
+    ]
+
+
+def _bytes_check(ctx: Context, capacity: Mapping[str, Capacity], pair: Pair, e: Evidence) -> Finding | None:
+    """:func:`~worthit.report.plausibility.weight_bytes_speedup` at the lowest concurrency both sides measured,
+    where only the weights differ in bytes (the same KV-cache dtype, no speculative drafting on either side)."""
+    a, b = ctx.engine_args(pair.without), ctx.engine_args(pair.with_)
+    if eargs.speculative_config(a) or eargs.speculative_config(b):
+        return None
+    if eargs.get(a, "kv-cache-dtype") != eargs.get(b, "kv-cache-dtype"):
+        return None
+    cw, cv = capacity.get(pair.without), capacity.get(pair.with_)
+    tpot = [c for c in e.comparisons if c.quantity == "TPOT P50" and c.setting.dimension == "concurrency"]
+    if cw is None or cv is None or not tpot:
+        return None
+    low = min(tpot, key=lambda c: c.setting.value or 0.0)
+    return weight_bytes_speedup(cw.weight_bytes, cv.weight_bytes, low.improvement, low.setting.label)
+
+
 EXPERIMENT = Experiment(
     NAME,
     analyse,
@@ -305,6 +338,7 @@ EXPERIMENT = Experiment(
         ),
     ),
     capability=capability,
+    checks=checks,
     order=20,
     requires=("load",),
 )

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, TaskAccuracy
+from worthit.report.evidence import Evidence
 from worthit.report.outcomes import Finding
 from worthit.report.views import View
 
@@ -77,6 +78,8 @@ class Experiment:
     helper: Callable[[Context, str], Helper | None] | None = None  # the variant as a helper of this experiment
     # Its plausibility checks of one optimisation, on its analysis (worthit.report.plausibility.findings).
     findings: Callable[[Context, Any, Pair], Sequence[Finding | None]] | None = None
+    # Its checks that read the optimisation's evidence too (run before ``findings``, in the experiments' order).
+    checks: Callable[[Context, Any, Pair, Evidence], Sequence[Finding | None]] | None = None
     # How the pair's name says what a model of this experiment is (the config, the model's key), None for
     # a model it did not make (a quantised checkpoint: "AWQ W4A16 weights (awq)").
     model_name: Callable[[Mapping[str, Any], str], str | None] | None = None
