@@ -1,7 +1,8 @@
 """The shared report core (src/worthit/report/, less the experiments' own folders) names no experiment: an
 experiment's row names, headline pieces and plausibility checks come from the hooks it registers
-(:mod:`worthit.report.experiments`: ``change``, ``flags``, ``helper``, ``findings``), and the core iterates the
-registered experiments. An experiment is named in code by its key as a string (``"specdec"``), its config
+(:mod:`worthit.report.experiments`: ``change``, ``flags``, ``helper``, ``findings``, ``checks``, ``model_name``,
+``kv_scales_of``; a measurement's ``levels`` and ``machine_free`` tables), and the core iterates the registered
+experiments. An experiment is named in code by its key as a string (``"specdec"``), its config
 section (``cfg["specdec"]``) or its module (``worthit.experiments.specdec``)."""
 
 from __future__ import annotations
