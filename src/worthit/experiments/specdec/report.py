@@ -178,6 +178,7 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
     load: LoadAnalysis = ctx.analyses["load"]
     out: dict[str, list[SpecLevel]] = {}
     cfg_base = section(ctx.study.cfg).base_variant
+    timed = base_variant(ctx.study)  # where the workflow times verify steps
     for v in spec_variants(ctx):
         sc = eargs.speculative_config(ctx.engine_args(v)) or {}
         method, k = method_of(sc), int(sc.get("num_speculative_tokens") or 0)
@@ -195,7 +196,6 @@ def analyse(ctx: Context) -> dict[str, list[SpecLevel]]:
             if gamma is None:
                 notes.append("gamma unknown: name the variant serving the draft model alone in specdec.draft_variants")
         medians, why_none = verify_timing(ctx, base)
-        timed = base_variant(ctx.study)  # where the workflow times verify steps
         c_levels = base_levels
         if why_none and timed != base:  # a variant judged against a control: c from the study's base, whole
             medians, why_none = verify_timing(ctx, timed)
