@@ -17,9 +17,14 @@ from worthit.report.experiments import Experiment
 NAME = "quantize"
 
 
+def _plan(cfg: Mapping[str, Any], model: str) -> Mapping[str, Any]:
+    """``models.<model>.quantize`` of the config, empty for a model the stage does not make."""
+    return ((cfg.get("models") or {}).get(model) or {}).get("quantize") or {}
+
+
 def model_name(cfg: Mapping[str, Any], model: str) -> str | None:
     """ "AWQ W4A16 weights + FP8 KV-cache scales (awq_kv)" for a model the stage makes, else None."""
-    q = ((cfg.get("models") or {}).get(model) or {}).get("quantize")
+    q = _plan(cfg, model)
     if not q:
         return None
     kv = f"{str(q['kv_cache']).upper()} KV-cache scales" if q.get("kv_cache") else ""
@@ -33,7 +38,7 @@ def model_name(cfg: Mapping[str, Any], model: str) -> str | None:
 def kv_scales_of(cfg: Mapping[str, Any], model: str) -> str | None:
     """The base model whose KV-cache scales a checkpoint the stage makes carries, calibrated on it ("" when
     its config names none), else None (no ``kv_cache`` scheme, or not a model the stage makes)."""
-    q = ((cfg.get("models") or {}).get(model) or {}).get("quantize") or {}
+    q = _plan(cfg, model)
     return str(q.get("base") or "") if q.get("kv_cache") else None
 
 
