@@ -25,11 +25,7 @@ from worthit import atomic, errors, schemas, secrets
 from worthit.config import Study, config_hash
 from worthit.config import load as load_config
 from worthit.errors import InputError
-from worthit.experiments.accuracy.report import accuracy_side
-from worthit.experiments.accuracy.tables import ACCURACY
-from worthit.experiments.deploy.recommend import deployments_view, validation_view
-from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
-from worthit.report import data, headline, plausibility, plots, terminal
+from worthit.report import data, experiments, headline, plausibility, plots, terminal
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, Evidence, TaskAccuracy, Verdict, control_spread, decide
 from worthit.report.experiments import Figure as ExpFigure
@@ -40,9 +36,12 @@ from worthit.report.views import View, stored
 from worthit.tune import page as tune_page
 
 PathLike = str | os.PathLike[str]
-# What the decide_study rule writes; report_validation needs the deployments' validation runs, which
-# need report_deployments: render_report writes it (see workflow/rules/report.smk).
-DECISION_TABLES = tuple(t for t in schemas.report_tables() if t is not REPORT_VALIDATION)
+# What the decide_study rule writes: every report table but those an experiment writes after the decision
+# (report_validation needs the deployments' validation runs, which need report_deployments: render_report
+# writes it, see workflow/rules/report.smk).
+DECISION_TABLES = tuple(
+    t for t in schemas.report_tables() if not any(t is later for later in experiments.after_decision())
+)
 
 
 @dataclass
@@ -152,29 +151,6 @@ def _machines_basis(ctx: Context, pair: Pair, comps: list[Comparison]) -> str:
     return "one machine" if ctx.same_machine(pair.without, pair.with_) else ""
 
 
-def _why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
-    """(why, what would settle it) when no task's accuracy compares the two sides: a side whose accuracy
-    failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
-    whys, settles = [], []
-    for v in (accuracy_side(ctx, pair.without), accuracy_side(ctx, pair.with_)):
-        files = ctx.results.variant(v).of(ACCURACY.name)
-        failed = [f for f in files if not f.ok]
-        if any(f.ok for f in files):
-            continue
-        if failed:
-            whys.append(f"the accuracy run of {v} {failed[0].status}: {failed[0].cause}")
-            settles.append(f"fix what broke the accuracy run of {v} and run it again")
-        elif v in ctx.study.variants_with("accuracy"):
-            whys.append(f"the accuracy of {v} is configured but not measured yet")
-            settles.append(f"run the workflow on, to measure the accuracy of {v}")
-        else:
-            whys.append(f"{v} runs no accuracy experiment")
-            settles.append(f"accuracy on {v} (variants.{v}.experiments: [accuracy])")
-    if not whys:
-        return "the two sides measured no accuracy task in common", "the same accuracy tasks on both variants"
-    return "; ".join(whys), "; ".join(settles)
-
-
 def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evidence:
     """Everything the experiments say about one optimisation, with the variants' failures; ``spread``: the
     widest difference a control of the study measured (:func:`machine_spread`)."""
@@ -197,7 +173,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
     notes += _machines_note(ctx, pair)
     comps, widened_notes, perf_settle = _widen(ctx, pair, comps, spread)
     notes += widened_notes
-    acc_why, acc_settle = _why_no_accuracy(ctx, pair) if not acc else ("", "")
+    acc_why, acc_settle = experiments.why_no_accuracy(ctx, pair) if not acc else ("", "")
     status, reason = res.status
     if not res.files:
         status, reason = "not run", "no results: the workflow has not run this variant"
@@ -222,7 +198,7 @@ def evidence_for(ctx: Context, pair: Pair, spread: Spread | None = None) -> Evid
         notes=notes,
         accuracy_failure=acc_why,
         accuracy_settle=acc_settle,
-        accuracy_asked=v in ctx.study.variants_with("accuracy") or bool(res.of(ACCURACY.name)),
+        accuracy_asked=experiments.asks_accuracy(ctx, v),
         control=pair.control,
         perf_settle=perf_settle,
         machines=_machines_basis(ctx, pair, comps),
@@ -248,8 +224,8 @@ def build(study: Study, results: data.StudyResults) -> Report:
     spread = machine_spread(pairs, controls)
     evidence = {v: controls.get(v) or evidence_for(ctx, p, spread) for v, p in pairs.items()}
     verdicts = {v: decide(e, ctx.rules) for v, e in evidence.items()}
-    views = [verdicts_view(ctx, verdicts, pairs, evidence), deployments_view(ctx, verdicts, pairs)]
-    views.append(validation_view(ctx, stored(views[1])))
+    views = [verdicts_view(ctx, verdicts, pairs, evidence)]
+    views += experiments.verdict_views(ctx, verdicts, pairs)  # what the verdicts chose
     views.append(comparison_view(ctx, evidence, pairs))
     capability: list[dict[str, Any]] = []
     figures: dict[str, tuple[str, Callable[[], Figure | None]]] = {}
@@ -403,13 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     if gaps:  # an incomplete or partly failed study says so where the verdicts are read
         counts = ", ".join(f"{n} {status}" for status, n in sorted(gaps.items()))
         missing = f"results missing or failed: {counts} (the report's 'Failed, not applicable or not run' lists them)"
-    terminal.print_summary(
-        report.rows(schemas.REPORT_VERDICTS),
-        report.rows(REPORT_DEPLOYMENTS),
-        report.rows(REPORT_VALIDATION),
-        page,
-        gaps=missing,
-    )
+    shown = {v.short: stored(v) for v in report.views if any(v.table is t for t in terminal.summary_tables())}
+    terminal.show_summary(report.rows(schemas.REPORT_VERDICTS), shown, page, gaps=missing)
     return 0
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html as html_lib
 import re
-import shlex
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,11 @@ import yaml
 from markupsafe import Markup
 
 from worthit import atomic, fmt, schemas, secrets
-from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
 from worthit.provenance import machine
+from worthit.report import experiments
 from worthit.report.context import Context
-from worthit.report.decide import REGIME_NAMES, WORDING
-from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown, measure_text
+from worthit.report.decide import WORDING
+from worthit.report.views import LONG, OUTCOME, View, cell_text, markdown
 
 TEMPLATES = Path(__file__).with_name("templates")
 # badge colours by the first words of an outcome: positive, negative, open, out of scope, broken, absent, a control
@@ -58,14 +58,12 @@ def markdown_decision(ctx: Context, verdicts: View | None) -> list[str]:
         return []
     out = ["## Decision", "", "| " + " | ".join(DECISION_HEADERS) + " |", "|" + "---|" * len(DECISION_HEADERS)]
     for r in rows:
-        sep = ": " if r["outcome"] == "suspect" else " ("
-        verdict = f"**{r['outcome']}**" + (
-            f"{sep}{r['condition']}{')' if sep == ' (' else ''}" if r["condition"] else ""
-        )
-        effect = r["effect"] + (f"; per workload: {r['by_workload']}" if r["by_workload"] else "")
-        cells = [f"{r['optimisation']} (`{r['label']}`)", verdict, effect, r["accuracy"], r["effort"], r["why"]]
+        sep = ": " if r.outcome == "suspect" else " ("
+        verdict = f"**{r.outcome}**" + (f"{sep}{r.condition}{')' if sep == ' (' else ''}" if r.condition else "")
+        effect = r.effect + (f"; per workload: {r.by_workload}" if r.by_workload else "")
+        cells = [f"{r.optimisation} (`{r.label}`)", verdict, effect, r.accuracy, r.effort, r.why]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    out += [""] + [f"- **{c['label']}** ({c['role']}): {c['why']}" for c in checks] + [""]
+    out += [""] + [f"- **{c.label}** ({c.role}): {c.why}" for c in checks] + [""]
     return out
 
 
@@ -135,16 +133,7 @@ def provenance(ctx: Context) -> dict[str, Any]:
     out: dict[str, Any] = {
         "worthit_version": meta.get("worthit_version"),
         "vllm_version": next((f.metadata["vllm_version"] for f in files if f.metadata.get("vllm_version")), None),
-        "lm_eval_version": next(
-            (
-                r.get("lm_eval_version")
-                for f in files
-                if f.table == "accuracy"
-                for r in f.rows
-                if r.get("lm_eval_version")
-            ),
-            None,
-        ),
+        **experiments.provenance(ctx),  # the versions of the tools the experiments measured with (lm-eval)
         # one machine's stamp where one measured everything; else each machine and its share of the files
         **({"hardware": meta.get("hardware")} if len(several) <= 1 else {"machines": several}),
         "peak_bandwidth": f"{bw.gb_s:g} GB/s ({bw.name}; {bw.source})" if bw else "unknown (MBU n/a)",
@@ -167,46 +156,61 @@ def provenance(ctx: Context) -> dict[str, Any]:
 # recommendation); the long reason, what would settle it and the interval basis fold out of the last one.
 DESCRIPTION_SHOWN = 160  # characters of the study's description above the decision table (the rest folds)
 DECISION_HEADERS = ("optimisation", "verdict", "effect as measured [95% interval]", "accuracy cost", "effort", "why")
-FIGURE_KEYS = (  # the figures a deployment promises (worthit.experiments.deploy.recommend.FIGURES), by label
-    ("ttft_ms_p50", "TTFT P50", "ms"),
-    ("ttft_ms_p99", "TTFT P99", "ms"),
-    ("tpot_ms_p50", "TPOT P50", "ms"),
-    ("tpot_ms_p99", "TPOT P99", "ms"),
-    ("output_tok_per_s", "output tok/s", "tok/s"),
-    ("goodput_tok_per_s", "goodput tok/s", "tok/s"),
-)
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """An optimisation's row of the decision table, or a control's or helper's line under it (its ``role``)."""
+
+    variant: str
+    label: str
+    optimisation: str
+    outcome: str
+    badge: str
+    condition: str
+    effect: str
+    by_workload: str
+    accuracy: str  # the accuracy cost: the worst task's change and the decision
+    accuracy_badge: str
+    effort: str
+    why: str
+    reason: str
+    settle: str
+    basis: str
+    baseline: str
+    role: str
 
 
 def _text(x: Any) -> str:
     return "" if fmt.is_missing(x) else str(x)
 
 
-def decision_rows(ctx: Context, verdicts: View | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def decision_rows(ctx: Context, verdicts: View | None) -> tuple[list[DecisionRow], list[DecisionRow]]:
     """(the optimisations' rows of the decision table, the controls' and helpers' lines) from the verdicts
     view (its role, effect, accuracy_summary and why columns: worthit.report.headline)."""
-    rows: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
+    rows: list[DecisionRow] = []
+    checks: list[DecisionRow] = []
     for r in verdicts.rows if verdicts else []:
         role = _text(r.get("role")) or ("control" if r.get("outcome") == "control" else "optimisation")
-        item = {
-            "variant": r["variant"],
-            "label": ctx.label(str(r["variant"])),
-            "optimisation": _text(r.get("optimisation")),
-            "outcome": _text(r.get("outcome")),
-            "badge": badge(_text(r.get("outcome"))),
-            "condition": _text(r.get("condition")),
-            "effect": _text(r.get("effect")) or _text(r.get("benefit")),
-            "by_workload": _text(r.get("by_workload")),
-            "accuracy": _text(r.get("accuracy_summary")) or _text(r.get("accuracy_cost")),
-            "accuracy_badge": badge(_text(r.get("accuracy_outcome"))),
-            "effort": _text(r.get("effort")),
-            "why": _text(r.get("why")) or _text(r.get("reason"))[:200],
-            "reason": _text(r.get("reason")),
-            "settle": _text(r.get("settle")),
-            "basis": _text(r.get("interval_basis")),
-            "baseline": _text(r.get("baseline")),
-            "role": role,
-        }
+        item = DecisionRow(
+            variant=r["variant"],
+            label=ctx.label(str(r["variant"])),
+            optimisation=_text(r.get("optimisation")),
+            outcome=_text(r.get("outcome")),
+            badge=badge(_text(r.get("outcome"))),
+            condition=_text(r.get("condition")),
+            effect=_text(r.get("effect")) or _text(r.get("benefit")),
+            by_workload=_text(r.get("by_workload")),
+            accuracy=_text(r.get("accuracy_summary")) or _text(r.get("accuracy_cost")),
+            accuracy_badge=badge(_text(r.get("accuracy_outcome"))),
+            effort=_text(r.get("effort")),
+            why=_text(r.get("why")) or _text(r.get("reason"))[:200],
+            reason=_text(r.get("reason")),
+            settle=_text(r.get("settle")),
+            basis=_text(r.get("interval_basis")),
+            baseline=_text(r.get("baseline")),
+            role=role,
+        )
         (rows if role == "optimisation" else checks).append(item)
     return rows, checks
 
@@ -226,71 +230,6 @@ def summary_line(v: View) -> str:
                 parts.append(", ".join(f"{n} {o}" for o, n in counts.most_common(4)))
             break
     return "; ".join(parts)
-
-
-def _command_lines(command: str) -> str:
-    """``vllm serve MODEL --a 1 --b 2`` as one flag a line, with shell continuations (still one command)."""
-    try:
-        args = shlex.split(command)
-    except ValueError:
-        return command
-    head: list[str] = []
-    lines: list[list[str]] = []
-    for a in args:
-        if a.startswith("--") and (lines or head):
-            lines.append([a])
-        elif lines:
-            lines[-1].append(a)
-        else:
-            head.append(a)
-    out = [shlex.join(head)] + ["  " + shlex.join(x) for x in lines]
-    return " \\\n".join(out)
-
-
-def deployment_blocks(views: Sequence[View]) -> list[dict[str, Any]]:
-    """Each recommended deployment as a command to copy, with the figures it promises and, where its
-    validation ran, what it measured."""
-    dep = next((v for v in views if v.table is REPORT_DEPLOYMENTS), None)
-    val = next((v for v in views if v.table is REPORT_VALIDATION), None)
-    measured: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in val.rows if val else []:
-        measured[(str(r.get("scenario")), str(r.get("quantity")))] = r
-    out: list[dict[str, Any]] = []
-    for r in dep.rows if dep else []:
-        scenario = str(r.get("scenario"))
-        name = REGIME_NAMES.get(scenario, scenario)
-        if r.get("status") != schemas.STATUS_OK or fmt.is_missing(r.get("command")):
-            out.append({"title": name, "reason": _text(r.get("reason")) or _text(r.get("status"))})
-            continue
-        figs = []
-        for key, label, _unit in FIGURE_KEYS:
-            if fmt.is_missing(r.get(key)):
-                continue
-            m = measured.get((scenario, label))
-            figs.append(
-                {
-                    "label": label,
-                    "promised": measure_text(r, key),
-                    "measured": measure_text(m, "measured") if m is not None else "not validated",
-                    "outcome": _text(m.get("outcome")) if m is not None else "",
-                    "badge": badge(_text(m.get("outcome"))) if m is not None else "absent",
-                }
-            )
-        slo = [
-            f"P99 TTFT \u2264 {r['slo_ttft_ms']:g} ms" if not fmt.is_missing(r.get("slo_ttft_ms")) else "",
-            f"P99 TPOT \u2264 {r['slo_tpot_ms']:g} ms" if not fmt.is_missing(r.get("slo_tpot_ms")) else "",
-        ]
-        out.append(
-            {
-                "title": f"{name}: {r.get('variant')} at concurrency {r.get('concurrency')}",
-                "command": _command_lines(str(r["command"])),
-                "figures": figs,
-                "slo": ", ".join(x for x in slo if x),
-                "chosen_by": _text(r.get("chosen_by")),
-                "validated": any(f["outcome"] for f in figs),
-            }
-        )
-    return out
 
 
 def _view_dict(v: View, ctx: Context) -> dict[str, Any]:
@@ -346,9 +285,9 @@ def html_page(
     rows, checks = decision_rows(ctx, verdicts)
     figs = decision_figures or {}
     small = [
-        {"variant": r["variant"], "title": r["optimisation"], "effect": r["effect"], "svg": Markup(figs[r["variant"]])}
+        {"variant": r.variant, "title": r.optimisation, "effect": r.effect, "svg": Markup(figs[r.variant])}
         for r in rows
-        if r["variant"] in figs
+        if r.variant in figs
     ]
     logs = [
         {
@@ -383,7 +322,7 @@ def html_page(
         checks=checks,
         rules=Markup(_md_inline(verdicts.caption)) if verdicts else "",
         small_figures=small,
-        deployments=deployment_blocks(ordered),
+        deployments=experiments.commands(ordered),  # the experiments' commands to copy, under the decision
         tune=None if tune is None else {**tune, "html": Markup(tune["html"])},
         views=[_view_dict(v, ctx) for v in ordered],
         logs=logs,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worthit import schemas
-from worthit.experiments.accuracy.tables import ACCURACY
+from worthit.report import experiments
 from worthit.report.context import Context, Pair
 from worthit.report.decide import WORDING, Comparison, Evidence, Verdict
 from worthit.report.headline import headline
@@ -80,7 +80,7 @@ def verdicts_view(
         Column("condition", "where it holds", TEXT),
         Column("latency_detail", "latency-first", LONG),
         Column("throughput_detail", "throughput-first", LONG),
-        Column("accuracy_outcome", "accuracy", OUTCOME),
+        *experiments.verdict_columns(),  # the verdict's accuracy outcome
         Column("benefit", "benefit", LONG),
         Column("accuracy_cost", "accuracy cost", TEXT),
         Column("effort", "effort", TEXT),
@@ -236,17 +236,7 @@ def failure_rows(ctx: Context) -> list[dict[str, Any]]:
                     "log_tail": f.log_tail or None,
                 }
             )
-        for f in res.of(ACCURACY.name):  # one failed task in an ok file
-            for r in f.rows:
-                if r.get("status") not in (None, schemas.STATUS_OK):
-                    rows.append(
-                        {
-                            "variant": v,
-                            "experiment": f"accuracy/{r.get('task')}",
-                            "status": r["status"],
-                            "reason": r.get("reason"),
-                        }
-                    )
+        rows += experiments.failure_rows(ctx, v)  # what failed inside an ok file (one accuracy task)
     for name, f in ctx.results.aggregates.items():
         if not f.ok:
             rows.append(

@@ -2,9 +2,10 @@
 
 The same rows as the top of the page (the verdicts table's headline columns, :mod:`worthit.report.headline`):
 one line per optimisation with its verdict, the effect as measured, the accuracy cost, the effort and why; the
-controls and helpers under it; each recommended deployment as its ``vllm serve`` command with what it promises
-(and measured, where validated); and where the report is. Everything is read from stored rows, so the end of a
-workflow run prints it from the report's Parquet tables without rebuilding anything.
+controls and helpers under it; then each registered experiment's part (its
+:class:`~worthit.report.experiments.Summary`: the recommended deployments as their ``vllm serve`` commands with
+what they promise and measured, what a token costs) and where the report is. Everything is read from stored rows,
+so the end of a workflow run prints it from the report's Parquet tables without rebuilding anything.
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from worthit import fmt, schemas
-from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_TOKEN_COST, REPORT_VALIDATION
-from worthit.experiments.deploy.token_cost import summary_lines
-from worthit.report.decide import REGIME_NAMES
-from worthit.report.views import measure_text
+from worthit.report import experiments
+from worthit.report.views import short_name
 
 STYLES = {
     "adopt": "bold green",
@@ -33,27 +32,17 @@ STYLES = {
     "failed": "bold magenta",
     "suspect": "bold dark_orange",
 }
-PROMISED = (
-    ("ttft_ms_p99", "TTFT P99", "ms"),
-    ("tpot_ms_p99", "TPOT P99", "ms"),
-    ("output_tok_per_s", "output", "tok/s"),
-)
+Rows = Sequence[Mapping[str, Any]]
 
 
-def _t(x: Any) -> str:
+def escaped(x: Any) -> str:
     """A cell as text, with rich's markup characters escaped (a name may hold "[...]")."""
     return "" if fmt.is_missing(x) else escape(str(x))
 
 
-def _figure(row: Mapping[str, Any], key: str, unit: str) -> str:
-    """``253 ms [217, 293]``: the value and its interval, without n and basis (the page has them); a value
-    without an interval says what it rests on: ``1,661.5 ms [no interval: n=7, single run]``."""
-    text, _, n = measure_text(row, key, 1 if unit == "ms" else 0).partition(" n=")
-    value, _, rest = text.partition(" ")
-    if rest == "[no interval]" and n:
-        basis = row.get("interval_basis")
-        rest = f"[no interval: n={n.split()[0]}" + (f", {basis}" if not fmt.is_missing(basis) else "") + "]"
-    return f"{value} {unit} {rest}".strip()
+def summary_tables() -> list[schemas.Table]:
+    """The report tables the registered experiments' parts of the summary read, in their order."""
+    return [t for s in experiments.summaries() for t in s.tables]
 
 
 def decision_table(verdicts: Sequence[Mapping[str, Any]], width: int = 160) -> Table:
@@ -70,74 +59,66 @@ def decision_table(verdicts: Sequence[Mapping[str, Any]], width: int = 160) -> T
     )[: 6 if why else 5]:
         t.add_column(col, overflow="fold", ratio=ratio)
     for r in verdicts:
-        if (_t(r.get("role")) or "optimisation") != "optimisation" or r.get("outcome") == "control":
+        if (escaped(r.get("role")) or "optimisation") != "optimisation" or r.get("outcome") == "control":
             continue
-        outcome = _t(r.get("outcome"))
+        outcome = escaped(r.get("outcome"))
         verdict = f"[{STYLES.get(outcome, 'bold')}]{outcome}[/]" + (
-            (":" if outcome == "suspect" else "") + f"\n{_t(r.get('condition'))}" if r.get("condition") else ""
+            (":" if outcome == "suspect" else "") + f"\n{escaped(r.get('condition'))}" if r.get("condition") else ""
         )
         t.add_row(
-            f"{_t(r.get('optimisation'))}\n[dim]{_t(r.get('variant'))}[/dim]",
+            f"{escaped(r.get('optimisation'))}\n[dim]{escaped(r.get('variant'))}[/dim]",
             verdict,
-            (_t(r.get("effect")) or _t(r.get("benefit")))
-            + (f"\n[dim]per workload: {_t(r.get('by_workload'))}[/dim]" if r.get("by_workload") else ""),
-            _t(r.get("accuracy_summary")) or _t(r.get("accuracy_cost")),
-            _t(r.get("effort")),
-            *([_t(r.get("why")) or _t(r.get("reason"))[:200]] if why else []),
+            (escaped(r.get("effect")) or escaped(r.get("benefit")))
+            + (f"\n[dim]per workload: {escaped(r.get('by_workload'))}[/dim]" if r.get("by_workload") else ""),
+            escaped(r.get("accuracy_summary")) or escaped(r.get("accuracy_cost")),
+            escaped(r.get("effort")),
+            *([escaped(r.get("why")) or escaped(r.get("reason"))[:200]] if why else []),
         )
     return t
 
 
-def print_summary(
-    verdicts: Sequence[Mapping[str, Any]],
-    deployments: Sequence[Mapping[str, Any]],
-    validation: Sequence[Mapping[str, Any]],
-    page: str | os.PathLike[str] | None,
+def show_summary(
+    verdicts: Rows,
+    stored: Mapping[str, Rows],
+    page: str | os.PathLike[str] | None = None,
     *,
     console: Console | None = None,
     gaps: str = "",
-    token_cost: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Print the decision table, the checks, the deployments, what a token costs and the report's path."""
+    """Print the decision table, the checks, each registered experiment's part and the report's path.
+
+    ``stored``: the rows of the tables the experiments' parts read (:func:`summary_tables`), by short name; an
+    experiment prints nothing of a table it is not given."""
     # a terminal's own width; a log or a pipe (the end of a workflow run, captured) gets a wide table
     width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else 160
     con = console or Console(width=width, highlight=False)
     con.print(decision_table(verdicts, con.width))
     for r in verdicts:
-        role = _t(r.get("role")) or ("control" if r.get("outcome") == "control" else "")
+        role = escaped(r.get("role")) or ("control" if r.get("outcome") == "control" else "")
         if role and role != "optimisation":
-            con.print(f"[dim]checked:[/dim] [bold]{_t(r.get('variant'))}[/bold] ({role}): {_t(r.get('why'))}")
-    measured: dict[tuple[str, str], Mapping[str, Any]] = {
-        (str(v.get("scenario")), str(v.get("quantity"))): v for v in validation
-    }
-    if deployments:
-        con.print("\n[bold]Deployments[/bold]")
-    for d in deployments:
-        scenario = str(d.get("scenario"))
-        name = REGIME_NAMES.get(scenario, scenario)
-        if d.get("status") != schemas.STATUS_OK or fmt.is_missing(d.get("command")):
-            con.print(f"{name}: none ({_t(d.get('reason')) or _t(d.get('status'))})")
-            continue
-        con.print(f"{name}: {_t(d.get('variant'))} at concurrency {_t(d.get('concurrency'))}")
-        con.print(f"  {d.get('command')}", soft_wrap=True, markup=False)
-        promised = []
-        for key, label, unit in PROMISED:
-            if fmt.is_missing(d.get(key)):
-                continue
-            text = f"{label} {_figure(d, key, unit)}"
-            m = measured.get((scenario, {"output": "output tok/s"}.get(label, label)))
-            if m is not None and not fmt.is_missing(m.get("measured")):
-                text += f" (measured {_figure(m, 'measured', unit)}: {m.get('outcome')})"
-            promised.append(text)
-        con.print("  promises " + "; ".join(promised), markup=False)
-    if token_cost:  # beside the deployments: energy and price at each variant's best level under the SLO
-        con.print("\n[bold]What a token costs[/bold] (best level under the SLO)")
-        for line in summary_lines(token_cost):
-            con.print(f"  {line}", markup=False)
+            con.print(f"[dim]checked:[/dim] [bold]{escaped(r.get('variant'))}[/bold] ({role}): {escaped(r.get('why'))}")
+    for part in experiments.summaries():
+        part.show(con, stored)
     if gaps:
         con.print(f"\n{gaps}")
     if page:
         con.print(f"\nreport: {page}", markup=False)
+
+
+def print_summary(
+    verdicts: Rows,
+    deployments: Rows = (),
+    validation: Rows = (),
+    page: str | os.PathLike[str] | None = None,
+    *,
+    console: Console | None = None,
+    gaps: str = "",
+    **stored: Rows,
+) -> None:
+    """:func:`show_summary` in its older form, kept for its callers (tests/unit/test_price.py): two tables' rows
+    positional, the deployments' and their validation's, the others' by short name."""
+    given = {"deployments": deployments, "validation": validation, **stored}
+    show_summary(verdicts, given, page, console=console, gaps=gaps)
 
 
 def _rows(path: Path, table: schemas.Table) -> list[dict[str, Any]]:
@@ -159,13 +140,11 @@ def print_results(results: str | os.PathLike[str], since: float | None = None, c
         return False
     try:
         verdicts = _rows(tables / "verdicts.parquet", schemas.REPORT_VERDICTS)
-        deployments = _rows(tables / "deployments.parquet", REPORT_DEPLOYMENTS)
-        validation = _rows(tables / "validation.parquet", REPORT_VALIDATION)
-        token_cost = _rows(tables / "token_cost.parquet", REPORT_TOKEN_COST)
+        stored = {short_name(t): _rows(tables / f"{short_name(t)}.parquet", t) for t in summary_tables()}
     except (schemas.SchemaError, schemas.UnreadableFile):  # an older report's tables: the page is still there
         (console or Console()).print(f"report: {page}")
         return True
-    print_summary(verdicts, deployments, validation, page, console=console, token_cost=token_cost)
+    show_summary(verdicts, stored, page, console=console)
     return True
 
 

@@ -50,7 +50,12 @@ class View:
     @property
     def short(self) -> str:
         """The file name stem: report_levels -> levels."""
-        return self.table.name.removeprefix("report_")
+        return short_name(self.table)
+
+
+def short_name(table: schemas.Table) -> str:
+    """A report table's short name, its files' stem: report_levels -> levels."""
+    return table.name.removeprefix("report_")
 
 
 def _missing(x: Any) -> bool:

@@ -1,8 +1,10 @@
 """The shared report core (src/worthit/report/, less the experiments' own folders) names no experiment: an
-experiment's row names, headline pieces and plausibility checks come from the hooks it registers
-(:mod:`worthit.report.experiments`: ``change``, ``flags``, ``helper``, ``findings``, ``checks``, ``model_name``,
-``kv_scales_of``; a measurement's ``levels`` and ``machine_free`` tables), and the core iterates the registered
-experiments. An experiment is named in code by its key as a string (``"specdec"``), its config
+experiment's row names, headline pieces, plausibility checks, accuracy columns, tables built from the verdicts,
+page sections and terminal lines come from the hooks it registers (:mod:`worthit.report.experiments`: ``change``,
+``flags``, ``helper``, ``findings``, ``checks``, ``model_name``, ``kv_scales_of``, ``asks_accuracy``,
+``why_no_accuracy``, ``verdict_columns``, ``failures``, ``verdict_views``, ``after_decision``, ``provenance``,
+``commands``, ``summary``; a measurement's ``levels`` and ``machine_free`` tables), and the core iterates the
+registered experiments. An experiment is named in code by its key as a string (``"specdec"``), its config
 section (``cfg["specdec"]``) or its module (``worthit.experiments.specdec``)."""
 
 from __future__ import annotations
@@ -17,15 +19,8 @@ from worthit.report import experiments
 CORE = [*sorted((ROOT / "src/worthit/report").glob("*.py")), ROOT / "src/worthit/report/experiments/__init__.py"]
 
 # The experiments the core still names, each (module, experiment) with what is left to move behind a hook.
-# Prefix caching and speculative decoding are named nowhere in the core; nothing may be added here.
-NOT_YET = {
-    ("build.py", "accuracy"): "the accuracy columns of a verdict row and the variants asked for accuracy",
-    ("build.py", "deploy"): "the deployments view and table, built after the verdicts",
-    ("render.py", "accuracy"): "the accuracy files of the page's provenance",
-    ("render.py", "deploy"): "the deployments section of the page",
-    ("tables.py", "accuracy"): "the accuracy table's columns in the decision table",
-    ("terminal.py", "deploy"): "the deployments in the terminal summary",
-}
+# None is left; nothing may be added here.
+NOT_YET: dict[tuple[str, str], str] = {}
 
 
 def _names() -> set[str]:

@@ -17,7 +17,7 @@ import yaml
 from tests.unit.embedded_results import FIXTURE, copy_variant
 from worthit import schemas
 from worthit.config import validate
-from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS, REPORT_VALIDATION
+from worthit.experiments.deploy.tables import REPORT_DEPLOYMENTS
 from worthit.report import build, headline, terminal
 from worthit.report.decide import UNDETERMINED, Comparison, Setting
 from worthit.report.measure import Measure
@@ -187,13 +187,6 @@ def test_worthit_report_prints_the_decision_table_the_deployments_and_the_page(
     assert capsys.readouterr().out == ""
 
 
-def test_a_promise_without_an_interval_says_what_it_rests_on() -> None:
-    row = {"interval_basis": "single run", "ttft_ms_p99": 1661.54, "ttft_ms_p99_n": 7, "tpot_ms_p99": 217.1}
-    row |= {"tpot_ms_p99_n": 32, "tpot_ms_p99_ci95_low": 199.2, "tpot_ms_p99_ci95_high": 236.8}
-    assert terminal._figure(row, "ttft_ms_p99", "ms") == "1,661.5 ms [no interval: n=7, single run]"
-    assert terminal._figure(row, "tpot_ms_p99", "ms") == "217.1 ms [199.2, 236.8]"
-
-
 def test_a_failed_or_inapplicable_optimisation_says_nothing_was_measured_and_why(cfg: dict[str, Any]) -> None:
     from worthit.config import Study
     from worthit.report.context import Context
@@ -266,48 +259,12 @@ def test_the_terminal_prints_names_with_brackets_as_they_are_and_narrows_to_its_
         "why": "latency-first reject at every concurrency measured",
     }
     wide, narrow = Console(width=200, record=True), Console(width=100, record=True)
-    terminal.print_summary([row], [], [], None, console=wide)
-    terminal.print_summary([row], [], [], None, console=narrow)
+    terminal.show_summary([row], {}, console=wide)
+    terminal.show_summary([row], {}, console=narrow)
     text = wide.export_text()
     assert "[the draft" in text and "gamma]" in text and "\\[" not in text  # shown as named, not as markup
     assert "[+5, +40 %]" in text and "latency-first reject" in text
     assert "why" in text.split("\n")[2] and "latency-first reject" not in narrow.export_text()  # the page has it
-
-
-def test_a_validated_deployment_shows_what_serving_it_measured_beside_the_promise() -> None:
-    from worthit.report.render import deployment_blocks
-    from worthit.report.views import View
-
-    cmd = ["vllm", "serve", "m", "--max-num-seqs", "16", "--kv-cache-dtype", "fp8"]
-    dep = {
-        "scenario": "latency",
-        "status": "ok",
-        "variant": "fp8",
-        "command": shlex.join(cmd),
-        "concurrency": 16,
-        "slo_ttft_ms": 500.0,
-        "slo_tpot_ms": 25.0,
-        "chosen_by": "max-num-seqs 16: the highest level meeting the SLO",
-        **{"tpot_ms_p99": 20.0, "tpot_ms_p99_n": 48, "tpot_ms_p99_ci95_low": 19.0, "tpot_ms_p99_ci95_high": 21.0},
-    }
-    val = {
-        "scenario": "latency",
-        "quantity": "TPOT P99",
-        "measured": 23.5,
-        "measured_n": 48,
-        "measured_ci95_low": 22.0,
-        "measured_ci95_high": 25.0,
-        "outcome": "miss",
-    }
-    views = [View(REPORT_DEPLOYMENTS, "d", "", [], [dep]), View(REPORT_VALIDATION, "v", "", [], [val])]
-    (block,) = deployment_blocks(views)
-    assert block["title"] == "latency-first: fp8 at concurrency 16" and block["validated"]
-    assert shlex.split(block["command"].replace("\\\n", " ")) == cmd
-    assert block["command"].count("\\\n") == 2  # one flag a line
-    (fig,) = block["figures"]
-    assert fig["promised"].startswith("20.0 [19.0, 21.0] n=48") and fig["measured"].startswith("23.5 [22.0, 25.0]")
-    assert (fig["outcome"], fig["badge"]) == ("miss", "bad")
-    assert block["slo"] == "P99 TTFT \u2264 500 ms, P99 TPOT \u2264 25 ms"
 
 
 def test_an_interval_bound_past_ten_thousand_percent_is_shown_as_such():

@@ -234,6 +234,66 @@ def notes(ctx: Context, a: AccuracyAnalysis, pair: Pair) -> list[str]:
     return fails + stands
 
 
+def asks_accuracy(ctx: Context, variant: str) -> bool:
+    """The variant's config runs accuracy, or its accuracy ran (a lossless optimisation's check reads it)."""
+    return variant in ctx.study.variants_with(NAME) or bool(ctx.results.variant(variant).of(ACCURACY.name))
+
+
+def why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
+    """(why, what would settle it) when no task's accuracy compares the two sides: a side whose accuracy
+    failed, one that has not measured it yet though its config asks for it, or one whose config does not."""
+    whys, settles = [], []
+    for v in (accuracy_side(ctx, pair.without), accuracy_side(ctx, pair.with_)):
+        files = ctx.results.variant(v).of(ACCURACY.name)
+        failed = [f for f in files if not f.ok]
+        if any(f.ok for f in files):
+            continue
+        if failed:
+            whys.append(f"the accuracy run of {v} {failed[0].status}: {failed[0].cause}")
+            settles.append(f"fix what broke the accuracy run of {v} and run it again")
+        elif v in ctx.study.variants_with(NAME):
+            whys.append(f"the accuracy of {v} is configured but not measured yet")
+            settles.append(f"run the workflow on, to measure the accuracy of {v}")
+        else:
+            whys.append(f"{v} runs no accuracy experiment")
+            settles.append(f"accuracy on {v} (variants.{v}.experiments: [{NAME}])")
+    if not whys:
+        return "the two sides measured no accuracy task in common", "the same accuracy tasks on both variants"
+    return "; ".join(whys), "; ".join(settles)
+
+
+def failures(ctx: Context, variant: str) -> list[dict[str, Any]]:
+    """A failed task in an ok accuracy file: a row of the failures table each."""
+    rows: list[dict[str, Any]] = []
+    for f in ctx.results.variant(variant).of(ACCURACY.name):
+        for r in f.rows:
+            if r.get("status") not in (None, schemas.STATUS_OK):
+                rows.append(
+                    {
+                        "variant": variant,
+                        "experiment": f"{NAME}/{r.get('task')}",
+                        "status": r["status"],
+                        "reason": r.get("reason"),
+                    }
+                )
+    return rows
+
+
+def provenance(ctx: Context) -> dict[str, Any]:
+    """The lm-eval version its results were measured with (the page's provenance)."""
+    version = next(
+        (
+            r.get("lm_eval_version")
+            for f in ctx.results.all_files()
+            if f.table == ACCURACY.name
+            for r in f.rows
+            if r.get("lm_eval_version")
+        ),
+        None,
+    )
+    return {"lm_eval_version": version}
+
+
 EXPERIMENT = Experiment(
     NAME,
     analyse,
@@ -249,4 +309,9 @@ EXPERIMENT = Experiment(
     ),
     notes=notes,
     order=30,
+    asks_accuracy=asks_accuracy,
+    why_no_accuracy=why_no_accuracy,
+    verdict_columns=(Column("accuracy_outcome", "accuracy", OUTCOME),),  # the verdict's accuracy outcome
+    failures=failures,
+    provenance=provenance,
 )

@@ -9,12 +9,14 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.console import Console
+
 from worthit import energy, price, schemas
 from worthit.experiments.deploy.tables import REPORT_TOKEN_COST
 from worthit.experiments.loadtest.report import Level, LoadAnalysis
 from worthit.report.context import Context
-from worthit.report.experiments import Experiment
-from worthit.report.views import INT, MEASURE, NUM, TEXT, VARIANT, Column, View, measure_cols
+from worthit.report.experiments import Experiment, Rows, Summary
+from worthit.report.views import INT, MEASURE, NUM, TEXT, VARIANT, Column, View, measure_cols, short_name
 
 NAME = "token_cost"
 NO_LEVEL = "no level met the SLO"
@@ -98,9 +100,6 @@ def views(ctx: Context, a: list[dict[str, Any]]) -> list[View]:
     return [View(REPORT_TOKEN_COST, "What a token costs", caption, cols, a, order=11)]
 
 
-EXPERIMENT = Experiment(NAME, analyse, views=views, order=95, requires=("load",))
-
-
 def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per variant for the terminal: its best level, J per output token and price, or why not."""
     ok = [r for r in rows if r.get("status") == schemas.STATUS_OK]
@@ -124,3 +123,18 @@ def summary_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         dollars = f"${usd:.3g} per million output tokens" if usd is not None else price.NOT_PRICED
         lines.append(f"{r.get('variant')} at concurrency {r.get('concurrency')}: {joules}; {dollars}")
     return lines
+
+
+def show(con: Console, rows: Mapping[str, Rows]) -> None:
+    """Its lines in the terminal's summary, under the deployments: energy and price at each variant's best level
+    under the SLO."""
+    found = rows.get(short_name(REPORT_TOKEN_COST), ())
+    if found:
+        con.print("\n[bold]What a token costs[/bold] (best level under the SLO)")
+        for line in summary_lines(found):
+            con.print(f"  {line}", markup=False)
+
+
+EXPERIMENT = Experiment(
+    NAME, analyse, views=views, order=95, requires=("load",), summary=Summary((REPORT_TOKEN_COST,), show)
+)

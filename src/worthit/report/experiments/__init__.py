@@ -4,9 +4,15 @@ An :class:`Experiment` has a name, an ``analyse`` step (pure, over the typed res
 :class:`~worthit.report.context.Context`; its result is stored under its name in ``ctx.analyses`` for the
 experiments after it), the ``evidence`` it feeds the decision layer for one optimisation (comparisons,
 checks, accuracy per task), its report tables (``views``), its figures and its rows of the capability
-boundary. The report runs the registered experiments in ``order`` (after those they ``require``); adding
-one is a new module that calls :func:`register`, and nothing else in the report changes
-(docs/architecture.md, "Adding an experiment", has the measurement side)::
+boundary; and, where it has them, what the shared report core asks of it in its stead (it names no experiment,
+tests/unit/report/test_core.py): how a verdict's row is named (``change``, ``flags``, ``helper``,
+``model_name``), its plausibility checks (``findings``, ``checks``, ``kv_scales_of``), accuracy's part of a
+verdict (``asks_accuracy``, ``why_no_accuracy``, ``verdict_columns``, ``failures``), the tables it builds from the
+verdicts (``verdict_views``; ``after_decision`` for one written with the page), and its parts of the page
+(``provenance``, ``commands``) and of the terminal's summary (``summary``). The report runs the registered
+experiments in ``order`` (after those they ``require``); adding one is a new module that calls :func:`register`,
+and nothing else in the report changes (docs/architecture.md, "Adding an experiment", has the measurement
+side)::
 
     def analyse(ctx):                      # variant -> what it measured
         return {v: ctx.results.variant(v).of("my_table") for v in ctx.variants}
@@ -23,17 +29,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure as MplFigure
 
 from worthit.report.context import Context, Pair
 from worthit.report.decide import Check, Comparison, TaskAccuracy
 from worthit.report.evidence import Evidence
-from worthit.report.outcomes import Finding
-from worthit.report.views import View
+from worthit.report.outcomes import Finding, Verdict
+from worthit.report.views import Column, View
+from worthit.schemas import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EvidenceItem = Comparison | Check | TaskAccuracy
+Rows = Sequence[Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,17 @@ class Helper:
 
     of: str  # added to the pair's name: "the draft model of spec, served alone for gamma"
     line: str  # the headline's line for it
+
+
+@dataclass(frozen=True)
+class Summary:
+    """An experiment's lines in the terminal's summary, under the decision (``worthit report``, the end of a
+    workflow run: :mod:`worthit.report.terminal`), printed from the stored rows of its report ``tables`` alone:
+    the end of a run reads them back from their Parquet files and rebuilds nothing."""
+
+    tables: Sequence[Table]
+    # prints them to the console, given every summary's stored rows by table short name (report_x -> x)
+    show: Callable[[Console, Mapping[str, Rows]], None]
 
 
 @dataclass(frozen=True)
@@ -86,6 +108,30 @@ class Experiment:
     # The model whose KV-cache scales a model of this experiment carries, calibrated (the config, the model's
     # key), None for one without (worthit.report.plausibility.calibrated_kv_scales).
     kv_scales_of: Callable[[Mapping[str, Any], str], str | None] | None = None
+    # Whether it measures the variant's accuracy, or the variant's config asks it to (Evidence.accuracy_asked: a
+    # lossless optimisation's accuracy check reads it).
+    asks_accuracy: Callable[[Context, str], bool] | None = None
+    # Why none of its accuracy compares the pair's two sides, and what would settle it, when the optimisation's
+    # evidence holds no task's accuracy (Evidence.accuracy_failure, accuracy_settle); None when it has nothing
+    # to say.
+    why_no_accuracy: Callable[[Context, Pair], tuple[str, str] | None] | None = None
+    # Its columns of the verdicts table, after the regimes' (the verdict's accuracy outcome).
+    verdict_columns: Sequence[Column] = ()
+    # Its rows of the failures table for a variant beyond its failed result files (a failed task in an ok file).
+    failures: Callable[[Context, str], Sequence[dict[str, Any]]] | None = None
+    # Its tables that read the verdicts (the recommended deployments), built once every optimisation is decided:
+    # (ctx, its analysis, the verdicts, the pairs), by variant.
+    verdict_views: Callable[[Context, Any, Mapping[str, Verdict], Mapping[str, Pair]], Sequence[View]] | None = None
+    # Its report tables that need results made from the decision's tables (the deployments' validation runs, served
+    # from the deployments): left out of the decision's tables (worthit.report.build.DECISION_TABLES), written with
+    # the page.
+    after_decision: Sequence[Table] = ()
+    # What the page's provenance records of its results (the tool versions they carry), added after vLLM's.
+    provenance: Callable[[Context], Mapping[str, Any]] | None = None
+    # Its commands to copy, shown under the decision (the page's deployments section: each a block of
+    # templates/report.html.j2, title, command, figures, ...), from the report's views.
+    commands: Callable[[Sequence[View]], Sequence[Mapping[str, Any]]] | None = None
+    summary: Summary | None = None  # its lines in the terminal's summary
 
 
 def changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[Change], set[str]]:
@@ -109,6 +155,54 @@ def kv_scales_of(cfg: Mapping[str, Any], model: str) -> str | None:
     """The model whose calibrated KV-cache scales ``model`` carries, as the experiment that made it says."""
     found = (e.kv_scales_of(cfg, model) for e in registered() if e.kv_scales_of is not None)
     return next((s for s in found if s is not None), None)
+
+
+def asks_accuracy(ctx: Context, variant: str) -> bool:
+    """Whether a registered experiment measures the variant's accuracy, or the variant's config asks one to."""
+    return any(e.asks_accuracy(ctx, variant) for e in registered() if e.asks_accuracy is not None)
+
+
+def why_no_accuracy(ctx: Context, pair: Pair) -> tuple[str, str]:
+    """(why, what would settle it) when no task's accuracy compares the pair's two sides, as the experiments
+    that measure accuracy say it; ("", "") when none does."""
+    said = [w for e in registered() if e.why_no_accuracy is not None and (w := e.why_no_accuracy(ctx, pair))]
+    return "; ".join(why for why, _ in said), "; ".join(settle for _, settle in said)
+
+
+def verdict_columns() -> list[Column]:
+    """The registered experiments' columns of the verdicts table, in their order."""
+    return [c for e in registered() for c in e.verdict_columns]
+
+
+def failure_rows(ctx: Context, variant: str) -> list[dict[str, Any]]:
+    """The registered experiments' rows of the failures table for the variant, beyond its failed files."""
+    return [r for e in registered() if e.failures is not None for r in e.failures(ctx, variant)]
+
+
+def verdict_views(ctx: Context, verdicts: Mapping[str, Verdict], pairs: Mapping[str, Pair]) -> list[View]:
+    """The registered experiments' views that read the verdicts, in their order (each given its analysis)."""
+    found = (e.verdict_views(ctx, ctx.analyses.get(e.name), verdicts, pairs) for e in registered() if e.verdict_views)
+    return [v for views in found for v in views]
+
+
+def after_decision() -> list[Table]:
+    """The report tables the registered experiments write after the decision's (with the page)."""
+    return [t for e in registered() for t in e.after_decision]
+
+
+def provenance(ctx: Context) -> dict[str, Any]:
+    """What the registered experiments record in the page's provenance, in their order."""
+    return {k: v for e in registered() if e.provenance is not None for k, v in e.provenance(ctx).items()}
+
+
+def commands(views: Sequence[View]) -> list[Mapping[str, Any]]:
+    """The registered experiments' commands to copy under the decision, in their order."""
+    return [b for e in registered() if e.commands is not None for b in e.commands(views)]
+
+
+def summaries() -> list[Summary]:
+    """The registered experiments' parts of the terminal's summary, in their order."""
+    return [e.summary for e in registered() if e.summary is not None]
 
 
 REGISTRY: dict[str, Experiment] = {}
