@@ -114,12 +114,11 @@ def validate(config: Mapping[str, Any], source: str = "config") -> dict[str, Any
         )
     for name, v in cfg["variants"].items():
         vb = v.get("baseline")
-        if vb is not None and (vb not in cfg["variants"] or vb == name):
-            others = [o for o in cfg["variants"] if o != name]
+        if vb is not None and vb not in cfg["variants"]:
             raise ConfigError(
-                f"{source}: key 'variants.{name}.baseline': "
-                + ("a variant cannot be its own baseline" if vb == name else f"unknown variant {vb!r}")
-                + f" (allowed: {', '.join(others)}, or leave it out for baseline_variant)"
+                f"{source}: key 'variants.{name}.baseline': unknown variant {vb!r} (allowed: "
+                f"{', '.join(cfg['variants'])}, its own name for a baseline of its own, or leave it out for "
+                "baseline_variant)"
             )
     checks.quantize_bases(cfg, source)
     checks.named_once(cfg, source)
@@ -313,8 +312,15 @@ class Study:
         return list(self.cfg["variants"])
 
     def baseline_of(self, name: str) -> str:
-        """The variant ``name`` is judged against: its own ``baseline:``, else ``baseline_variant``."""
+        """The variant ``name`` is judged against: its own ``baseline:``, else ``baseline_variant``; ``name``
+        itself for the study's baseline and for a baseline of its own (``baseline: <its name>``)."""
         return str(self.cfg["variants"][name].get("baseline") or self.cfg["baseline_variant"])
+
+    @property
+    def baselines(self) -> list[str]:
+        """The variants judged against nothing: ``baseline_variant`` and every variant whose ``baseline:`` is its
+        own name (another model's or machine's reference, which other variants name as theirs)."""
+        return [v for v in self.variants if self.baseline_of(v) == v]
 
     def changes(self, name: str) -> list[str]:
         """What variant ``name`` changes against the variant it is judged against (:meth:`baseline_of`), one
@@ -351,6 +357,19 @@ class Study:
     def levels(self) -> list[int]:
         return [int(c) for c in self.cfg["loadtest"]["levels"]]
 
+    def grid_levels(self, variant: str) -> list[int]:
+        """The closed-loop concurrencies of ``variant``'s load grid: its own ``levels:``, else loadtest.levels."""
+        own = self.cfg["variants"][variant].get("levels")
+        return [int(c) for c in own] if own else self.levels
+
+    @property
+    def all_grid_levels(self) -> list[int]:
+        """Every variant's grid concurrencies: loadtest.levels, then those only a variant's ``levels:`` names."""
+        out = list(self.levels)
+        for v in self.variants:
+            out += [c for c in self.grid_levels(v) if c not in out]
+        return out
+
     @property
     def repeats(self) -> int:
         return int(self.cfg["loadtest"].get("repeats", 1))
@@ -377,7 +396,7 @@ class Study:
     def load_levels(self) -> list[LoadLevel]:
         """Every load level in the order measured: concurrencies, rates, then the levels naming a workload."""
         lt = self.cfg["loadtest"]
-        out = [LoadLevel(CONC, c) for c in self.levels] + [LoadLevel(RATE, float(r)) for r in lt["rates"]]
+        out = [LoadLevel(CONC, c) for c in self.all_grid_levels] + [LoadLevel(RATE, float(r)) for r in lt["rates"]]
         for lv in lt["workload_levels"]:
             if lv.get("replay"):
                 out.append(LoadLevel(REPLAY, None, lv["workload"]))
@@ -393,7 +412,8 @@ class Study:
         grid = "loadtest" in self.variant(variant).experiments
         named = [lv.get("variants") for lv in lt["workload_levels"]]
         n_plain = len(self.load_levels) - len(named)
-        out = self.load_levels[:n_plain] if grid else []
+        own = set(self.grid_levels(variant))
+        out = [lv for lv in self.load_levels[:n_plain] if lv.kind != CONC or lv.concurrency in own] if grid else []
         for lv, names in zip(self.load_levels[n_plain:], named, strict=True):
             if (names is None and grid) or (names is not None and variant in names):
                 out.append(lv)

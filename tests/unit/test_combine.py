@@ -1,7 +1,8 @@
 """``worthit combine`` on the three one-machine measurement sessions (examples/h200-qwen/h100-int4-ngram,
 h100-prefix-fp8-kv and h100-draft, real H100 measurements; their per-request rows in main's history, kept
 compact under tests/fixtures/evidence/: tests/evidence.py) renders the committed one-machine report
-(examples/h200-qwen/one-machine/) with every optimisation judged on one machine; on the raw results (``pytest -m
+(examples/h200-qwen/one-machine/) with every optimisation judged on one machine, the 7B's INT4 (the 7b-24gb
+session) against a baseline of its own at its own levels; on the raw results (``pytest -m
 evidence``), every column of its verdicts as committed. On the embedded default's committed results: the combined
 folder holds the source's own rows under the new names and says where each file came from; bad input names the
 folder, variant or name and what to do; a plain copy of a result under another variant's name is still refused by
@@ -64,12 +65,20 @@ def test_the_documented_combine_renders_the_committed_one_machine_report(tmp_pat
     assert made["no_prefix_cache"]["outcome"] == "adopt" and made["spec_draft"]["outcome"] == "suspect"
     assert "(the figures alone: reject)" in made["spec_draft"]["reason"]
     assert {made["bf16_s14"]["role"], made["bf16_s15"]["role"]} == {"control"}
+    # the seed's headline beside them: INT4 on the bandwidth-bound 7B against its own bf16, a baseline of its own
+    # (no verdict row), at its own session's levels; each INT4 row says why it came out as it did
+    assert "bf16_7b" not in made and made["int4_7b"]["baseline"] == "bf16_7b"
+    assert made["int4_7b"]["outcome"] == "adopt" and made["awq_int4"]["outcome"] == "reject"
+    assert re.search(r"; bandwidth-bound: bf16_7b's decode step .* at MBU 77%", made["int4_7b"]["reason"])
+    assert re.search(r"; not bandwidth-bound \(.*\): bf16_s14's decode step .* at MBU 48%", made["awq_int4"]["reason"])
+    rows = csv.DictReader((out / "report" / "levels.csv").open())
+    assert {r["concurrency"] for r in rows if r["variant"] == "int4_7b"} == {"1", "32", "64", "256"}
     # the page's first line says that the optimisations have baselines of their own
     page = (out / "report.html").read_text()
     said = "Judged against the baseline <b>bf16_s16</b>, or the one an optimisation names under it\n"
-    assert said + "(bf16_s14, bf16_s15, fp8_kv)." in page
+    assert said + "(bf16_7b, bf16_s14, bf16_s15, fp8_kv)." in page
     md = (out / "report" / "tables.md").read_text()
-    assert "Baseline: `bf16_s16`, or the one an optimisation names (`bf16_s14`, `bf16_s15`, `fp8_kv`)." in md
+    assert "Baseline: `bf16_s16`, or the one an optimisation names (`bf16_7b`, `bf16_s14`, `bf16_s15`, `fp8_kv`)." in md
 
 
 @pytest.mark.evidence

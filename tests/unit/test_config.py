@@ -44,12 +44,43 @@ def test_a_variant_s_own_baseline_must_name_another_variant():
     two = {**MIN, "variants": {"a": {"model": "m"}, "b": {"model": "m", "baseline": "zz"}}}
     with pytest.raises(ConfigError, match=r"key 'variants\.b\.baseline': unknown variant 'zz' \(allowed: a,"):
         validate(two)
-    two["variants"]["b"]["baseline"] = "b"
-    with pytest.raises(ConfigError, match=r"variants\.b\.baseline': a variant cannot be its own baseline"):
-        validate(two)
     two["variants"]["b"]["baseline"] = "a"
     s = Study(validate(two))
     assert s.baseline_of("b") == "a" and s.baseline_of("a") == "a"
+    assert s.baselines == ["a"]
+
+
+def test_a_variant_naming_itself_is_a_baseline_of_its_own_that_others_name():
+    cfg = {
+        **MIN,
+        "models": {"m": {"source": "hf:x/y"}, "big": {"source": "hf:x/z"}},
+        "variants": {
+            "a": {"model": "m"},
+            "big": {"model": "big", "baseline": "big"},
+            "big_opt": {"model": "big", "baseline": "big", "engine_args": {"max-num-seqs": 8}},
+        },
+    }
+    s = Study(validate(cfg))
+    assert s.baselines == ["a", "big"]
+    assert s.baseline_of("big") == "big" and s.changes("big") == []  # judged against nothing
+    assert s.baseline_of("big_opt") == "big" and s.changes("big_opt") == ["max-num-seqs 8 (vs None)"]
+
+
+def test_a_variant_s_own_levels_replace_the_grid_for_it_alone():
+    cfg = {
+        **MIN,
+        "variants": {"a": {"model": "m"}, "b": {"model": "m", "levels": [1, 32]}},
+        "loadtest": {"levels": [1, 16]},
+    }
+    s = Study(validate(cfg))
+    assert s.grid_levels("a") == [1, 16] and s.grid_levels("b") == [1, 32]
+    assert [lv.name for lv in s.variant_levels("a")] == ["conc~1", "conc~16"]
+    assert [lv.name for lv in s.variant_levels("b")] == ["conc~1", "conc~32"]
+    assert s.level("conc~32").concurrency == 32  # the loadtest rule's wildcard knows it
+    assert "load/conc~32" in s.result_files("b") and "load/conc~32" not in s.result_files("a")
+    cfg["variants"]["b"]["levels"] = [0]
+    with pytest.raises(ConfigError, match=r"variants\.b\.levels"):
+        validate(cfg)
 
 
 def test_unknown_baseline_variant_is_refused():

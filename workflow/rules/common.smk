@@ -220,10 +220,13 @@ def get_workload_files(wildcards):
     return STUDY.workload_files(wildcards.variant, STUDY.level(wildcards.level))
 
 
-# sweet_spot.smk's inputs: the grid it starts from (run 1 of each loadtest.levels concurrency) and the
+# sweet_spot.smk's inputs: the grid it starts from (run 1 of each of the variant's grid concurrencies) and the
 # variant's workload files (its probes send the variant's workload, as the grid did)
 def get_sweet_spot_grid(wildcards):
-    return [f"{RESULTS}/variant~{wildcards.variant}/{LoadLevel(CONC, c).path(1)}.parquet" for c in STUDY.levels]
+    return [
+        f"{RESULTS}/variant~{wildcards.variant}/{LoadLevel(CONC, c).path(1)}.parquet"
+        for c in STUDY.grid_levels(wildcards.variant)
+    ]
 
 
 def get_sweet_spot_workload_files(wildcards):

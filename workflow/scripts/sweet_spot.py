@@ -12,6 +12,6 @@ sweet_spot(
     sm.wildcards.variant,
     sm.input.server,
     sm.input.manifest,
-    grid_files=dict(zip(study.levels, sm.params.grid, strict=True)),
+    grid_files=dict(zip(study.grid_levels(sm.wildcards.variant), sm.params.grid, strict=True)),
     out=sm.output.result,
 )

@@ -109,7 +109,8 @@ class Context:
 
     @property
     def others(self) -> list[str]:
-        return [v for v in self.variants if v != self.baseline]
+        """The variants judged against another: all but the study's baseline and the baselines of their own."""
+        return [v for v in self.variants if v != self.baseline and self.base_of(v) != v]
 
     def configured(self, variant: str) -> bool:
         return variant in self.study.variants
