@@ -3,7 +3,8 @@
 JSON Schema is the single description of the config (every key has a description and a default);
 this module fills the defaults in, turns schema violations into one-line errors that name the file,
 the key and the allowed values, checks what a schema cannot (cross-references), and derives the grid
-of variants x experiments x levels that the rules expand.
+of variants x experiments that the rules expand (each experiment's own settings, the load levels among them, are
+its folder's ``section.py``'s: :func:`worthit.experiments.loadtest.section.section`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from worthit import engine_args as eargs
 from worthit import measurements
 from worthit import secrets as secretsmod
 from worthit.errors import InputError
-from worthit.loadgen.levels import CONC, RATE, REPLAY, LoadLevel, parse_level
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "config" / "schema.yaml"
@@ -266,7 +266,9 @@ def emulated_gib(cfg: Mapping[str, Any], variant: str) -> float | None:
 
 
 class Study:
-    """Typed access to a validated config and the grid the rules expand."""
+    """Typed access to a validated config and the grid of variants x experiments the rules expand (an
+    experiment's own settings and levels: its ``section.py``, e.g. the load levels'
+    :func:`worthit.experiments.loadtest.section.section`)."""
 
     def __init__(self, cfg: Mapping[str, Any], root: Path = ROOT) -> None:
         self.cfg = cfg
@@ -352,129 +354,6 @@ class Study:
 
     def variants_with(self, experiment: str) -> list[str]:
         return [v for v in self.variants if experiment in self.variant(v).experiments]
-
-    @property
-    def levels(self) -> list[int]:
-        return [int(c) for c in self.cfg["loadtest"]["levels"]]
-
-    def grid_levels(self, variant: str) -> list[int]:
-        """The closed-loop concurrencies of ``variant``'s load grid: its own ``levels:``, else loadtest.levels."""
-        own = self.cfg["variants"][variant].get("levels")
-        return [int(c) for c in own] if own else self.levels
-
-    @property
-    def all_grid_levels(self) -> list[int]:
-        """Every variant's grid concurrencies: loadtest.levels, then those only a variant's ``levels:`` names."""
-        out = list(self.levels)
-        for v in self.variants:
-            out += [c for c in self.grid_levels(v) if c not in out]
-        return out
-
-    @property
-    def repeats(self) -> int:
-        return int(self.cfg["loadtest"].get("repeats", 1))
-
-    def load_runs(self) -> list[tuple[int, int]]:
-        """(concurrency, run) in the order they are measured: every level once, then again per repeat."""
-        return [(c, r) for r in range(1, self.repeats + 1) for c in self.levels]
-
-    @staticmethod
-    def load_name(concurrency: int, run: int = 1) -> str:
-        """A load run's path below the variant folder, without .parquet: load/conc~16, load/conc~16.rep~2."""
-        return f"load/conc~{concurrency}" + (f".rep~{run}" if run > 1 else "")
-
-    @staticmethod
-    def run_of(rep_wildcard: str) -> int:
-        """The run number from the loadtest rule's {rep} wildcard ('' is run 1, '.rep~3' is run 3)."""
-        return int(rep_wildcard.removeprefix(".rep~")) if rep_wildcard else 1
-
-    def num_requests(self, concurrency: int) -> int:
-        n = self.cfg["loadtest"]["num_requests"]
-        return max(int(n["min"]), int(n["per_concurrency"]) * concurrency)
-
-    @property
-    def load_levels(self) -> list[LoadLevel]:
-        """Every load level in the order measured: concurrencies, rates, then the levels naming a workload."""
-        lt = self.cfg["loadtest"]
-        out = [LoadLevel(CONC, c) for c in self.all_grid_levels] + [LoadLevel(RATE, float(r)) for r in lt["rates"]]
-        for lv in lt["workload_levels"]:
-            if lv.get("replay"):
-                out.append(LoadLevel(REPLAY, None, lv["workload"]))
-            else:
-                kind = CONC if lv.get("concurrency") is not None else RATE
-                out.append(LoadLevel(kind, lv.get("concurrency") or float(lv["rate"]), lv["workload"]))
-        return out
-
-    def variant_levels(self, variant: str) -> list[LoadLevel]:
-        """The load levels ``variant`` measures: with loadtest in its experiments, the concurrencies, rates and
-        every workload level that names no variants or names it; without, only the workload levels naming it."""
-        lt = self.cfg["loadtest"]
-        grid = "loadtest" in self.variant(variant).experiments
-        named = [lv.get("variants") for lv in lt["workload_levels"]]
-        n_plain = len(self.load_levels) - len(named)
-        own = set(self.grid_levels(variant))
-        out = [lv for lv in self.load_levels[:n_plain] if lv.kind != CONC or lv.concurrency in own] if grid else []
-        for lv, names in zip(self.load_levels[n_plain:], named, strict=True):
-            if (names is None and grid) or (names is not None and variant in names):
-                out.append(lv)
-        return out
-
-    @property
-    def load_tested(self) -> list[str]:
-        """Variants that measure at least one load level."""
-        return [v for v in self.variants if self.variant_levels(v)]
-
-    def level_runs(self, variant: str) -> list[tuple[LoadLevel, int]]:
-        """(level, run) of ``variant`` in the order they are measured: every level once, then again per repeat."""
-        levels = self.variant_levels(variant)
-        return [(lv, r) for r in range(1, self.repeats + 1) for lv in levels]
-
-    def level(self, name: str) -> LoadLevel:
-        """A level of this study by its name (the loadtest rule's {level} wildcard: conc~4, rate~2.5, ...)."""
-        lv = parse_level(name)
-        if lv not in self.load_levels:
-            known = ", ".join(x.name for x in self.load_levels)
-            raise ConfigError(f"load level {name!r} is not part of the study (its levels: {known})")
-        return lv
-
-    def workload_name(self, variant: str, level: LoadLevel) -> str | None:
-        """The workload a level of ``variant`` sends: the level's own, the variant's, the study's (None: the
-        fixed-length random prompts)."""
-        return level.workload or self.cfg["variants"][variant].get("workload") or self.cfg["loadtest"]["workload"]
-
-    def workload_files(self, variant: str, level: LoadLevel) -> list[str]:
-        """Files the level's workload reads (a jsonl or trace workload's path), as the config names them."""
-        name = self.workload_name(variant, level)
-        spec = self.cfg["workloads"].get(name) if name else None
-        return [str(spec["path"])] if spec and spec.get("path") else []
-
-    def level_requests(self, level: LoadLevel) -> int:
-        """Requests a level sends (a replay level: the whole trace, 0 here)."""
-        if level.kind == CONC:
-            return self.num_requests(int(level.concurrency or 1))
-        if level.kind == RATE:
-            lt = self.cfg["loadtest"]
-            return max(
-                int(lt["num_requests"]["min"]), round(float(level.rate_per_s or 0) * float(lt["rate_duration_s"]))
-            )
-        return 0
-
-    @property
-    def timeline_interval_s(self) -> float | None:
-        v = self.cfg["loadtest"].get("timeline_interval_s")
-        return float(v) if v else None
-
-    def timeline_files(self, variant: str) -> list[str]:
-        """The variant's server timelines below its folder, without .parquet (one per load run; none when
-        loadtest.timeline_interval_s is null or the variant runs no load levels)."""
-        if not self.timeline_interval_s:
-            return []
-        return [lv.timeline_path(r) for lv, r in self.level_runs(variant)]
-
-    @property
-    def tokens_per_request(self) -> int:
-        lt = self.cfg["loadtest"]
-        return int(lt["prompt_tokens"]) + int(lt["output_tokens"])
 
     def consumers(self, variant: str) -> Iterator[str]:
         """The variant's measurements in the order they run on its server (one at a time): every

@@ -4,6 +4,8 @@ import pytest
 import yaml
 
 from worthit.config import ROOT, ConfigError, Study, load, validate
+from worthit.experiments.loadtest.section import run_of
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.experiments.specdec.section import load_variants
 from worthit.server import engine_flags
 
@@ -73,10 +75,12 @@ def test_a_variant_s_own_levels_replace_the_grid_for_it_alone():
         "loadtest": {"levels": [1, 16]},
     }
     s = Study(validate(cfg))
-    assert s.grid_levels("a") == [1, 16] and s.grid_levels("b") == [1, 32]
-    assert [lv.name for lv in s.variant_levels("a")] == ["conc~1", "conc~16"]
-    assert [lv.name for lv in s.variant_levels("b")] == ["conc~1", "conc~32"]
-    assert s.level("conc~32").concurrency == 32  # the loadtest rule's wildcard knows it
+    lt = load_section(s.cfg)
+    assert lt.grid_levels("a") == [1, 16] and lt.grid_levels("b") == [1, 32]
+    assert lt.all_grid_levels == [1, 16, 32]
+    assert [lv.name for lv in lt.variant_levels("a")] == ["conc~1", "conc~16"]
+    assert [lv.name for lv in lt.variant_levels("b")] == ["conc~1", "conc~32"]
+    assert lt.level("conc~32").concurrency == 32  # the loadtest rule's wildcard knows it
     assert "load/conc~32" in s.result_files("b") and "load/conc~32" not in s.result_files("a")
     cfg["variants"]["b"]["levels"] = [0]
     with pytest.raises(ConfigError, match=r"variants\.b\.levels"):
@@ -142,8 +146,8 @@ def test_engine_flags_pass_mappings_as_json_and_true_as_bare_flag():
 
 
 def test_requests_per_level_scale_with_concurrency():
-    s = Study(validate({**MIN, "loadtest": {"num_requests": {"min": 8, "per_concurrency": 2}}}))
-    assert [s.num_requests(c) for c in (1, 4, 16)] == [8, 8, 32]
+    lt = load_section(validate({**MIN, "loadtest": {"num_requests": {"min": 8, "per_concurrency": 2}}}))
+    assert [lt.num_requests(c) for c in (1, 4, 16)] == [8, 8, 32]
 
 
 def test_consumers_run_kv_first_then_levels_in_order():
@@ -162,8 +166,8 @@ def test_repeated_levels_go_round_after_round_and_keep_run_one_where_it_was():
         "load/conc~1.rep~3",
         "load/conc~4.rep~3",
     ]
-    assert Study(validate(MIN)).repeats == 1
-    assert [Study.run_of(w) for w in ("", ".rep~2", ".rep~12")] == [1, 2, 12]
+    assert load_section(validate(MIN)).repeats == 1
+    assert [run_of(w) for w in ("", ".rep~2", ".rep~12")] == [1, 2, 12]
 
 
 def test_repeats_below_one_are_refused_with_the_key():

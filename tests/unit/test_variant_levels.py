@@ -1,11 +1,13 @@
-"""Which load levels a variant measures (Study.variant_levels): the grid on load-tested variants, and a workload
-level on the variants it names, even those that run no grid (a conversation level on the cache-off variant)."""
+"""Which load levels a variant measures (``variant_levels`` of the load test's section): the grid on load-tested
+variants, and a workload level on the variants it names, even those that run no grid (a conversation level on the
+cache-off variant)."""
 
 from __future__ import annotations
 
 import pytest
 
 from worthit.config import ConfigError, Study, validate
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.experiments.prefix.section import section as prefix_section
 
 
@@ -28,22 +30,23 @@ def _study(**level) -> Study:
 
 def test_a_workload_level_naming_variants_runs_on_exactly_those():
     s = _study(concurrency=4, variants=["base", "nocache"])
-    assert [lv.name for lv in s.variant_levels("base")] == ["conc~1", "conc~4", "chat/conc~4"]
-    assert [lv.name for lv in s.variant_levels("nocache")] == ["chat/conc~4"]  # no grid: not load-tested
-    assert [lv.name for lv in s.variant_levels("fp8")] == ["conc~1", "conc~4"]
-    assert s.load_tested == ["base", "nocache", "fp8"]
+    lt = load_section(s.cfg)
+    assert [lv.name for lv in lt.variant_levels("base")] == ["conc~1", "conc~4", "chat/conc~4"]
+    assert [lv.name for lv in lt.variant_levels("nocache")] == ["chat/conc~4"]  # no grid: not load-tested
+    assert [lv.name for lv in lt.variant_levels("fp8")] == ["conc~1", "conc~4"]
+    assert lt.load_tested == ["base", "nocache", "fp8"]
     # every run of each, in the order measured, and the consumers take their turns in that order
-    assert [lv.path(r) for lv, r in s.level_runs("nocache")] == ["load/chat/conc~4", "load/chat/conc~4.rep~2"]
+    assert [lv.path(r) for lv, r in lt.level_runs("nocache")] == ["load/chat/conc~4", "load/chat/conc~4.rep~2"]
     assert list(s.consumers("nocache")) == ["kv", "load/chat/conc~4", "load/chat/conc~4.rep~2"] + [
         f"prefix/len~{n}" for n in prefix_section(s.cfg).lengths
     ]
 
 
 def test_without_variants_a_workload_level_runs_on_every_load_tested_variant():
-    s = _study(concurrency=2)
-    assert [lv.name for lv in s.variant_levels("fp8")] == ["conc~1", "conc~4", "chat/conc~2"]
-    assert s.variant_levels("nocache") == []
-    assert "nocache" not in s.load_tested
+    lt = load_section(_study(concurrency=2).cfg)
+    assert [lv.name for lv in lt.variant_levels("fp8")] == ["conc~1", "conc~4", "chat/conc~2"]
+    assert lt.variant_levels("nocache") == []
+    assert "nocache" not in lt.load_tested
 
 
 def test_an_unknown_variant_in_a_workload_level_names_the_key_and_the_allowed_ones():

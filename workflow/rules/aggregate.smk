@@ -4,7 +4,7 @@
 rule aggregate:
     input:
         kv=expand(f"{VARIANT_DIR}/kv.parquet", variant=STUDY.variants_with("kv")),
-        load=load_outputs(STUDY.load_tested),
+        load=load_outputs(LOADTEST.load_tested),
         accuracy=expand(f"{VARIANT_DIR}/accuracy.parquet", variant=STUDY.variants_with("accuracy")),
         accuracy_samples=expand(f"{VARIANT_DIR}/accuracy_samples.parquet", variant=STUDY.variants_with("accuracy")),
     output:

@@ -13,6 +13,7 @@ from worthit import compile_cache, jobenv, measurements, plan  # noqa: E402
 from worthit.config import ConfigError, Study, check_gpu_budget, read_yaml, validate  # noqa: E402
 from worthit.experiments.deploy.validate import SCENARIOS as DEPLOY_SCENARIOS  # noqa: E402
 from worthit.experiments.deploy.validate import validation_files  # noqa: E402
+from worthit.experiments.loadtest.section import section as loadtest_section  # noqa: E402
 from worthit.errors import InputError  # noqa: E402
 from worthit.loadgen.levels import CONC, LoadLevel  # noqa: E402
 from worthit.paths import manifest_path  # noqa: E402
@@ -39,6 +40,7 @@ except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
 STUDY = Study(config, Path(workflow.basedir))
+LOADTEST = loadtest_section(config)  # the study's load levels: which each variant measures, what each sends
 try:  # a variant asking for more GPUs than --resources gpu=N grants is refused here, not left waiting
     _gpu = getattr(workflow.global_resources.get("gpu"), "value", workflow.global_resources.get("gpu"))
     # (a cluster job's own Snakemake sees the resource without a value: nothing to check there)
@@ -103,7 +105,7 @@ wildcard_constraints:
     unmade="|".join(REFUSED.models) or "(?!)",
     c=r"\d+",
     # load runs after the first (loadtest.repeats): '' is run 1, '.rep~2' run 2, ...
-    rep="(?:" + "|".join([""] + [rf"\.rep~{r}" for r in range(2, STUDY.repeats + 1)]) + ")",
+    rep="(?:" + "|".join([""] + [rf"\.rep~{r}" for r in range(2, LOADTEST.repeats + 1)]) + ")",
 
 
 def _service_placeholders():
@@ -181,7 +183,7 @@ def get_serve_spec(wildcards):
 def load_outputs(variants):
     """Every load-run file of ``variants``: each level (concurrencies, rates, levels naming a workload), each
     run (loadtest.repeats)."""
-    return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in STUDY.level_runs(v)]
+    return [f"{RESULTS}/variant~{v}/{lv.path(r)}.parquet" for v in variants for lv, r in LOADTEST.level_runs(v)]
 
 
 def study_aggregates():
@@ -204,20 +206,20 @@ def get_final_outputs():
 
 def get_validation_files(wildcards=None):
     """The recommended deployments' validation runs (deploy.smk), when the study validates them."""
-    return validation_files(RESULTS, STUDY.repeats) if STUDY.cfg["validate_deployments"] else []
+    return validation_files(RESULTS, LOADTEST.repeats) if STUDY.cfg["validate_deployments"] else []
 
 
 # loadtest.smk's outputs and inputs (functions live here: rule files hold rules only)
 def loadtest_outputs():
     out = {"requests": f"{VARIANT_DIR}/load/{{level}}{{rep}}.parquet"}
-    if STUDY.timeline_interval_s:
+    if LOADTEST.timeline_interval_s:
         out["timeline"] = f"{VARIANT_DIR}/load/{{level}}{{rep}}.timeline.parquet"
     return out
 
 
 def get_workload_files(wildcards):
     """The files the level's workload reads (a jsonl or trace workload): a changed file reruns the level."""
-    return STUDY.workload_files(wildcards.variant, STUDY.level(wildcards.level))
+    return LOADTEST.workload_files(wildcards.variant, LOADTEST.level(wildcards.level))
 
 
 # sweet_spot.smk's inputs: the grid it starts from (run 1 of each of the variant's grid concurrencies) and the
@@ -225,12 +227,12 @@ def get_workload_files(wildcards):
 def get_sweet_spot_grid(wildcards):
     return [
         f"{RESULTS}/variant~{wildcards.variant}/{LoadLevel(CONC, c).path(1)}.parquet"
-        for c in STUDY.grid_levels(wildcards.variant)
+        for c in LOADTEST.grid_levels(wildcards.variant)
     ]
 
 
 def get_sweet_spot_workload_files(wildcards):
-    return STUDY.workload_files(wildcards.variant, LoadLevel(CONC, 1))
+    return LOADTEST.workload_files(wildcards.variant, LoadLevel(CONC, 1))
 
 
-LOAD_LEVEL_PATTERN = "|".join(re.escape(lv.name) for lv in STUDY.load_levels)
+LOAD_LEVEL_PATTERN = "|".join(re.escape(lv.name) for lv in LOADTEST.load_levels)

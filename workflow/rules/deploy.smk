@@ -47,7 +47,7 @@ rule validate_deployment:
         # the deployed variant's tokenizer builds the prompts; which variant is known only at run time
         manifests=sorted({model_manifest(STUDY.variant(v).model) for v in STUDY.variants}),
         # ... and its workload's files (a jsonl or trace workload), the one its load levels sent
-        workloads=sorted({f for v in STUDY.variants for f in STUDY.workload_files(v, LoadLevel(CONC, 1))}),
+        workloads=sorted({f for v in STUDY.variants for f in LOADTEST.workload_files(v, LoadLevel(CONC, 1))}),
     output:
         requests=f"{DEPLOY_DIR}/load{{rep}}.parquet",
     log:

@@ -4,6 +4,7 @@ import contextlib
 
 from worthit.config import Study
 from worthit.experiments.loadtest.measure import loadtest
+from worthit.experiments.loadtest.section import run_of
 from worthit.loadgen import prompts
 from worthit.stages import setup_logging
 
@@ -21,6 +22,6 @@ loadtest(
     sm.input.server,
     manifest_path=sm.input.manifest,
     out=sm.output.requests,
-    run=Study.run_of(sm.wildcards.rep),
+    run=run_of(sm.wildcards.rep),
     timeline_out=sm.output.get("timeline"),
 )

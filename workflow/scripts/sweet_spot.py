@@ -1,6 +1,7 @@
 """Adapter: sweet_spot rule -> worthit.experiments.sweet_spot.measure.sweet_spot."""
 
 from worthit.config import Study
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.experiments.sweet_spot.measure import sweet_spot
 from worthit.stages import setup_logging
 
@@ -12,6 +13,6 @@ sweet_spot(
     sm.wildcards.variant,
     sm.input.server,
     sm.input.manifest,
-    grid_files=dict(zip(study.grid_levels(sm.wildcards.variant), sm.params.grid, strict=True)),
+    grid_files=dict(zip(load_section(study.cfg).grid_levels(sm.wildcards.variant), sm.params.grid, strict=True)),
     out=sm.output.result,
 )

@@ -2,6 +2,7 @@
 
 from worthit.config import Study
 from worthit.experiments.deploy.validate import validate
+from worthit.experiments.loadtest.section import run_of
 from worthit.stages import setup_logging
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -13,5 +14,5 @@ validate(
     sm.input.spec,
     state_path=sm.input.server,
     out=sm.output.requests,
-    run=Study.run_of(sm.wildcards.rep),
+    run=run_of(sm.wildcards.rep),
 )

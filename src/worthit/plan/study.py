@@ -12,7 +12,6 @@ from typing import Any
 
 from worthit import engine_args as eargs
 from worthit import models
-from worthit.config import Study
 from worthit.config import emulated_gib as emulated_gib_of
 from worthit.experiments.quantize import NO_WEIGHTS
 from worthit.plan import emulate
@@ -59,29 +58,28 @@ def workload(cfg: Mapping[str, Any], experiments: Sequence[str] = (), variant: s
     sweet_spot.variants names it, its probes (sweet_spot.max_probes, one run each, costed at the grid's
     geometric-mean concurrency: where the bracket lies is known only once the grid is measured). Rate and
     replay levels are not costed."""
+    from worthit.experiments.loadtest.section import section as loadtest_section
     from worthit.experiments.prefix.section import section as prefix_section
     from worthit.experiments.sweet_spot.section import section as sweet_spot_section
 
-    lt, px = cfg["loadtest"], prefix_section(cfg)
-    levels = tuple(int(c) for c in lt["levels"])
-    n = lt["num_requests"]
-    repeats = int(lt.get("repeats", 1))
+    lt, px = loadtest_section(cfg), prefix_section(cfg)
+    levels, repeats = lt.levels, lt.repeats
 
     def requests(c: int) -> int:
-        return max(int(n["min"]), int(n["per_concurrency"]) * c) + int(lt["warmup_requests"])
+        return lt.num_requests(c) + lt.warmup_requests
 
     extra: list[tuple[int, int, int]] = []
     if variant is not None:
-        study = Study(cfg)  # which workload levels a variant measures: one rule (Study.variant_levels)
-        beyond = [lv.concurrency for lv in study.variant_levels(variant) if lv.workload is not None]
+        # which workload levels a variant measures: one rule (the load test section's variant_levels)
+        beyond = [lv.concurrency for lv in lt.variant_levels(variant) if lv.workload is not None]
         extra += [(c, requests(c), repeats) for c in beyond if c is not None]
         sweet = sweet_spot_section(cfg)
         if "loadtest" in experiments and levels and variant in sweet.variants:
             mid = max(1, round(math.exp(sum(math.log(c) for c in levels) / len(levels))))
             extra += [(mid, requests(mid), 1)] * sweet.max_probes
     return WorkloadShape(
-        prompt_tokens=int(lt["prompt_tokens"]),
-        output_tokens=int(lt["output_tokens"]),
+        prompt_tokens=lt.prompt_tokens,
+        output_tokens=lt.output_tokens,
         levels=levels,
         requests=tuple(requests(c) for c in levels),
         repeats=repeats,

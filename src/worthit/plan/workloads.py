@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from worthit.config import Study
+from worthit.experiments.loadtest.section import LoadtestSection
+from worthit.experiments.loadtest.section import section as loadtest_section
 from worthit.experiments.specdec.section import spec_variants
 from worthit.loadgen.levels import LoadLevel
 from worthit.loadgen.workloads import REAL_TEXT_KINDS, real_text
@@ -46,12 +48,12 @@ class WorkloadChoice:
         return f"{where}: {sends} ({self.why})" + (f". WARNING: {self.warning}" if self.warning else "")
 
 
-def _sends(study: Study, variant: str, level: LoadLevel) -> tuple[str, bool]:
+def _sends(lt: LoadtestSection, variant: str, level: LoadLevel) -> tuple[str, bool]:
     """What a level sends in words, and whether it is real text."""
-    name = study.workload_name(variant, level)
+    name = lt.workload_name(variant, level)
     if name is None:
-        return f"random tokens ({study.cfg['loadtest']['prompt_tokens']}-token prompts)", False
-    spec: Mapping[str, Any] = study.cfg["workloads"][name]
+        return f"random tokens ({lt.prompt_tokens}-token prompts)", False
+    spec: Mapping[str, Any] = lt.workloads[name]
     kind = str(spec["kind"])
     if kind == "sharegpt":
         turns = spec.get("turns", 1)
@@ -63,31 +65,29 @@ def _sends(study: Study, variant: str, level: LoadLevel) -> tuple[str, bool]:
     return f"{name} (random tokens, {kind} workload)", real_text(kind)
 
 
-def _added(study: Study, variant: str, level: LoadLevel) -> str | None:
+def _added(lt: LoadtestSection, level: LoadLevel) -> str | None:
     """Why worthit added a workload level the variant measures (None: the study's own level)."""
-    specs = study.cfg["loadtest"]["workload_levels"]
-    named = study.load_levels[len(study.load_levels) - len(specs) :]  # the workload levels, in the same order
-    for spec, lv in zip(specs, named, strict=True):
-        if lv == level and spec.get("added"):
-            return str(spec["added"])
+    for wl in lt.workload_levels:
+        if wl.level == level and wl.added:
+            return wl.added
     return None
 
 
 def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
     """Per load-tested variant (and the prefix experiment) what its levels send and why."""
-    study = Study(cfg)
+    study, lt = Study(cfg), loadtest_section(cfg)
     speculative = set(spec_variants(study))
     out = []
-    for variant in study.load_tested:
-        levels = study.variant_levels(variant)
-        sends = {lv.name: _sends(study, variant, lv) for lv in levels}
+    for variant in lt.load_tested:
+        levels = lt.variant_levels(variant)
+        sends = {lv.name: _sends(lt, variant, lv) for lv in levels}
         real = [name for name, (_, is_real) in sends.items() if is_real]
         warning = None
-        added = sorted({why for lv in levels if (why := _added(study, variant, lv))})
+        added = sorted({why for lv in levels if (why := _added(lt, lv))})
         if variant in speculative:
             why = CONTENT_DECIDES + (f"; judged on real text ({', '.join(real)})" if real else "")
             if not real:
-                opted_out = study.cfg["loadtest"].get("real_text_for_speculative_reason")
+                opted_out = lt.real_text_for_speculative_reason
                 warning = f"{variant} is measured on random tokens only" + (
                     f" (loadtest.real_text_for_speculative is false: {opted_out})"
                     if opted_out
@@ -95,7 +95,7 @@ def workload_choices(cfg: Mapping[str, Any]) -> list[WorkloadChoice]:
                     "loadtest.workload_levels)"
                 )
         else:
-            peers = [v for v in spec_variants(study) if set(real) & {lv.name for lv in study.variant_levels(v)}]
+            peers = [v for v in spec_variants(study) if set(real) & {lv.name for lv in lt.variant_levels(v)}]
             why = CONTENT_FREE + (
                 f"; its real-text levels are what {', '.join(peers)} is compared with" if peers else ""
             )

@@ -19,6 +19,7 @@ from typing import Any
 from worthit import errors
 from worthit.config import ROOT, Study, load
 from worthit.errors import InputError
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.plan.cli import parse_model_configs
 from worthit.plan.hardware import Hardware, hardware_for
 from worthit.plan.model_sources import model_configs
@@ -99,8 +100,8 @@ def dry_run(
     checked = 0
     if MAX_NUM_SEQS in section.space:
         configs = model_configs(cfg, root, given, hub)
-        lt = cfg["loadtest"]
-        max_load = max((int(c) for c in lt.get("levels") or []), default=None)
+        lt = load_section(cfg)
+        max_load = max(lt.levels, default=None)
         seqs = _seq_values(section.space[MAX_NUM_SEQS])
         checked = len(combos) * len(seqs)
         for others in combos:
@@ -109,8 +110,8 @@ def dry_run(
                 configs.get(cfg["variants"][variant]["model"], (None, None, None, ""))[0],
                 args,
                 hw,
-                prompt_tokens=int(lt["prompt_tokens"]),
-                output_tokens=int(lt["output_tokens"]),
+                prompt_tokens=lt.prompt_tokens,
+                output_tokens=lt.output_tokens,
                 kv_margin=section.kv_margin,
                 max_load=max_load,
             )

@@ -13,6 +13,7 @@ from pathlib import Path
 from worthit import cost
 from worthit.config import Study
 from worthit.experiments.loadtest.report import Level, levels_of
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.metrics import Slo
 from worthit.report.data import VariantResults, read_result
 from worthit.report.rules import Rules
@@ -93,7 +94,10 @@ def reached(levels: Sequence[Level], slo: Slo, tpot_ceiling_ms: float | None, gp
 
 def load_files(study: Study, variant: str, results: Path) -> list[Path]:
     """The candidate's load-level files (every level and run of the study)."""
-    return [results / f"variant~{variant}" / f"{lv.path(r)}.parquet" for lv, r in study.level_runs(variant)]
+    return [
+        results / f"variant~{variant}" / f"{lv.path(r)}.parquet"
+        for lv, r in load_section(study.cfg).level_runs(variant)
+    ]
 
 
 def candidate_results(study: Study, variant: str, results: Path) -> VariantResults:

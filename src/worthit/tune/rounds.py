@@ -41,6 +41,7 @@ import yaml
 from worthit import atomic, schemas
 from worthit.config import Study
 from worthit.errors import InputError
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.plan.hardware import Hardware
 from worthit.plan.shapes import ModelShape
 from worthit.server import engine_flags
@@ -124,14 +125,14 @@ def _why_not_served(
     why = unservable(variant, args)
     if why is not None:
         return why
-    lt = cfg["loadtest"]
+    lt = load_section(cfg)
     try:
         b = bound(
             shapes.get(str(cfg["variants"][variant]["model"])),
             args,
             hw,
-            prompt_tokens=int(lt["prompt_tokens"]),
-            output_tokens=int(lt["output_tokens"]),
+            prompt_tokens=lt.prompt_tokens,
+            output_tokens=lt.output_tokens,
             kv_margin=section.kv_margin,
             max_load=max_load,
         )
@@ -161,8 +162,7 @@ def run_tune(
     results = tdir.parent
     search = TuneSearch(section, tdir / "journal.log", study_name=str(cfg["study"]))
     run = TuneRun(section)
-    lt = cfg["loadtest"]
-    max_load = max((int(c) for c in lt.get("levels") or []), default=None)
+    max_load = max(load_section(cfg).levels, default=None)
     budget = section.budget.server_starts
 
     workflow = functools.partial(run_snakemake, workdir=workdir, cores=cores, extra=snakemake_args)

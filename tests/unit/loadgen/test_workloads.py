@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.unit.word_tokenizer import word_level_tokenizer
 from worthit.config import ConfigError, Study, load, validate
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.loadgen import levels as lv
 from worthit.loadgen import timeline as tl
 from worthit.loadgen.prompts import WorkloadError
@@ -419,23 +420,24 @@ def test_levels_of_a_study_in_order_with_their_workloads() -> None:
     cfg = validate(
         study_cfg(workload_levels=[{"workload": "mixed", "concurrency": 2}, {"workload": "mixed", "rate": 1}])
     )
-    s = Study(cfg)
+    s = load_section(cfg)
     names = [x.name for x in s.load_levels]
     assert names == ["conc~1", "conc~4", "rate~2.5", "rate~5", "mixed/conc~2", "mixed/rate~1"]
-    assert s.levels == [1, 4]  # the plain concurrencies, as before
-    assert list(s.consumers("a")) == ["kv", *(f"load/{n}" for n in names)]
+    assert s.levels == (1, 4)  # the plain concurrencies, as before
+    assert list(Study(cfg).consumers("a")) == ["kv", *(f"load/{n}" for n in names)]
     assert s.workload_name("a", s.level("conc~4")) == "chat" and s.workload_name("b", s.level("conc~4")) is None
     assert s.workload_name("a", s.level("mixed/rate~1")) == "mixed"
     assert s.level_requests(s.level("rate~2.5")) == 150  # 60 s at 2.5/s
     assert s.timeline_files("a") == []
-    timed = Study(validate({**cfg, "loadtest": {**cfg["loadtest"], "timeline_interval_s": 0.5}}))
+    timed = load_section(validate({**cfg, "loadtest": {**cfg["loadtest"], "timeline_interval_s": 0.5}}))
     assert timed.timeline_files("a")[:3] == ["load/conc~1.timeline", "load/conc~4.timeline", "load/rate~2.5.timeline"]
     with pytest.raises(ConfigError, match=r"load level 'rate~3' is not part of the study \(its levels: conc~1, conc~4"):
         s.level("rate~3")
 
 
 def test_the_default_study_keeps_its_levels_and_results_names() -> None:
-    s = Study(validate(json.loads(json.dumps(__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text())))))
+    cfg = validate(json.loads(json.dumps(__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()))))
+    s = load_section(cfg)
     grid = [f"load/conc~{c}" for c in s.levels]
     real = ["load/sharegpt/conc~1", "load/sharegpt/conc~4"]
     assert [x.path() for x in s.load_levels] == [*grid, "load/chat/conc~4", *real] and s.timeline_interval_s is None
@@ -447,9 +449,7 @@ def test_the_default_study_keeps_its_levels_and_results_names() -> None:
     assert [x.path() for x in s.variant_levels("spec_ngram")] == [*grid, *real]
     assert [x.path() for x in s.variant_levels("no_prefix_cache")] == ["load/chat/conc~4"]
     assert [x.path() for x in s.variant_levels("max_seqs_4")] == grid
-    assert (
-        s.cfg["workloads"]["sharegpt"]["kind"] == "sharegpt" and s.workload_files("spec_ngram", s.load_levels[-1]) == []
-    )
+    assert s.workloads["sharegpt"]["kind"] == "sharegpt" and s.workload_files("spec_ngram", s.load_levels[-1]) == []
 
 
 @pytest.mark.parametrize(
@@ -757,7 +757,7 @@ def test_a_speculative_variant_without_real_text_gets_sharegpt_levels_with_its_b
         "q": {"model": "m"},
     }
     done = validate(copy.deepcopy(cfg))
-    s = Study(done)
+    s = load_section(done)
     assert done["workloads"]["sharegpt"]["kind"] == "sharegpt" and "path" not in done["workloads"]["sharegpt"]
     added = ["load/sharegpt/conc~1", "load/sharegpt/conc~4"]
     for v in ("b", "s", "d"):

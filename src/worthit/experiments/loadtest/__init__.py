@@ -5,6 +5,8 @@ gauges sampled through each run (the timeline).
 Experiment name ``loadtest`` in ``variants.<v>.experiments`` (config key ``loadtest``, its section.yaml;
 ``workloads`` adds named workloads, whose levels name their variants). Its files:
 
+- :mod:`.section`: its config section as typed values, read through one door (``section(cfg)``), and the load
+  levels it gives each variant (``variant_levels``, ``level_runs``, ``level``, ``workload_name``, ...);
 - :mod:`.measure`: one level on a variant's server (``loadtest``, each level and run one turn through
   ``stages.consume``; the sweet-spot search and the deployments measure their levels with ``study_level``);
 - :mod:`.tables`: its Parquet tables (``load_requests``, ``server_timeline`` and the study summary
@@ -18,28 +20,28 @@ Experiment name ``loadtest`` in ``variants.<v>.experiments`` (config key ``loadt
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worthit import measurements
+from worthit.experiments.loadtest.section import SECTION_FILE, section
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS, REPORT_LEVELS, REPORT_TIMELINE, SERVER_TIMELINE, SUMMARY
 
 if TYPE_CHECKING:
     from worthit.config import Study
 
 NAME = "loadtest"
-SECTION = Path(__file__).with_name("section.yaml")  # its config section
+SECTION = SECTION_FILE  # its config section
 
 
 def consumers(study: Study, variant: str) -> list[str]:
     """One turn per level and run; a workload level naming the variant is measured even without
     ``loadtest`` in its experiments."""
-    return [lv.path(r) for lv, r in study.level_runs(variant)]
+    return [lv.path(r) for lv, r in section(study.cfg).level_runs(variant)]
 
 
 def side_results(study: Study, variant: str) -> list[str]:
     """The timeline each level writes beside its requests."""
-    return study.timeline_files(variant)
+    return section(study.cfg).timeline_files(variant)
 
 
 def register() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from worthit import energy, prom, schemas
 from worthit.config import ConfigError, Study
+from worthit.experiments.loadtest.section import section
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS, SERVER_TIMELINE
 from worthit.loadgen import levels as levelmod
 from worthit.loadgen import timeline as tl
@@ -307,22 +308,22 @@ def study_level(
     (seed + seed_offset + 2(r-1); its warm-up the next seed), so a server with prefix caching on cannot
     answer a repeat from the cache of an earlier run. The load stage, the sweet-spot search and the
     deployment validation all measure through here."""
-    lt = study.cfg["loadtest"]
-    wl_name = study.workload_name(variant, level)
+    lt = section(study.cfg)
+    wl_name = lt.workload_name(variant, level)
     return measure_level(
         url,
         served_model_name,
         tokenizer_dir,
         level,
-        workload=None if wl_name is None else {"name": wl_name, **study.cfg["workloads"][wl_name]},
-        num_requests=study.level_requests(level),
-        prompt_tokens=lt["prompt_tokens"],
-        output_tokens=lt["output_tokens"],
-        warmup=lt["warmup_requests"],
-        seed=int(lt["seed"]) + seed_offset + 2 * (run - 1),
-        endpoint=lt["endpoint"],
-        timeout_s=lt["request_timeout_s"],
-        open_loop=lt,
+        workload=None if wl_name is None else {"name": wl_name, **lt.workloads[wl_name]},
+        num_requests=lt.level_requests(level),
+        prompt_tokens=lt.prompt_tokens,
+        output_tokens=lt.output_tokens,
+        warmup=lt.warmup_requests,
+        seed=lt.seed + seed_offset + 2 * (run - 1),
+        endpoint=lt.endpoint,
+        timeout_s=lt.request_timeout_s,
+        open_loop=lt.open_loop,
         timeline_interval_s=timeline_interval_s,
         api_key=study.api_key,
         gpus=gpus,
@@ -344,20 +345,21 @@ def loadtest(
     level uses its own prompts (seed + 2(r-1)), so a server with prefix caching on cannot answer a repeat
     from the cache of an earlier run. With ``timeline_out`` the server's /metrics are sampled every
     ``loadtest.timeline_interval_s`` during the level and written there."""
-    lv = LoadLevel(CONC, level) if isinstance(level, int) else study.level(level) if isinstance(level, str) else level
-    if not 1 <= run <= study.repeats:
+    lt = section(study.cfg)
+    lv = LoadLevel(CONC, level) if isinstance(level, int) else lt.level(level) if isinstance(level, str) else level
+    if not 1 <= run <= lt.repeats:
         raise ConfigError(
             f"{out}: run {run} of level {lv.name} is not part of the study "
-            f"(loadtest.repeats is {study.repeats}); raise loadtest.repeats to {run} to measure it"
+            f"(loadtest.repeats is {lt.repeats}); raise loadtest.repeats to {run} to measure it"
         )
     manifest = Manifest.load(manifest_path)
-    wl_name = study.workload_name(variant, lv)
+    wl_name = lt.workload_name(variant, lv)
     default = lv.kind == CONC and wl_name is None
     extra_meta: dict[str, Any] = {"concurrency": lv.concurrency or 0, "repeat": run}
     if not default:  # the level, its kind and workload (the default levels' metadata stays as it was)
         extra_meta.update(lv.describe(), workload_name=wl_name)
     meta = result_meta(study, variant, manifest, **extra_meta)
-    interval = study.timeline_interval_s if timeline_out else None
+    interval = lt.timeline_interval_s if timeline_out else None
     timeline: list[dict[str, Any]] | None = None
 
     def body(state: ServerState) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from worthit import prom
 from worthit.config import Study
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.experiments.specdec.section import section, verify_sizes
 from worthit.experiments.specdec.tables import VERIFY
 from worthit.loadgen.client import ClientConfig, RequestSpec, closed_loop
@@ -111,9 +112,9 @@ def run_verify(
 
 def measure_verify(study: Study, variant: str, state_path: str, manifest_path: str, *, out: str) -> None:
     """The measure_verify rule: verify-step timing on the base variant's server, in its turn."""
-    sd = section(study.cfg)
+    sd, lt = section(study.cfg), load_section(study.cfg)
     sizes = verify_sizes(study)
-    context = int(sd.verify_context_tokens or study.cfg["loadtest"]["prompt_tokens"])
+    context = int(sd.verify_context_tokens or lt.prompt_tokens)
     manifest = Manifest.load(manifest_path)
     meta = result_meta(study, variant, manifest)
 
@@ -125,14 +126,14 @@ def measure_verify(study: Study, variant: str, state_path: str, manifest_path: s
             context,
             sizes=sizes,
             repeats=sd.verify_repeats,
-            seed=study.cfg["loadtest"]["seed"],
-            timeout_s=study.cfg["loadtest"]["request_timeout_s"],
-            concurrencies=study.levels,
+            seed=lt.seed,
+            timeout_s=lt.request_timeout_s,
+            concurrencies=lt.levels,
             api_key=study.api_key,
         )
         for r in rows:
             r["variant"] = variant
-        for conc in study.levels:
+        for conc in lt.levels:
             for m in sizes:
                 ttft = [
                     r["ttft_ms"] for r in rows if r["new_tokens"] == m and r["concurrency"] == conc and r["success"]

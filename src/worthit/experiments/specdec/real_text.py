@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worthit.config import ConfigError, Study
+from worthit.experiments.loadtest.section import LoadtestSection
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.experiments.specdec.section import base_variant, spec_variants
 from worthit.loadgen.workloads import real_text
 
@@ -34,10 +36,10 @@ def level_subset(levels: Sequence[int]) -> list[int]:
     return sorted({s[0], s[len(s) // 2]})
 
 
-def _has_real_text(study: Study, variant: str) -> bool:
-    for lv in study.variant_levels(variant):
-        name = study.workload_name(variant, lv)
-        if name is not None and real_text((study.cfg["workloads"].get(name) or {}).get("kind")):
+def _has_real_text(lt: LoadtestSection, variant: str) -> bool:
+    for lv in lt.variant_levels(variant):
+        name = lt.workload_name(variant, lv)
+        if name is not None and real_text((lt.workloads.get(name) or {}).get("kind")):
             return True
     return False
 
@@ -57,8 +59,8 @@ def _workload(cfg: dict[str, Any]) -> str:
 
 def missing(cfg: Mapping[str, Any]) -> list[str]:
     """The speculative variants measured on no real-text level."""
-    study = Study(cfg)
-    return [v for v in spec_variants(study) if not _has_real_text(study, v)]
+    lt = load_section(cfg)
+    return [v for v in spec_variants(Study(cfg)) if not _has_real_text(lt, v)]
 
 
 def add_real_text_levels(cfg: dict[str, Any], source: str = "config") -> list[str]:
@@ -81,7 +83,7 @@ def add_real_text_levels(cfg: dict[str, Any], source: str = "config") -> list[st
     their = "its" if len(need) == 1 else "their"
     why = f"added for {', '.join(need)} and {their} base {base}: speculative decoding is judged on real text"
     who = list(dict.fromkeys([base, *need]))
-    for c in level_subset(study.levels):
+    for c in level_subset(load_section(cfg).levels):
         same = [lv for lv in lt["workload_levels"] if lv.get("workload") == name and lv.get("concurrency") == c]
         if not same:
             lt["workload_levels"].append({"workload": name, "concurrency": c, "variants": who, "added": why})

@@ -11,6 +11,7 @@ from typing import Any
 from worthit import schemas
 from worthit.config import Study
 from worthit.experiments.loadtest.measure import study_level
+from worthit.experiments.loadtest.section import section as load_section
 from worthit.experiments.loadtest.tables import LOAD_REQUESTS
 from worthit.experiments.sweet_spot import search
 from worthit.experiments.sweet_spot.section import section
@@ -58,7 +59,7 @@ def sweet_spot(
     slo = Slo.from_config(study.cfg["slo"])
     manifest = Manifest.load(manifest_path)
     meta = result_meta(study, variant, manifest, slo=study.cfg["slo"], width=cfg.width)
-    lt = study.cfg["loadtest"]
+    lt = load_section(study.cfg)
 
     def grid() -> tuple[list[dict[str, Any]], list[str]]:
         rows, left_out = [], []
@@ -114,7 +115,7 @@ def sweet_spot(
             "lo": found.lo,
             "hi": found.hi,
             "description": found.describe() + (f"; grid levels left out: {', '.join(left_out)}" if left_out else ""),
-            "workload": lt.get("workload"),
+            "workload": lt.workload,
         }
         return grid_rows + probes, extra
 
