@@ -18,7 +18,7 @@ from worthit.config import validate
 from worthit.experiments.deploy import token_cost
 from worthit.experiments.deploy.tables import REPORT_TOKEN_COST
 from worthit.report import build
-from worthit.report.terminal import print_summary
+from worthit.report.terminal import show_summary
 
 FIXTURE = ROOT / "tests" / "fixtures" / "embedded-default"
 
@@ -70,7 +70,7 @@ def test_the_report_prices_each_variant_s_best_level_under_the_slo(tmp_path: Pat
     # measured on a CPU before energy was read: null with the reason, never a zero
     assert base["energy_j_per_output_token"] is None and base["energy_reason"] == energy.NOT_RECORDED
     out = io.StringIO()
-    print_summary([], [], [], None, console=Console(file=out, width=200), token_cost=list(rows.values()))
+    show_summary([], {"token_cost": list(rows.values())}, console=Console(file=out, width=200))
     text = out.getvalue()
     assert "What a token costs" in text and "baseline at concurrency 4" in text
     assert f"${base['usd_per_million_output_tokens']:.3g} per million output tokens" in text

@@ -105,22 +105,6 @@ def show_summary(
         con.print(f"\nreport: {page}", markup=False)
 
 
-def print_summary(
-    verdicts: Rows,
-    deployments: Rows = (),
-    validation: Rows = (),
-    page: str | os.PathLike[str] | None = None,
-    *,
-    console: Console | None = None,
-    gaps: str = "",
-    **stored: Rows,
-) -> None:
-    """:func:`show_summary` in its older form, kept for its callers (tests/unit/test_price.py): two tables' rows
-    positional, the deployments' and their validation's, the others' by short name."""
-    given = {"deployments": deployments, "validation": validation, **stored}
-    show_summary(verdicts, given, page, console=console, gaps=gaps)
-
-
 def _rows(path: Path, table: schemas.Table) -> list[dict[str, Any]]:
     if not path.exists():
         return []

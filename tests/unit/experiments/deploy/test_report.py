@@ -86,6 +86,3 @@ def test_the_terminal_prints_a_validated_deployment_from_its_stored_rows() -> No
     assert "Deployments\nlatency-first: fp8 at concurrency 16\n" in text and f"  {shlex.join(CMD)}\n" in text
     assert "promises TPOT P99 20.0 ms [19.0, 21.0] (measured 23.5 ms [22.0, 25.0]: miss)" in text
     assert "What a token costs" not in text  # no rows of it: nothing printed
-    old = io.StringIO()  # the older form: the deployments' and their validation's rows positional
-    terminal.print_summary([], [DEPLOYMENT], [VALIDATION], None, console=Console(file=old, width=200))
-    assert old.getvalue() == text
