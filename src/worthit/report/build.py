@@ -379,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     if gaps:  # an incomplete or partly failed study says so where the verdicts are read
         counts = ", ".join(f"{n} {status}" for status, n in sorted(gaps.items()))
         missing = f"results missing or failed: {counts} (the report's 'Failed, not applicable or not run' lists them)"
-    shown = {v.short: stored(v) for v in report.views if any(v.table is t for t in terminal.summary_tables())}
+    summarised = terminal.summary_tables()
+    shown = {v.short: stored(v) for v in report.views if any(v.table is t for t in summarised)}
     terminal.show_summary(report.rows(schemas.REPORT_VERDICTS), shown, page, gaps=missing)
     return 0
 

@@ -110,7 +110,8 @@ class Context:
     @property
     def others(self) -> list[str]:
         """The variants judged against another: all but the study's baseline and the baselines of their own."""
-        return [v for v in self.variants if v != self.baseline and self.base_of(v) != v]
+        judged_against_nothing = {self.baseline, *self.study.baselines}
+        return [v for v in self.variants if v not in judged_against_nothing]
 
     def configured(self, variant: str) -> bool:
         return variant in self.study.variants
